@@ -1,0 +1,3 @@
+from convengine.cli import main
+
+main()

@@ -1,0 +1,101 @@
+"""The ``convengine`` command: db, pack, chat, serve and test sub-commands."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from convengine.errors import ConvEngineError
+from convengine.settings import DEFAULT_DATABASE_URL
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, help="convengine: a data-driven conversational engine.")
+db_app = typer.Typer(no_args_is_help=True, help="Database schema of the ce_* tables.")
+pack_app = typer.Typer(no_args_is_help=True, help="Import, export and validate packs (YAML control-plane rows).")
+app.add_typer(db_app, name="db")
+app.add_typer(pack_app, name="pack")
+
+err = Console(stderr=True)
+out = Console()
+
+UrlOption = Annotated[str, typer.Option("--url", help="Database URL (sqlite:///FILE or postgresql://...)",
+                                        envvar="CONVENGINE_DATABASE_URL")]
+
+
+def fail(exc: ConvEngineError) -> None:
+    err.print(f"[red]error[/red] [{exc.code.value}] {exc.message}", markup=True, highlight=False)
+    raise typer.Exit(1)
+
+
+@db_app.command("upgrade")
+def db_upgrade(url: UrlOption = DEFAULT_DATABASE_URL) -> None:
+    """Create or upgrade the ce_* tables (safe to run again)."""
+    from convengine.db import parse_database_url, upgrade
+
+    try:
+        parsed = parse_database_url(url)
+        upgrade(parsed)
+    except ConvEngineError as exc:
+        fail(exc)
+    out.print(f"ce_* tables are up to date at {parsed.redacted()}")
+
+
+@pack_app.command("validate")
+def pack_validate(file: Annotated[Path, typer.Argument(help="The pack (YAML)")]) -> None:
+    """Check a pack: every violation is listed with table, row, column and reason."""
+    from convengine.config_loader import validate_pack
+
+    try:
+        snapshot = validate_pack(file)
+    except ConvEngineError as exc:
+        fail(exc)
+    for warning in snapshot.warnings:
+        err.print(f"[yellow]warning[/yellow] {warning}", highlight=False)
+    rows = sum(len(r) for r in snapshot.tables().values())
+    out.print(f"{file}: valid ({rows} rows, version {snapshot.version})")
+
+
+@pack_app.command("import")
+def pack_import(
+    file: Annotated[Path, typer.Argument(help="The pack (YAML)")],
+    url: UrlOption = DEFAULT_DATABASE_URL,
+) -> None:
+    """Replace the control tables with a pack's rows, all or nothing."""
+    from convengine.config_loader import import_pack
+    from convengine.db import create_sync_engine, parse_database_url, upgrade
+
+    try:
+        parsed = parse_database_url(url)
+        engine = create_sync_engine(parsed)
+        upgrade(engine)
+        snapshot = import_pack(engine, file)
+        engine.dispose()
+    except ConvEngineError as exc:
+        fail(exc)
+    rows = sum(len(r) for r in snapshot.tables().values())
+    out.print(f"imported {file} into {parsed.redacted()} ({rows} rows, version {snapshot.version})")
+
+
+@pack_app.command("export")
+def pack_export(
+    url: UrlOption = DEFAULT_DATABASE_URL,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to FILE instead of stdout")] = None,
+) -> None:
+    """Write the control tables as a pack (YAML)."""
+    from convengine.config_loader import dump_pack, export_pack
+    from convengine.db import create_sync_engine, parse_database_url
+
+    try:
+        engine = create_sync_engine(parse_database_url(url))
+        text = dump_pack(export_pack(engine))
+        engine.dispose()
+    except ConvEngineError as exc:
+        fail(exc)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        output.write_text(text, encoding="utf-8")
+        err.print(f"wrote {output}")

@@ -1,0 +1,396 @@
+"""Load-time validation of control-plane records: every violation, named, at once.
+
+Checks ConvEngine's scope integrity (reference §1.4) and what ConvEngine only finds at
+turn time: regexes compile, JSON schemas are schemas, JSON_PATH rules parse, actions,
+phases, match types and tool groups are known, states referenced by SET_STATE and
+ce_state_graph exist, db-tool rows point at tools, interaction contracts are JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import jsonschema
+from jsonpath_ng.exceptions import JsonPathLexerError, JsonPathParserError
+
+from convengine.config_loader.records import (
+    ClassifierRecord,
+    PolicyRecord,
+    Record,
+    RuleRecord,
+    VerboseRecord,
+)
+from convengine.errors import Violation
+from convengine.rules.jsonpath import compile_jsonpath
+from convengine.textmatch import PatternError, TextMatcher, compile_regex
+from convengine.vocab import (
+    ANY,
+    CLASSIFIER_TYPES,
+    DIALOGUE_ACTS,
+    INTENT_COLLISION,
+    INTERACTION_MODES,
+    POLICY_TYPES,
+    RESPONSE_FORMATS,
+    RESPONSE_TYPES,
+    RULE_ACTIONS,
+    RULE_TYPES,
+    SET_STATE,
+    TEMPLATE_FORMATS,
+    TOOL_GROUPS,
+    UNKNOWN,
+)
+
+SCOPED_TABLES = (
+    "ce_rule",
+    "ce_pending_action",
+    "ce_prompt_template",
+    "ce_response",
+    "ce_container_config",
+    "ce_output_schema",
+    "ce_mcp_tool",
+    "ce_mcp_planner",
+    "ce_verbose",
+    "ce_intent_classifier",
+    "ce_memory",
+)
+# Blank scope codes are allowed here and read as wildcards (ConvEngine's code does so).
+_BLANK_OK = {("ce_rule", "intent_code"), ("ce_rule", "state_code"), ("ce_response", "intent_code"),
+             ("ce_prompt_template", "intent_code"), ("ce_prompt_template", "state_code")}
+
+# ce_config keys with a typed value: (TYPE, KEY) -> parser
+_TYPED_CONFIG: dict[tuple[str, str], Callable[[str], Any]] = {
+    ("AGENTINTENTRESOLVER", "MIN_CONFIDENCE"): float,
+    ("AGENTINTENTRESOLVER", "COLLISION_GAP_THRESHOLD"): float,
+    ("INTENTRESOLUTIONSTEP", "STICKY_INTENT"): lambda v: _parse_bool(v),
+    ("DISAMBIGUATIONSTEP", "ENABLE_LLM"): lambda v: _parse_bool(v),
+    ("MCPTOOLSTEP", "MCP_TOOL_MAX_LOOPS"): int,
+    ("MCPPLANNER", "MCP_PLANNER_MAX_OBSERVATIONS_COUNT"): int,
+    ("MCPPLANNER", "MCP_PLANNER_MAX_OBS_CHARS"): int,
+}
+
+
+def _parse_bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false", "1", "0", "yes", "no"):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return lowered in ("true", "1", "yes")
+
+
+@dataclass(slots=True)
+class Validation:
+    """What validation found, and the records with their compiled matchers attached."""
+
+    tables: dict[str, list[Record]]
+    rule_types: frozenset[str] = frozenset(RULE_TYPES)
+    rule_actions: frozenset[str] = frozenset(RULE_ACTIONS)
+    regex_timeout_s: float = 0.1
+    violations: list[Violation] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    known_states: frozenset[str] = frozenset()
+    reachable_states: frozenset[str] = frozenset()
+    handled_states: frozenset[str] = frozenset()
+
+    def bad(self, record: Record | str, row_id: Any, column: str | None, reason: str) -> None:
+        table = record if isinstance(record, str) else record.TABLE
+        self.violations.append(Violation(table, row_id, column, reason))
+
+    def rows(self, table: str) -> list[Record]:
+        return self.tables.get(table, [])
+
+
+def validate(v: Validation, labels: dict[str, dict[Any, str]]) -> None:
+    """Run every check, filling ``v.violations``/``v.warnings`` and compiling matchers."""
+    v.reachable_states = _reachable_states(v)
+    v.handled_states = _handled_states(v)
+    v.known_states = v.reachable_states | v.handled_states
+    for check in (_scopes, _verbose, _policies, _classifiers, _rules, _schemas, _responses,
+                  _templates, _tools, _db_tools, _state_graph, _config):
+        check(v)
+    _relabel(v, labels)
+
+
+def _relabel(v: Validation, labels: dict[str, dict[Any, str]]) -> None:
+    """Name rows the way their source does (pack rows without an id by position)."""
+    v.violations = [
+        replace(x, row_id=labels.get(x.table, {}).get(x.row_id, x.row_id)) for x in v.violations
+    ]
+
+
+def _reachable_states(v: Validation) -> frozenset[str]:
+    """States something can put a conversation in (ConvEngine's 'allowed states', extended).
+
+    The engine's own states, every ce_rule scope state and SET_STATE target (as ConvEngine
+    counts them) and every state a classifier sets.
+    """
+    states = {ANY, UNKNOWN, INTENT_COLLISION}
+    for rule in v.rows("ce_rule"):
+        assert isinstance(rule, RuleRecord)
+        if not rule.enabled:
+            continue
+        states.add(rule.state_code)
+        if rule.action == SET_STATE and rule.action_value:
+            states.add(rule.action_value.strip().upper())
+    for clf in v.rows("ce_intent_classifier"):
+        if clf.enabled:  # type: ignore[attr-defined]
+            states.add(clf.state_code)  # type: ignore[attr-defined]
+    return frozenset(states)
+
+
+def _handled_states(v: Validation) -> frozenset[str]:
+    """States some enabled row is scoped on (so a turn in that state has something to do)."""
+    states = {UNKNOWN, INTENT_COLLISION}
+    for table in SCOPED_TABLES:
+        for rec in v.rows(table):
+            state = getattr(rec, "state_code", None)
+            if getattr(rec, "enabled", True) and state and state != ANY:
+                states.add(state)
+    return frozenset(states)
+
+
+def _scopes(v: Validation) -> None:
+    intents = {i.intent_code for i in v.rows("ce_intent") if i.enabled} | {ANY, UNKNOWN}  # type: ignore[attr-defined]
+    for table in SCOPED_TABLES:
+        for rec in v.rows(table):
+            if getattr(rec, "enabled", True):
+                _scope_of(v, rec, intents)
+
+
+def _scope_of(v: Validation, rec: Record, intents: set[str]) -> None:
+    intent, state = getattr(rec, "intent_code", None), getattr(rec, "state_code", None)
+    for column, value in (("intent_code", intent), ("state_code", state)):
+        if not value and (rec.TABLE, column) not in _BLANK_OK:
+            v.bad(rec, rec.row_id, column, "must not be blank (use ANY for a wildcard)")
+    if intent and intent not in intents:
+        v.warnings.append(f"{rec.TABLE}[{rec.row_id}]: intent {intent!r} is not an enabled ce_intent; row is inactive")
+        return
+    if state and state not in v.reachable_states:
+        v.bad(rec, rec.row_id, "state_code", _unreachable(state, v))
+
+
+def _unreachable(state: str, v: Validation) -> str:
+    known = ", ".join(sorted(v.reachable_states))
+    return (f"unknown state {state!r}: nothing can reach it (states come from ce_rule state_code, "
+            f"SET_STATE values and ce_intent_classifier state_code; known: {known})")
+
+
+def _unhandled(state: str, v: Validation) -> str:
+    known = ", ".join(sorted(v.handled_states - {UNKNOWN, INTENT_COLLISION}))
+    return (f"unknown state {state!r}: no enabled row is scoped on it, so a conversation moved there "
+            f"would have no response (states with rows: {known})")
+
+
+def _verbose(v: Validation) -> None:
+    for rec in v.rows("ce_verbose"):
+        assert isinstance(rec, VerboseRecord)
+        if rec.step_match not in ("EXACT", "REGEX", "JSON_PATH"):
+            v.bad(rec, rec.row_id, "step_match", f"must be EXACT, REGEX or JSON_PATH, got {rec.step_match!r}")
+        for column in ("step_value", "determinant"):
+            if not (getattr(rec, column) or "").strip():
+                v.bad(rec, rec.row_id, column, "must not be blank")
+        if rec.step_match == "REGEX" and rec.step_value:
+            _attach(v, rec, "step_value", lambda: compile_regex(rec.step_value, timeout_s=v.regex_timeout_s))
+        elif rec.step_match == "JSON_PATH" and rec.step_value:
+            _attach(v, rec, "step_value", lambda: compile_jsonpath(rec.step_value))
+
+
+def _attach(v: Validation, rec: Record, column: str, make: Callable[[], Any]) -> None:
+    """Compile a matcher for ``rec`` and store it on the record, or report why it failed."""
+    try:
+        matcher = make()
+    except (PatternError, JsonPathLexerError, JsonPathParserError, ValueError, Exception) as exc:  # noqa: BLE001
+        v.bad(rec, rec.row_id, column, f"does not compile: {exc}")
+        return
+    rows = v.tables[rec.TABLE]
+    rows[rows.index(rec)] = replace(rec, matcher=matcher)  # type: ignore[call-arg]
+
+
+def _text_matcher(v: Validation, rec: PolicyRecord | ClassifierRecord, kinds: Iterable[str]) -> None:
+    if rec.rule_type not in kinds:
+        v.bad(rec, rec.row_id, "rule_type", f"must be one of {', '.join(kinds)}, got {rec.rule_type!r}")
+        return
+    _attach(v, rec, "pattern", lambda: TextMatcher.build(rec.rule_type, rec.pattern, timeout_s=v.regex_timeout_s))
+
+
+def _policies(v: Validation) -> None:
+    for rec in list(v.rows("ce_policy")):
+        assert isinstance(rec, PolicyRecord)
+        _text_matcher(v, rec, POLICY_TYPES)
+
+
+def _classifiers(v: Validation) -> None:
+    for rec in list(v.rows("ce_intent_classifier")):
+        assert isinstance(rec, ClassifierRecord)
+        _text_matcher(v, rec, CLASSIFIER_TYPES)
+
+
+def _rules(v: Validation) -> None:
+    for rec in list(v.rows("ce_rule")):
+        assert isinstance(rec, RuleRecord)
+        if rec.phase.startswith("?"):
+            v.bad(rec, rec.row_id, "phase", f"unknown phase {rec.phase[1:]!r}")
+        if rec.rule_type not in v.rule_types:
+            v.bad(rec, rec.row_id, "rule_type", f"unknown rule type {rec.rule_type!r}; known: {', '.join(sorted(v.rule_types))}")
+        if rec.action not in v.rule_actions:
+            v.bad(rec, rec.row_id, "action", f"unknown action {rec.action!r}; known: {', '.join(sorted(v.rule_actions))}")
+        _rule_action_value(v, rec)
+        if rec.rule_type == "REGEX":
+            _attach(v, rec, "match_pattern", lambda r=rec: compile_regex(r.match_pattern, timeout_s=v.regex_timeout_s))
+        elif rec.rule_type in ("JSON_PATH", "CONTEXT_JSON_PATH"):
+            _attach(v, rec, "match_pattern", lambda r=rec: compile_jsonpath(r.match_pattern))
+
+
+def _rule_action_value(v: Validation, rec: RuleRecord) -> None:
+    value = (rec.action_value or "").strip()
+    if rec.action in ("SET_STATE", "SET_INTENT", "SET_DIALOGUE_ACT", "SET_INPUT_PARAM", "SET_TASK") and not value:
+        v.bad(rec, rec.row_id, "action_value", f"{rec.action} needs an action_value")
+        return
+    if rec.action == "SET_STATE" and value.upper() not in v.handled_states:
+        v.bad(rec, rec.row_id, "action_value", _unhandled(value, v))
+    if rec.action == "SET_DIALOGUE_ACT" and not value.startswith("{") and value.upper() not in DIALOGUE_ACTS:
+        v.bad(rec, rec.row_id, "action_value", f"unknown dialogue act {value!r}; known: {', '.join(DIALOGUE_ACTS)}")
+    if rec.action in ("SET_INPUT_PARAM", "SET_DIALOGUE_ACT") and value[:1] in "[{":
+        try:
+            json.loads(value)
+        except json.JSONDecodeError as exc:
+            v.bad(rec, rec.row_id, "action_value", f"is not valid JSON: {exc.msg}")
+
+
+def _check_json_schema(v: Validation, rec: Record, column: str, schema: Any) -> None:
+    if schema is None:
+        return
+    if isinstance(schema, str) and schema.lstrip().startswith("<"):
+        _check_xsd(v, rec, column, schema)
+        return
+    if not isinstance(schema, dict):
+        v.bad(rec, rec.row_id, column, f"must be a JSON schema object, got {type(schema).__name__}")
+        return
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
+        v.bad(rec, rec.row_id, column, f"is not a valid JSON schema at {where}: {exc.message}")
+
+
+def _check_xsd(v: Validation, rec: Record, column: str, text: str) -> None:
+    import xml.etree.ElementTree as ET
+
+    try:
+        ET.fromstring(text)
+    except ET.ParseError as exc:
+        v.bad(rec, rec.row_id, column, f"is not well-formed XML: {exc}")
+
+
+def _schemas(v: Validation) -> None:
+    for rec in v.rows("ce_output_schema"):
+        _check_json_schema(v, rec, "json_schema", rec.json_schema)  # type: ignore[attr-defined]
+
+
+def _responses(v: Validation) -> None:
+    for rec in v.rows("ce_response"):
+        r: Any = rec
+        if r.response_type not in RESPONSE_TYPES:
+            v.bad(rec, rec.row_id, "response_type", f"must be EXACT or DERIVED, got {r.response_type!r}")
+        if r.output_format not in RESPONSE_FORMATS:
+            v.bad(rec, rec.row_id, "output_format", f"must be TEXT or JSON, got {r.output_format!r}")
+        if r.response_type == "EXACT" and r.exact_text is None:
+            v.bad(rec, rec.row_id, "exact_text", "an EXACT response needs exact_text")
+        _check_json_schema(v, rec, "json_schema", r.json_schema)
+
+
+def _templates(v: Validation) -> None:
+    for rec in v.rows("ce_prompt_template"):
+        t: Any = rec
+        if t.output_format not in TEMPLATE_FORMATS:
+            v.bad(rec, rec.row_id, "output_format", f"must be one of {', '.join(TEMPLATE_FORMATS)}, got {t.output_format!r}")
+        if t.interaction_mode and t.interaction_mode not in INTERACTION_MODES:
+            v.warnings.append(f"ce_prompt_template[{rec.row_id}]: unknown interaction_mode {t.interaction_mode!r} is treated as absent")
+        if t.interaction_contract:
+            _contract(v, rec, t.interaction_contract)
+
+
+def _contract(v: Validation, rec: Record, text: str) -> None:
+    try:
+        contract = json.loads(text)
+    except json.JSONDecodeError as exc:
+        v.bad(rec, rec.row_id, "interaction_contract", f"is not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})")
+        return
+    if not isinstance(contract, dict):
+        v.bad(rec, rec.row_id, "interaction_contract", "must be a JSON object like {\"allows\": [...], \"expects\": [...]}")
+        return
+    for key in ("allows", "expects"):
+        if key in contract and not isinstance(contract[key], list):
+            v.bad(rec, rec.row_id, "interaction_contract", f"{key!r} must be a list")
+
+
+def _tools(v: Validation) -> None:
+    for rec in v.rows("ce_mcp_tool"):
+        t: Any = rec
+        if t.group not in TOOL_GROUPS:
+            v.bad(rec, rec.row_id, "tool_group", f"unknown tool group {t.tool_group!r}; known: {', '.join(TOOL_GROUPS)} (and their aliases)")
+        if not (t.tool_code or "").strip():
+            v.bad(rec, rec.row_id, "tool_code", "must not be blank")
+    codes: dict[str, Any] = {}
+    for rec in v.rows("ce_mcp_tool"):
+        code = rec.tool_code.lower()  # type: ignore[attr-defined]
+        if code in codes:
+            v.bad(rec, rec.row_id, "tool_code", f"duplicate tool_code {rec.tool_code!r} (also tool {codes[code]})")  # type: ignore[attr-defined]
+        codes[code] = rec.row_id
+
+
+def _db_tools(v: Validation) -> None:
+    tools = {t.row_id: t for t in v.rows("ce_mcp_tool")}
+    for rec in v.rows("ce_mcp_db_tool"):
+        d: Any = rec
+        tool: Any = tools.get(d.tool_id)
+        if tool is None:
+            v.bad(rec, rec.row_id, "tool_id", f"no ce_mcp_tool with tool_id {d.tool_id}")
+        elif tool.group != "DB":
+            v.bad(rec, rec.row_id, "tool_id", f"tool {tool.tool_code!r} is in group {tool.group}, not DB")
+        if not (d.sql_template or "").strip():
+            v.bad(rec, rec.row_id, "sql_template", "must not be blank")
+        if d.allowed_identifiers is not None and not isinstance(d.allowed_identifiers, dict):
+            v.bad(rec, rec.row_id, "allowed_identifiers", "must map an identifier name to a list of allowed values")
+        if d.max_rows is not None and d.max_rows < 1:
+            v.bad(rec, rec.row_id, "max_rows", "must be at least 1")
+
+
+def _state_graph(v: Validation) -> None:
+    intents = {i.intent_code for i in v.rows("ce_intent") if i.enabled} | {ANY}  # type: ignore[attr-defined]
+    for rec in v.rows("ce_state_graph"):
+        g: Any = rec
+        if not g.enabled:
+            continue
+        if g.intent_code not in intents:
+            v.warnings.append(f"ce_state_graph[{rec.row_id}]: intent {g.intent_code!r} is not an enabled ce_intent")
+        for column in ("from_state", "to_state"):
+            state = getattr(g, column)
+            if not state:
+                v.bad(rec, rec.row_id, column, "must not be blank")
+            elif state not in v.known_states:
+                v.bad(rec, rec.row_id, column, _unreachable(state, v))
+
+
+def _config(v: Validation) -> None:
+    for rec in v.rows("ce_config"):
+        c: Any = rec
+        if not c.enabled:
+            continue
+        key = (c.config_type.upper(), c.config_key.upper())
+        if key[0] == "DIALOGUEACTSTEP" and key[1].startswith("REGEX_") and c.config_value:
+            _attach_regex_check(v, rec, c.config_value)
+        parser = _TYPED_CONFIG.get(key)
+        if parser and c.config_value not in (None, ""):
+            try:
+                parser(c.config_value)
+            except ValueError:
+                v.bad(rec, rec.row_id, "config_value", f"{c.config_type}.{c.config_key} must be a {getattr(parser, '__name__', 'boolean')}, got {c.config_value!r}")
+
+
+def _attach_regex_check(v: Validation, rec: Record, pattern: str) -> None:
+    try:
+        compile_regex(pattern, timeout_s=v.regex_timeout_s)
+    except PatternError as exc:
+        v.bad(rec, rec.row_id, "config_value", f"regex does not compile: {exc}")

@@ -1,0 +1,403 @@
+"""SQLAlchemy models of the ``ce_*`` tables, with ConvEngine's table and column names.
+
+JSON columns are ``jsonb`` on PostgreSQL and TEXT (holding JSON) on SQLite; booleans are
+0/1 on SQLite. Control tables (read into the ConfigSnapshot) are listed in
+:data:`CONTROL_TABLES` in pack order; runtime tables in :data:`RUNTIME_TABLES`.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class JsonText(TypeDecorator[Any]):
+    """JSON kept as TEXT (SQLite), serialised with ``json.dumps``."""
+
+    impl = sa.Text
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: sa.Dialect) -> str | None:
+        if value is None:
+            return None
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+    def process_result_value(self, value: Any, dialect: sa.Dialect) -> Any:
+        if value is None or value == "":
+            return None
+        if isinstance(value, (dict, list)):
+            return value
+        return json.loads(value)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Timezone-aware timestamps; SQLite keeps ISO text, PostgreSQL ``timestamptz``."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value
+
+
+JSON = sa.JSON().with_variant(postgresql.JSONB(), "postgresql").with_variant(JsonText(), "sqlite")
+UUID = sa.Uuid(as_uuid=False).with_variant(sa.String(36), "sqlite")
+BIGID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = sa.MetaData(naming_convention=NAMING)
+
+
+def _id() -> Mapped[int]:
+    return mapped_column(BIGID, primary_key=True, autoincrement=True)
+
+
+def _enabled() -> Mapped[bool]:
+    return mapped_column(sa.Boolean, nullable=False, default=True, server_default=sa.true())
+
+
+def _created() -> Mapped[datetime | None]:
+    return mapped_column(UtcDateTime, default=utcnow, server_default=sa.func.now())
+
+
+def _scope(default: str | None = None) -> Mapped[str | None]:
+    return mapped_column(sa.Text, nullable=default is None, default=default)
+
+
+# --- control plane ---------------------------------------------------------------------
+
+
+class CeConfig(Base):
+    __tablename__ = "ce_config"
+    __table_args__ = (sa.UniqueConstraint("config_type", "config_key"),)
+    config_id: Mapped[int] = _id()
+    config_type: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    config_key: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    config_value: Mapped[str | None] = mapped_column(sa.Text)
+    enabled: Mapped[bool] = _enabled()
+    created_at: Mapped[datetime | None] = _created()
+
+
+class CeIntent(Base):
+    __tablename__ = "ce_intent"
+    intent_code: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    description: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    priority: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=100, server_default="100")
+    enabled: Mapped[bool] = _enabled()
+    created_at: Mapped[datetime | None] = _created()
+    display_name: Mapped[str | None] = mapped_column(sa.Text)
+    llm_hint: Mapped[str | None] = mapped_column(sa.Text)
+
+
+class CeIntentClassifier(Base):
+    __tablename__ = "ce_intent_classifier"
+    classifier_id: Mapped[int] = _id()
+    intent_code: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    state_code: Mapped[str] = mapped_column(sa.Text, nullable=False, default="UNKNOWN", server_default="UNKNOWN")
+    rule_type: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    pattern: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    priority: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    enabled: Mapped[bool] = _enabled()
+    description: Mapped[str | None] = mapped_column(sa.Text)
+
+
+class CeOutputSchema(Base):
+    __tablename__ = "ce_output_schema"
+    schema_id: Mapped[int] = _id()
+    intent_code: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    state_code: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    schema_type: Mapped[str] = mapped_column(
+        sa.Text, nullable=False, default="SCHEMA_JSON", server_default="SCHEMA_JSON"
+    )
+    json_schema: Mapped[Any] = mapped_column(JSON, nullable=False)
+    description: Mapped[str | None] = mapped_column(sa.Text)
+    enabled: Mapped[bool] = _enabled()
+    priority: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+
+
+class CePromptTemplate(Base):
+    __tablename__ = "ce_prompt_template"
+    template_id: Mapped[int] = _id()
+    intent_code: Mapped[str | None] = mapped_column(sa.Text)
+    state_code: Mapped[str | None] = mapped_column(sa.Text)
+    output_format: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    system_prompt: Mapped[str | None] = mapped_column(sa.Text)
+    user_prompt: Mapped[str | None] = mapped_column(sa.Text)
+    temperature: Mapped[Any] = mapped_column(sa.Numeric(3, 2), nullable=True, default=0, server_default="0")
+    interaction_mode: Mapped[str | None] = mapped_column(sa.Text)
+    interaction_contract: Mapped[str | None] = mapped_column(sa.Text)
+    enabled: Mapped[bool] = _enabled()
+    created_at: Mapped[datetime | None] = _created()
+
+
+class CeResponse(Base):
+    __tablename__ = "ce_response"
+    response_id: Mapped[int] = _id()
+    intent_code: Mapped[str | None] = mapped_column(sa.Text)
+    state_code: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    output_format: Mapped[str] = mapped_column(sa.Text, nullable=False, default="TEXT", server_default="TEXT")
+    response_type: Mapped[str] = mapped_column(sa.Text, nullable=False, default="EXACT", server_default="EXACT")
+    exact_text: Mapped[str | None] = mapped_column(sa.Text)
+    derivation_hint: Mapped[str | None] = mapped_column(sa.Text)
+    json_schema: Mapped[Any] = mapped_column(JSON, nullable=True)
+    priority: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=100, server_default="100")
+    enabled: Mapped[bool] = _enabled()
+    description: Mapped[str | None] = mapped_column(sa.Text)
+    created_at: Mapped[datetime | None] = _created()
+
+
+class CeRule(Base):
+    __tablename__ = "ce_rule"
+    __table_args__ = (sa.Index(None, "enabled", "phase", "state_code", "priority"),)
+    rule_id: Mapped[int] = _id()
+    phase: Mapped[str] = mapped_column(
+        sa.Text, nullable=False, default="PRE_RESPONSE_RESOLUTION", server_default="PRE_RESPONSE_RESOLUTION"
+    )
+    intent_code: Mapped[str | None] = mapped_column(sa.Text)
+    state_code: Mapped[str | None] = mapped_column(sa.Text)
+    rule_type: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    match_pattern: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    action: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    action_value: Mapped[str | None] = mapped_column(sa.Text)
+    priority: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=100, server_default="100")
+    enabled: Mapped[bool] = _enabled()
+    description: Mapped[str | None] = mapped_column(sa.Text)
+    created_at: Mapped[datetime | None] = _created()
+
+
+class CePolicy(Base):
+    __tablename__ = "ce_policy"
+    policy_id: Mapped[int] = _id()
+    rule_type: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    pattern: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    response_text: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    priority: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=10, server_default="10")
+    enabled: Mapped[bool] = _enabled()
+    description: Mapped[str | None] = mapped_column(sa.Text)
+    created_at: Mapped[datetime | None] = _created()
+
+
+class CePendingAction(Base):
+    __tablename__ = "ce_pending_action"
+    pending_action_id: Mapped[int] = _id()
+    intent_code: Mapped[str | None] = mapped_column(sa.Text)
+    state_code: Mapped[str | None] = mapped_column(sa.Text)
+    action_key: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    bean_name: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    method_names: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    priority: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=100, server_default="100")
+    enabled: Mapped[bool] = _enabled()
+    description: Mapped[str | None] = mapped_column(sa.Text)
+    created_at: Mapped[datetime | None] = _created()
+
+
+class CeContainerConfig(Base):
+    __tablename__ = "ce_container_config"
+    id: Mapped[int] = _id()
+    intent_code: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    state_code: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    page_id: Mapped[int | None] = mapped_column(sa.Integer)
+    section_id: Mapped[int | None] = mapped_column(sa.Integer)
+    container_id: Mapped[int | None] = mapped_column(sa.Integer)
+    input_param_name: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    priority: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=1, server_default="1")
+    enabled: Mapped[bool] = _enabled()
+    created_at: Mapped[datetime | None] = _created()
+
+
+class CeMcpTool(Base):
+    __tablename__ = "ce_mcp_tool"
+    tool_id: Mapped[int] = _id()
+    tool_code: Mapped[str] = mapped_column(sa.Text, nullable=False, unique=True)
+    tool_group: Mapped[str | None] = mapped_column(sa.Text)
+    intent_code: Mapped[str] = mapped_column(sa.Text, nullable=False, default="ANY", server_default="ANY")
+    state_code: Mapped[str] = mapped_column(sa.Text, nullable=False, default="ANY", server_default="ANY")
+    enabled: Mapped[bool] = _enabled()
+    description: Mapped[str | None] = mapped_column(sa.Text)
+    created_at: Mapped[datetime | None] = _created()
+
+
+class CeMcpDbTool(Base):
+    __tablename__ = "ce_mcp_db_tool"
+    tool_id: Mapped[int] = mapped_column(
+        BIGID, sa.ForeignKey("ce_mcp_tool.tool_id", ondelete="CASCADE"), primary_key=True, autoincrement=False
+    )
+    dialect: Mapped[str] = mapped_column(sa.Text, nullable=False, default="POSTGRES", server_default="POSTGRES")
+    sql_template: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    param_schema: Mapped[Any] = mapped_column(JSON, nullable=False, default=dict)
+    safe_mode: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, default=True, server_default=sa.true())
+    max_rows: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=200, server_default="200")
+    allowed_identifiers: Mapped[Any] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[datetime | None] = _created()
+
+
+class CeMcpPlanner(Base):
+    __tablename__ = "ce_mcp_planner"
+    planner_id: Mapped[int] = _id()
+    intent_code: Mapped[str] = mapped_column(sa.Text, nullable=False, default="ANY", server_default="ANY")
+    state_code: Mapped[str] = mapped_column(sa.Text, nullable=False, default="ANY", server_default="ANY")
+    system_prompt: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    user_prompt: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    enabled: Mapped[bool] = _enabled()
+    created_at: Mapped[datetime | None] = _created()
+
+
+class CeVerbose(Base):
+    __tablename__ = "ce_verbose"
+    verbose_id: Mapped[int] = _id()
+    intent_code: Mapped[str] = mapped_column(sa.Text, nullable=False, default="ANY", server_default="ANY")
+    state_code: Mapped[str] = mapped_column(sa.Text, nullable=False, default="ANY", server_default="ANY")
+    step_match: Mapped[str] = mapped_column(sa.Text, nullable=False, default="EXACT", server_default="EXACT")
+    step_value: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    determinant: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    rule_id: Mapped[int | None] = mapped_column(BIGID)
+    tool_code: Mapped[str | None] = mapped_column(sa.Text)
+    message: Mapped[str | None] = mapped_column(sa.Text)
+    error_message: Mapped[str | None] = mapped_column(sa.Text)
+    priority: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=100, server_default="100")
+    enabled: Mapped[bool] = _enabled()
+    created_at: Mapped[datetime | None] = _created()
+
+
+class CeStateGraph(Base):
+    """Allowed business transitions per intent (``ANY`` applies to every intent)."""
+
+    __tablename__ = "ce_state_graph"
+    state_graph_id: Mapped[int] = _id()
+    intent_code: Mapped[str] = mapped_column(sa.Text, nullable=False, default="ANY", server_default="ANY")
+    from_state: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    to_state: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    enabled: Mapped[bool] = _enabled()
+    description: Mapped[str | None] = mapped_column(sa.Text)
+    created_at: Mapped[datetime | None] = _created()
+
+
+class CeMemory(Base):
+    """Conversation-summary settings and prompts per intent/state."""
+
+    __tablename__ = "ce_memory"
+    memory_id: Mapped[int] = _id()
+    intent_code: Mapped[str] = mapped_column(sa.Text, nullable=False, default="ANY", server_default="ANY")
+    state_code: Mapped[str] = mapped_column(sa.Text, nullable=False, default="ANY", server_default="ANY")
+    enabled: Mapped[bool] = _enabled()
+    priority: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=100, server_default="100")
+    recent_turns: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=3, server_default="3")
+    summary_max_chars: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=1200, server_default="1200")
+    system_prompt: Mapped[str | None] = mapped_column(sa.Text)
+    user_prompt: Mapped[str | None] = mapped_column(sa.Text)
+    created_at: Mapped[datetime | None] = _created()
+
+
+# --- runtime ---------------------------------------------------------------------------
+
+
+class CeConversation(Base):
+    __tablename__ = "ce_conversation"
+    conversation_id: Mapped[str] = mapped_column(UUID, primary_key=True)
+    status: Mapped[str] = mapped_column(sa.Text, nullable=False, default="RUNNING", server_default="RUNNING")
+    intent_code: Mapped[str] = mapped_column(sa.Text, nullable=False, default="UNKNOWN", server_default="UNKNOWN")
+    state_code: Mapped[str] = mapped_column(sa.Text, nullable=False, default="UNKNOWN", server_default="UNKNOWN")
+    context_json: Mapped[Any] = mapped_column(JSON, nullable=False, default=dict)
+    last_user_text: Mapped[str | None] = mapped_column(sa.Text)
+    last_assistant_json: Mapped[Any] = mapped_column(JSON, nullable=True)
+    input_params_json: Mapped[Any] = mapped_column(JSON, nullable=False, default=dict)
+    created_at: Mapped[datetime | None] = _created()
+    updated_at: Mapped[datetime | None] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
+
+
+class CeAudit(Base):
+    __tablename__ = "ce_audit"
+    __table_args__ = (sa.Index(None, "conversation_id", "created_at"),)
+    audit_id: Mapped[int] = _id()
+    conversation_id: Mapped[str] = mapped_column(
+        UUID, sa.ForeignKey("ce_conversation.conversation_id", ondelete="CASCADE"), nullable=False
+    )
+    stage: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    payload_json: Mapped[Any] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[datetime | None] = _created()
+
+
+class CeConversationHistory(Base):
+    __tablename__ = "ce_conversation_history"
+    __table_args__ = (sa.Index(None, "conversation_id", "history_id"),)
+    history_id: Mapped[int] = _id()
+    conversation_id: Mapped[str] = mapped_column(
+        UUID, sa.ForeignKey("ce_conversation.conversation_id", ondelete="CASCADE"), nullable=False
+    )
+    user_input: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    assistant_output: Mapped[Any] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[datetime | None] = _created()
+    modified_at: Mapped[datetime | None] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class CeLlmCallLog(Base):
+    __tablename__ = "ce_llm_call_log"
+    llm_call_id: Mapped[int] = _id()
+    conversation_id: Mapped[str | None] = mapped_column(UUID)
+    intent_code: Mapped[str | None] = mapped_column(sa.Text)
+    state_code: Mapped[str | None] = mapped_column(sa.Text)
+    provider: Mapped[str | None] = mapped_column(sa.Text)
+    model: Mapped[str | None] = mapped_column(sa.Text)
+    temperature: Mapped[Any] = mapped_column(sa.Numeric(3, 2), nullable=True)
+    prompt_text: Mapped[str | None] = mapped_column(sa.Text)
+    user_context: Mapped[str | None] = mapped_column(sa.Text)
+    response_text: Mapped[str | None] = mapped_column(sa.Text)
+    success: Mapped[bool | None] = mapped_column(sa.Boolean)
+    error_message: Mapped[str | None] = mapped_column(sa.Text)
+    created_at: Mapped[datetime | None] = _created()
+
+
+CONTROL_MODELS: tuple[type[Base], ...] = (
+    CeConfig,
+    CeIntent,
+    CeIntentClassifier,
+    CeOutputSchema,
+    CePromptTemplate,
+    CeResponse,
+    CeRule,
+    CePolicy,
+    CePendingAction,
+    CeContainerConfig,
+    CeMcpTool,
+    CeMcpDbTool,
+    CeMcpPlanner,
+    CeVerbose,
+    CeStateGraph,
+    CeMemory,
+)
+RUNTIME_MODELS: tuple[type[Base], ...] = (CeConversation, CeAudit, CeConversationHistory, CeLlmCallLog)
+
+CONTROL_TABLES: tuple[str, ...] = tuple(m.__tablename__ for m in CONTROL_MODELS)
+RUNTIME_TABLES: tuple[str, ...] = tuple(m.__tablename__ for m in RUNTIME_MODELS)
+MODEL_BY_TABLE: dict[str, type[Base]] = {m.__tablename__: m for m in CONTROL_MODELS + RUNTIME_MODELS}
+
+
+def primary_key_column(table: str) -> str:
+    """The name of a table's (single) primary-key column."""
+    return MODEL_BY_TABLE[table].__table__.primary_key.columns.values()[0].name

@@ -1,0 +1,1 @@
+"""The rules engine: pure, no I/O (match types, actions, passes)."""

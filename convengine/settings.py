@@ -1,0 +1,460 @@
+"""EngineSettings: every ``convengine.*`` property of ConvEngine with its default.
+
+Properties are nested snake_case fields (``convengine.flow.dialogue-act.resolute`` is
+``settings.flow.dialogue_act.resolute``). Precedence, highest first: keyword arguments,
+environment (``CONVENGINE_FLOW__DIALOGUE_ACT__RESOLUTE=REGEX_ONLY``), a pack's ``settings:``
+block, the defaults below. ``ce_config`` rows then override per component
+(:func:`apply_component_overrides`), on every load and reload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from convengine.errors import ConfigError, ErrorCode
+
+DEFAULT_DATABASE_URL = "sqlite:///convengine.db"
+DEFAULT_MAX_PASSES = 5
+DEFAULT_TURN_LOCK_TIMEOUT_S = 30.0
+DEFAULT_MAX_MESSAGE_CHARS = 100_000
+DEFAULT_LLM_TIMEOUT_S = 60.0
+DEFAULT_RECURSION_LIMIT = 200
+
+DEFAULT_POLICY_MATRIX: dict[str, str] = {
+    "PENDING_ACTION:AFFIRM": "EXECUTE_PENDING_ACTION",
+    "PENDING_ACTION:NEGATE": "REJECT_PENDING_ACTION",
+    "PENDING_SLOT:EDIT": "FILL_PENDING_SLOT",
+    "PENDING_SLOT:QUESTION": "FILL_PENDING_SLOT",
+    "PENDING_SLOT:NEGATE": "FILL_PENDING_SLOT",
+    "PENDING_SLOT:AFFIRM": "FILL_PENDING_SLOT",
+}
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
+
+
+# --- convengine.flow -------------------------------------------------------------------
+
+
+class QueryRewriteSettings(_Section):
+    enabled: bool = True
+
+
+class ConversationHistorySettings(_Section):
+    max_turns: int = Field(20, ge=1, le=500)
+    """Turns kept in the checkpointed window and offered to prompts as conversation_history."""
+
+
+class DialogueActSettings(_Section):
+    resolute: Literal["REGEX_ONLY", "REGEX_THEN_LLM", "LLM_ONLY"] = "REGEX_THEN_LLM"
+    llm_threshold: float = Field(0.90, ge=0.0, le=1.0)
+
+
+class InteractionPolicySettings(_Section):
+    execute_pending_on_affirm: bool = True
+    reject_pending_on_negate: bool = True
+    fill_pending_slot_on_non_new_request: bool = True
+    require_resolved_intent_and_state: bool = True
+    matrix: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_POLICY_MATRIX))
+
+
+class ActionLifecycleSettings(_Section):
+    enabled: bool = True
+    ttl_turns: int = 3
+    ttl_minutes: int = 30
+
+
+class ToolOrchestrationSettings(_Section):
+    enabled: bool = True
+
+
+class GuardrailSettings(_Section):
+    enabled: bool = True
+    sanitize_input: bool = True
+    require_approval_for_sensitive_actions: bool = False
+    approval_gate_fail_closed: bool = False
+    """Also deny when a sensitive-pattern check cannot be evaluated (e.g. it timed out)."""
+    sensitive_patterns: list[str] = Field(default_factory=list)
+
+
+class StateGraphSettings(_Section):
+    enabled: bool = True
+    soft_block_on_violation: bool = False
+    allowed_transitions: dict[str, list[str]] = Field(default_factory=dict)
+    """ConvEngine's YAML edges (FROM -> [TO]); merged with ce_state_graph rows for intent ANY."""
+    mode: Literal["AUDIT_ONLY", "SOFT_BLOCK", "HARD_BLOCK"] = "AUDIT_ONLY"
+    """AUDIT_ONLY records violations; SOFT_BLOCK also sets state_graph_soft_block;
+    HARD_BLOCK keeps the turn-start state. soft_block_on_violation=true upgrades AUDIT_ONLY."""
+
+
+class DisambiguationSettings(_Section):
+    enabled: bool = True
+    max_options: int = Field(5, ge=1)
+
+
+class MemorySettings(_Section):
+    enabled: bool = True
+    summary_max_chars: int = Field(1200, ge=1)
+    recent_turns_for_summary: int = Field(3, ge=0)
+
+
+class FlowSettings(_Section):
+    query_rewrite: QueryRewriteSettings = Field(default_factory=QueryRewriteSettings)
+    conversation_history: ConversationHistorySettings = Field(default_factory=ConversationHistorySettings)
+    dialogue_act: DialogueActSettings = Field(default_factory=DialogueActSettings)
+    interaction_policy: InteractionPolicySettings = Field(default_factory=InteractionPolicySettings)
+    action_lifecycle: ActionLifecycleSettings = Field(default_factory=ActionLifecycleSettings)
+    tool_orchestration: ToolOrchestrationSettings = Field(default_factory=ToolOrchestrationSettings)
+    guardrail: GuardrailSettings = Field(default_factory=GuardrailSettings)
+    state_graph: StateGraphSettings = Field(default_factory=StateGraphSettings)
+    disambiguation: DisambiguationSettings = Field(default_factory=DisambiguationSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+
+
+# --- convengine.audit ------------------------------------------------------------------
+
+
+class AuditRateLimitSettings(_Section):
+    enabled: bool = False
+    max_events: int = 200
+    window_ms: int = 1000
+    per_conversation: bool = True
+    per_stage: bool = True
+    max_tracked_buckets: int = 20000
+
+
+class AuditDispatchSettings(_Section):
+    async_enabled: bool = False
+    worker_threads: int = 2
+    queue_capacity: int = 2000
+    rejection_policy: Literal["CALLER_RUNS", "DROP_NEWEST", "DROP_OLDEST", "ABORT"] = "CALLER_RUNS"
+    keep_alive_seconds: int = 60
+
+
+class AuditPersistenceSettings(_Section):
+    mode: Literal["IMMEDIATE", "DEFERRED_BULK"] = "DEFERRED_BULK"
+    """convengine always writes a turn's events in one batch at the end of the turn (and on
+    failure) while streaming each event live; both values behave that way."""
+    jdbc_batch_size: int = 200
+    max_buffered_events: int = 5000
+    flush_stages: list[str] = Field(
+        default_factory=lambda: ["ENGINE_KNOWN_FAILURE", "ENGINE_UNKNOWN_FAILURE"]
+    )
+    final_step_names: list[str] = Field(default_factory=lambda: ["pipeline_end_guard"])
+    flush_on_stop_outcome: bool = True
+
+
+class AuditSettings(_Section):
+    enabled: bool = True
+    persist_meta: bool = True
+    cache_inspector: bool = False
+    level: Literal["ALL", "STANDARD", "ERROR_ONLY", "NONE"] = "ALL"
+    include_stages: list[str] = Field(default_factory=list)
+    exclude_stages: list[str] = Field(default_factory=list)
+    include_intents: list[str] = Field(default_factory=list)
+    exclude_intents: list[str] = Field(default_factory=list)
+    rate_limit: AuditRateLimitSettings = Field(default_factory=AuditRateLimitSettings)
+    dispatch: AuditDispatchSettings = Field(default_factory=AuditDispatchSettings)
+    persistence: AuditPersistenceSettings = Field(default_factory=AuditPersistenceSettings)
+
+
+# --- convengine.transport --------------------------------------------------------------
+
+
+class SseSettings(_Section):
+    enabled: bool = True
+    emitter_timeout_ms: int = 1_800_000
+
+
+class StompBrokerSettings(_Section):
+    mode: Literal["SIMPLE", "RELAY"] = "SIMPLE"
+    relay_destination_prefixes: list[str] = Field(default_factory=lambda: ["/topic", "/queue"])
+    relay_host: str = "localhost"
+    relay_port: int = 61613
+    client_login: str = ""
+    client_passcode: str = ""
+    system_login: str = ""
+    system_passcode: str = ""
+    virtual_host: str = ""
+    system_heartbeat_send_interval_ms: int = 10000
+    system_heartbeat_receive_interval_ms: int = 10000
+
+
+class StompSettings(_Section):
+    enabled: bool = False
+    endpoint: str = "/ws-convengine"
+    app_destination_prefix: str = "/app"
+    topic_prefix: str = "/topic"
+    audit_destination_base: str = "/topic/convengine/audit"
+    allowed_origin_pattern: str = "*"
+    sock_js: bool = True
+    broker: StompBrokerSettings = Field(default_factory=StompBrokerSettings)
+
+
+class TransportSettings(_Section):
+    sse: SseSettings = Field(default_factory=SseSettings)
+    stomp: StompSettings = Field(default_factory=StompSettings)
+
+
+# --- convengine.mcp --------------------------------------------------------------------
+
+
+class McpGuardrailSettings(_Section):
+    enabled: bool = False
+    fail_closed: bool = False
+    allowed_next_by_current_tool: dict[str, list[str]] = Field(default_factory=dict)
+
+
+class HttpApiDefaults(_Section):
+    connect_timeout_ms: int = 2000
+    read_timeout_ms: int = 5000
+    max_attempts: int = Field(2, ge=1)
+    initial_backoff_ms: int = 200
+    max_backoff_ms: int = 2000
+    backoff_multiplier: float = 2.0
+    circuit_breaker_enabled: bool = True
+    circuit_failure_threshold: int = Field(5, ge=1)
+    circuit_open_ms: int = 30000
+    retry_status_codes: list[int] = Field(default_factory=lambda: [429, 502, 503, 504])
+    retry_on_io_exception: bool = True
+
+
+class HttpApiSettings(_Section):
+    defaults: HttpApiDefaults = Field(default_factory=HttpApiDefaults)
+    allowed_hosts: list[str] = Field(default_factory=list)
+    """Hosts or CIDR ranges that may be private/loopback/link-local (refused otherwise)."""
+
+
+class DbQuerySettings(_Section):
+    mode: str = "semantic"
+
+
+class DbSemanticSettings(_Section):
+    enabled: bool = False
+    tool_code: str = "db.semantic.query"
+    default_limit: int = 100
+    max_limit: int = 500
+    sql_dialect: str = "postgres"
+    timezone: str = "system"
+    max_join_hops: int = 6
+    max_tables: int = 10
+
+
+class DbPreflightSettings(_Section):
+    enabled: bool = True
+    strict_schema: bool = True
+    coerce_numeric: bool = True
+    value_mappings: dict[str, Any] = Field(default_factory=dict)
+    sql_auto_repair_enabled: bool = True
+    sql_auto_repair_max_retries: int = 3
+
+
+class DbSettings(_Section):
+    query: DbQuerySettings = Field(default_factory=DbQuerySettings)
+    sql_guardrail_table: str = ""
+    introspect_tables: list[str] = Field(default_factory=list)
+    semantic: DbSemanticSettings = Field(default_factory=DbSemanticSettings)
+    preflight: DbPreflightSettings = Field(default_factory=DbPreflightSettings)
+    statement_timeout_ms: int = Field(5000, ge=1)
+    databases: dict[str, str] = Field(default_factory=dict)
+    """Named databases (name -> SQLAlchemy URL) that DB tools may run on; ``default`` is the engine's."""
+    blocked_keywords: list[str] = Field(default_factory=list)
+    blocked_functions: list[str] = Field(default_factory=list)
+    allowed_functions: list[str] = Field(default_factory=list)
+
+
+class McpServerSettings(_Section):
+    transport: Literal["stdio", "streamable_http"] = "stdio"
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout_s: float = 30.0
+    intent_code: str = "ANY"
+    state_code: str = "ANY"
+
+
+class McpSettings(_Section):
+    tool_max_loops: int = Field(5, ge=1)
+    tool_call_delay_ms: int = 0
+    tool_call_delay_after_calls: int = 4
+    tool_call_delay_after_ms: int = 2000
+    planner_max_observation_chars: int = Field(6000, ge=1000)
+    planner_max_observations: int = Field(2, ge=1)
+    guardrail: McpGuardrailSettings = Field(default_factory=McpGuardrailSettings)
+    http_api: HttpApiSettings = Field(default_factory=HttpApiSettings)
+    db: DbSettings = Field(default_factory=DbSettings)
+    servers: dict[str, McpServerSettings] = Field(default_factory=dict)
+    """Real MCP servers; their tools are addressed as ``mcp.<server>.<tool>``."""
+
+
+# --- convengine.llm and engine-level ---------------------------------------------------
+
+
+class LlmSettings(_Section):
+    provider: str = "openai"
+    model: str = "gpt-4o-mini"
+    temperature: float = 0.0
+    base_url: str | None = None
+    timeout_s: float = Field(DEFAULT_LLM_TIMEOUT_S, gt=0)
+    max_retries: int = Field(1, ge=0)
+    structured_output: Literal["auto", "json_schema", "json_mode", "function_calling"] = "auto"
+    log_calls: bool = False
+    """Also write every call to ce_llm_call_log."""
+
+
+class ApiSettings(_Section):
+    max_message_chars: int = Field(DEFAULT_MAX_MESSAGE_CHARS, ge=1)
+    max_body_bytes: int = Field(2_000_000, ge=1024)
+
+
+class EngineSettings(BaseSettings):
+    """Every ``convengine.*`` property, nested; see the module docstring for precedence."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CONVENGINE_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        validate_assignment=True,
+    )
+
+    database_url: str = DEFAULT_DATABASE_URL
+    flow: FlowSettings = Field(default_factory=FlowSettings)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
+    transport: TransportSettings = Field(default_factory=TransportSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
+    llm: LlmSettings = Field(default_factory=LlmSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
+    tables: dict[str, str] = Field(default_factory=dict)
+    """ConvEngine's table-name remap; only the default names are supported (see docs/decisions.md)."""
+    schema_active: str | None = Field(None, alias="schema")
+    experimental: dict[str, Any] = Field(default_factory=lambda: {"enabled": False})
+    turn_lock_timeout_s: float = Field(DEFAULT_TURN_LOCK_TIMEOUT_S, ge=0)
+    max_rule_passes: int = Field(DEFAULT_MAX_PASSES, ge=1)
+    recursion_limit: int = Field(DEFAULT_RECURSION_LIMIT, ge=30)
+    regex_timeout_ms: int = Field(100, ge=1)
+    auto_migrate: bool = True
+
+    @classmethod
+    def build(cls, *, pack_settings: Mapping[str, Any] | None = None, **overrides: Any) -> EngineSettings:
+        """Settings from keyword args > environment > pack ``settings:`` > defaults.
+
+        Raises:
+            ConfigError: a value has the wrong type or an unknown key was given.
+        """
+        try:
+            from_env = cls().model_dump(exclude_unset=True, by_alias=True)
+            merged = deep_merge(normalise_keys(cls, pack_settings or {}), from_env)
+            merged = deep_merge(merged, normalise_keys(cls, overrides))
+            return cls(**merged)
+        except ValidationError as exc:
+            raise ConfigError(_describe(exc), code=ErrorCode.SETTINGS_INVALID) from None
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+    return "invalid settings: " + "; ".join(parts)
+
+
+def deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge ``top`` over ``base``; nested mappings merge, everything else is replaced."""
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def normalise_keys(model: type[BaseModel], data: Mapping[str, Any]) -> dict[str, Any]:
+    """Accept ConvEngine's kebab-case keys, a ``convengine:`` wrapper and dotted keys.
+
+    Only keys that name fields are rewritten; free-form maps (``allowed_transitions``,
+    ``matrix``...) keep their keys as written.
+    """
+    if set(data) == {"convengine"} and isinstance(data["convengine"], Mapping):
+        data = data["convengine"]
+    out: dict[str, Any] = {}
+    for raw_key, value in data.items():
+        key, rest = _split_dotted(str(raw_key))
+        if rest:
+            value = {rest: value}
+        name = _field_name(model, key)
+        sub = _submodel(model, name)
+        if sub is not None and isinstance(value, Mapping):
+            value = normalise_keys(sub, value)
+        if isinstance(out.get(name), dict) and isinstance(value, dict):
+            out[name] = deep_merge(out[name], value)
+        else:
+            out[name] = value
+    return out
+
+
+def _split_dotted(key: str) -> tuple[str, str]:
+    head, _, rest = key.partition(".")
+    return head, rest
+
+
+def _field_name(model: type[BaseModel], key: str) -> str:
+    snake = key.replace("-", "_")
+    if snake in model.model_fields:
+        return snake
+    for name, info in model.model_fields.items():
+        if info.alias == key:
+            return info.alias
+    return snake
+
+
+def _submodel(model: type[BaseModel], name: str) -> type[BaseModel] | None:
+    info = model.model_fields.get(name)
+    if info is None:
+        return None
+    ann = info.annotation
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return ann
+    return None
+
+
+# ce_config (config_type, config_key) -> settings path, applied on every snapshot load.
+COMPONENT_OVERRIDES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("MCPTOOLSTEP", "MCP_TOOL_MAX_LOOPS"): ("mcp", "tool_max_loops"),
+    ("MCPTOOLSTEP", "MCP_TOOL_CALL_DELAY_MS"): ("mcp", "tool_call_delay_ms"),
+    ("MCPTOOLSTEP", "MCP_TOOL_CALL_DELAY_AFTER_CALLS"): ("mcp", "tool_call_delay_after_calls"),
+    ("MCPTOOLSTEP", "MCP_TOOL_CALL_DELAY_AFTER_MS"): ("mcp", "tool_call_delay_after_ms"),
+    ("MCPPLANNER", "MCP_PLANNER_MAX_OBSERVATIONS_COUNT"): ("mcp", "planner_max_observations"),
+    ("MCPPLANNER", "MCP_PLANNER_MAX_OBS_CHARS"): ("mcp", "planner_max_observation_chars"),
+}
+
+
+def apply_component_overrides(
+    settings: EngineSettings, values: Mapping[tuple[str, str], str]
+) -> tuple[EngineSettings, list[tuple[tuple[str, str], str]]]:
+    """Return settings with ``ce_config`` overrides applied, plus the keys that were invalid.
+
+    ``values`` maps upper-cased ``(config_type, config_key)`` to the row's text value.
+    """
+    data = settings.model_dump(by_alias=True)
+    bad: list[tuple[tuple[str, str], str]] = []
+    for key, path in COMPONENT_OVERRIDES.items():
+        if key not in values:
+            continue
+        node = data
+        for part in path[:-1]:
+            node = node[part]
+        node[path[-1]] = values[key]
+    try:
+        return EngineSettings.model_validate(data), bad
+    except ValidationError as exc:
+        for err in exc.errors():
+            loc = tuple(str(p) for p in err["loc"])
+            for key, path in COMPONENT_OVERRIDES.items():
+                if path == loc:
+                    bad.append((key, err["msg"]))
+        return settings, bad
