@@ -9,6 +9,7 @@ All matching is case-insensitive, like ConvEngine's.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import re2
@@ -92,6 +93,12 @@ def compile_regex(pattern: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Safe
     if not isinstance(pattern, str):
         raise PatternError(f"pattern must be text, got {type(pattern).__name__}")
     return SafeRegex(pattern, timeout_s=timeout_s)
+
+
+@lru_cache(maxsize=1024)
+def cached_regex(pattern: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> SafeRegex:
+    """:func:`compile_regex` for patterns that come from settings (compiled once per pattern)."""
+    return compile_regex(pattern, timeout_s=timeout_s)
 
 
 MATCH_KINDS = ("REGEX", "CONTAINS", "STARTS_WITH", "EXACT")

@@ -1,0 +1,58 @@
+"""Running the engine's coroutines from synchronous code, including inside a running loop (Jupyter)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class Portal:
+    """The event loop the engine's resources live on, reachable from any thread or loop.
+
+    ``Portal()`` starts a private daemon thread running a new loop (sync use, Jupyter);
+    ``Portal(loop)`` adopts a loop that is already running (async use).
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None, *, name: str = "convengine") -> None:
+        self._thread: threading.Thread | None = None
+        if loop is not None:
+            self.loop = loop
+            return
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    @property
+    def owns_loop(self) -> bool:
+        return self._thread is not None
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the portal's loop and block until it finishes."""
+        if _running_loop() is self.loop:
+            coro.close()
+            raise RuntimeError("cannot block the engine's own event loop; use the async API (await engine.a...)")
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    async def acall(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await ``coro`` from any loop: directly on the portal's loop, through a future elsewhere."""
+        if _running_loop() is self.loop:
+            return await coro
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+
+    def stop(self) -> None:
+        if self._thread is None or self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=10)
+        self.loop.close()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

@@ -1,0 +1,46 @@
+"""AuditEvent: one entry of the audit trail, as stored in ``ce_audit`` and streamed live."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEvent:
+    """An audit stage with its payload.
+
+    Attributes:
+        conversation_id: the conversation the event belongs to.
+        stage: ConvEngine's stage name (``USER_INPUT``, ``RULE_MATCH (RulesStep)``...).
+        payload: the stage's data (JSON-serialisable).
+        created_at: when it happened (UTC).
+        step: the pipeline step that emitted it, when one was running.
+        meta: ``_meta`` enrichment (stage, conversationId, emittedAt, intent, state).
+        audit_id: the ce_audit row id once stored (None while the turn runs).
+    """
+
+    conversation_id: str
+    stage: str
+    payload: dict[str, Any]
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    step: str | None = None
+    meta: dict[str, Any] | None = None
+    audit_id: int | None = None
+
+    def stored_payload(self) -> dict[str, Any]:
+        """The payload as written to ``ce_audit.payload_json`` (with ``_meta`` when kept)."""
+        if self.meta is None:
+            return self.payload
+        return {**self.payload, "_meta": self.meta}
+
+    def to_dict(self) -> dict[str, Any]:
+        """ConvEngine's audit-row shape: ``{auditId, conversationId, stage, payloadJson, createdAt}``."""
+        return {
+            "auditId": self.audit_id,
+            "conversationId": self.conversation_id,
+            "stage": self.stage,
+            "payloadJson": self.stored_payload(),
+            "createdAt": self.created_at.isoformat(),
+        }

@@ -1,0 +1,42 @@
+"""The step/stage tree of a conversation's audit trail (ConvEngine's ``/audit/{id}/trace``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from convengine.audit.events import AuditEvent
+
+
+def build_trace(conversation_id: str, events: Sequence[AuditEvent]) -> dict[str, Any]:
+    """STEP_ENTER opens a step, STEP_EXIT / STEP_ERROR closes it; other stages attach to the open step."""
+    steps: list[dict[str, Any]] = []
+    stages: list[dict[str, Any]] = []
+    open_steps: list[dict[str, Any]] = []
+    for event in events:
+        stage = {"auditId": event.audit_id, "stage": event.stage, "createdAt": event.created_at.isoformat(),
+                 "payload": event.payload}
+        stages.append(stage)
+        if event.stage == "STEP_ENTER":
+            step = {"step": event.payload.get("step"), "stepClass": event.payload.get("stepClass"),
+                    "sourceFile": None, "status": "RUNNING", "startedAt": stage["createdAt"], "endedAt": None,
+                    "durationMs": None, "error": None, "stages": []}
+            steps.append(step)
+            open_steps.append(step)
+        elif event.stage in ("STEP_EXIT", "STEP_ERROR") and open_steps:
+            _close(open_steps, event, stage)
+        elif open_steps:
+            open_steps[-1]["stages"].append(stage)
+    return {"conversationId": conversation_id, "steps": steps, "stages": stages}
+
+
+def _close(open_steps: list[dict[str, Any]], event: AuditEvent, stage: dict[str, Any]) -> None:
+    name = event.payload.get("step")
+    index = next((i for i in range(len(open_steps) - 1, -1, -1) if open_steps[i]["step"] == name), len(open_steps) - 1)
+    step = open_steps[index]
+    del open_steps[index:]
+    step["status"] = "ERROR" if event.stage == "STEP_ERROR" else "OK"
+    step["endedAt"] = stage["createdAt"]
+    step["durationMs"] = event.payload.get("durationMs")
+    if event.stage == "STEP_ERROR":
+        step["error"] = {"type": event.payload.get("errorType"), "message": event.payload.get("errorMessage")}

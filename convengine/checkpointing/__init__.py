@@ -1,0 +1,151 @@
+"""Checkpointers (the official SQLite and Postgres savers) and per-conversation turn locks."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from convengine.db.url import DatabaseUrl
+from convengine.errors import ConversationBusyError, PersistenceError
+
+SQLITE_LOCK_BUCKETS = 4096
+
+
+@asynccontextmanager
+async def open_saver(url: DatabaseUrl, *, pool_size: int = 20) -> AsyncIterator[BaseCheckpointSaver[str]]:
+    """The official saver for the URL's backend, set up (its own tables), closed on exit."""
+    if url.backend == "sqlite":
+        async with _sqlite_saver(url) as saver:
+            yield saver
+    else:
+        from convengine.checkpointing.postgres import postgres_saver
+
+        async with postgres_saver(url, pool_size=pool_size) as saver:
+            yield saver
+
+
+@asynccontextmanager
+async def _sqlite_saver(url: DatabaseUrl) -> AsyncIterator[BaseCheckpointSaver[str]]:
+    import aiosqlite
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    assert url.sqlite_path is not None
+    conn = await aiosqlite.connect(str(url.sqlite_path), timeout=30)
+    try:
+        await conn.execute("PRAGMA journal_mode=WAL")
+        await conn.execute("PRAGMA synchronous=NORMAL")
+        await conn.execute("PRAGMA busy_timeout=30000")
+        saver = AsyncSqliteSaver(conn)
+        await saver.setup()
+        yield saver
+    finally:
+        await conn.close()
+
+
+@dataclass
+class TurnLocks:
+    """Serialises the turns of one conversation; different conversations run in parallel.
+
+    In-process an ``asyncio.Lock`` per conversation; across processes a PostgreSQL
+    transaction-level advisory lock (held until the turn's rows are committed) or, for SQLite,
+    a file lock next to the database file.
+    """
+
+    url: DatabaseUrl
+    engine: AsyncEngine
+    timeout_s: float
+    _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    _waiters: dict[str, int] = field(default_factory=dict)
+
+    @asynccontextmanager
+    async def hold(self, conversation_id: str) -> AsyncIterator[AsyncConnection | None]:
+        """Hold the conversation for a turn.
+
+        On PostgreSQL this yields the connection whose transaction holds the lock: the turn's
+        rows are written on it, and committing releases the lock. On SQLite it yields None.
+        """
+        async with self._local(conversation_id):
+            if self.url.is_postgres:
+                async with self._postgres(conversation_id) as conn:
+                    yield conn
+            else:
+                async with self._sqlite(conversation_id):
+                    yield None
+
+    @asynccontextmanager
+    async def _local(self, conversation_id: str) -> AsyncIterator[None]:
+        lock = self._locks.setdefault(conversation_id, asyncio.Lock())
+        self._waiters[conversation_id] = self._waiters.get(conversation_id, 0) + 1
+        try:
+            await asyncio.wait_for(lock.acquire(), timeout=self.timeout_s or None)
+        except TimeoutError:
+            raise _busy(conversation_id, self.timeout_s) from None
+        finally:
+            self._waiters[conversation_id] -= 1
+        try:
+            yield
+        finally:
+            lock.release()
+            if not self._waiters.get(conversation_id):
+                self._waiters.pop(conversation_id, None)
+                self._locks.pop(conversation_id, None)
+
+    @asynccontextmanager
+    async def _postgres(self, conversation_id: str) -> AsyncIterator[AsyncConnection]:
+        async with self.engine.connect() as conn:
+            await conn.begin()
+            await conn.execute(sa.text(f"SET LOCAL lock_timeout = {int(self.timeout_s * 1000)}"))
+            try:
+                await conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_lock_key(conversation_id))))
+            except sa.exc.DBAPIError as exc:
+                await conn.rollback()
+                if "lock timeout" in str(exc).lower() or "LockNotAvailable" in type(exc.orig).__name__:
+                    raise _busy(conversation_id, self.timeout_s) from None
+                raise PersistenceError(f"could not lock conversation {conversation_id}: {exc.orig}") from exc
+            await conn.execute(sa.text("SET LOCAL lock_timeout = 0"))
+            try:
+                yield conn
+            finally:
+                if conn.in_transaction():
+                    await conn.rollback()
+
+    @asynccontextmanager
+    async def _sqlite(self, conversation_id: str) -> AsyncIterator[None]:
+        from filelock import AsyncFileLock, Timeout
+
+        assert self.url.sqlite_path is not None
+        folder = self.url.sqlite_path.with_name(self.url.sqlite_path.name + ".locks")
+        folder.mkdir(exist_ok=True)
+        bucket = _lock_key(conversation_id) % SQLITE_LOCK_BUCKETS
+        lock = AsyncFileLock(str(folder / f"{bucket}.lock"), timeout=self.timeout_s or -1)
+        try:
+            await lock.acquire()
+        except Timeout:
+            raise _busy(conversation_id, self.timeout_s) from None
+        try:
+            yield
+        finally:
+            await lock.release()
+
+
+def _lock_key(conversation_id: str) -> int:
+    """A stable signed 63-bit key for advisory locks."""
+    return int.from_bytes(hashlib.sha256(conversation_id.encode()).digest()[:8], "big") >> 1
+
+
+def _busy(conversation_id: str, timeout_s: float) -> ConversationBusyError:
+    return ConversationBusyError(
+        f"conversation {conversation_id} is busy: another turn did not finish within {timeout_s:g}s; retry",
+        details={"conversationId": conversation_id})
+
+
+def describe(saver: Any) -> str:
+    return type(saver).__name__

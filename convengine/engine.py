@@ -1,0 +1,233 @@
+"""Engine: open a database (and optionally a pack), then process turns.
+
+``Engine.open(url)`` works from synchronous code and inside Jupyter (a private loop thread
+runs the engine); ``await Engine.aopen(url)`` binds it to the running loop. One call to
+:meth:`Engine.process` / :meth:`Engine.aprocess` is one turn: one run of the compiled graph
+on ``thread_id = conversation_id``, serialised per conversation. A failed turn leaves the
+conversation exactly as it was after the previous turn and raises a :class:`ConvEngineError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from convengine._portal import Portal
+from convengine.audit import AuditBus, AuditEvent, Subscription
+from convengine.audit.trace import build_trace
+from convengine.config_loader import ConfigSnapshot
+from convengine.engine_io import check_request, normalise_conversation_id
+from convengine.nodes.common import Step
+from convengine.nodes.context import StepHook
+from convengine.settings import DEFAULT_DATABASE_URL
+from convengine.state import EngineState
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Payload:
+    """The assistant's answer: ``type`` TEXT, JSON (or JSON_TEXT), and its value."""
+
+    type: str
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """What one turn returns."""
+
+    conversation_id: str
+    intent: str
+    state: str
+    payload: Payload
+    context: dict[str, Any]
+    turn: int
+    status: str = "RUNNING"
+
+    @property
+    def text(self) -> str:
+        value = self.payload.value
+        return value if isinstance(value, str) else str(value)
+
+
+@dataclass
+class EngineOptions:
+    """Everything :meth:`Engine.open` accepts besides the URL."""
+
+    pack: str | Path | Mapping[str, Any] | None = None
+    llm: Any = None
+    tasks: Mapping[str, Any] | None = None
+    tools: Mapping[str, Any] | None = None
+    tool_adapters: Mapping[str, Any] | None = None
+    steps: Iterable[Step] = ()
+    hooks: Iterable[StepHook] = ()
+    rule_types: Mapping[str, Any] | None = None
+    rule_actions: Mapping[str, Any] | None = None
+    response_transformers: Mapping[tuple[str, str, str], Any] | None = None
+    container_providers: Mapping[str, Any] | None = None
+    clock: Callable[[], float] | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+class Engine:
+    """The conversational engine; see the module docstring."""
+
+    def __init__(self, url: str, options: EngineOptions, portal: Portal) -> None:
+        self.url = url
+        self.options = options
+        self._portal = portal
+        self.bus = AuditBus()
+        self._runtime: Any = None
+        self._closed = False
+
+    # --- opening and closing --------------------------------------------------------------
+
+    @classmethod
+    def open(cls, url: str = DEFAULT_DATABASE_URL, **options: Any) -> Engine:
+        """Open synchronously (scripts, Jupyter): the engine runs on a private event-loop thread.
+
+        Args:
+            url: ``sqlite:///FILE`` (embedded default) or ``postgresql://...``.
+            **options: see :class:`EngineOptions` (``pack``, ``llm``, ``tasks``, ``tools``, ``steps``,
+                ``hooks``...); any other keyword is an :class:`~convengine.EngineSettings` field.
+
+        Raises:
+            ConfigError: bad settings, an invalid pack or invalid rows in the database.
+        """
+        engine = cls(url, _options(options), Portal())
+        try:
+            engine._portal.call(engine._start())
+        except BaseException:
+            engine._portal.stop()
+            raise
+        atexit.register(engine.close)
+        return engine
+
+    @classmethod
+    async def aopen(cls, url: str = DEFAULT_DATABASE_URL, **options: Any) -> Engine:
+        """Open on the running event loop (servers, async applications)."""
+        engine = cls(url, _options(options), Portal(asyncio.get_running_loop()))
+        await engine._start()
+        return engine
+
+    async def _start(self) -> None:
+        from convengine.runtime import EngineRuntime
+
+        self._runtime = await EngineRuntime.start(self.url, self.options, self.bus)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._portal.call(self._runtime.stop())
+        finally:
+            self._portal.stop()
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._portal.acall(self._runtime.stop())
+        self._portal.stop()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Engine:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # --- turns ------------------------------------------------------------------------
+
+    def process(self, message: str, conversation_id: str | None = None, input_params: Mapping[str, Any] | None = None,
+                reset: bool = False) -> TurnResult:
+        """Process one user message; returns the turn's result or raises a ConvEngineError."""
+        return self._portal.call(self._runtime.process(check_request(
+            message, conversation_id, input_params, reset, self.settings)))
+
+    async def aprocess(self, message: str, conversation_id: str | None = None,
+                       input_params: Mapping[str, Any] | None = None, reset: bool = False) -> TurnResult:
+        """Async :meth:`process`."""
+        request = check_request(message, conversation_id, input_params, reset, self.settings)
+        return await self._portal.acall(self._runtime.process(request))
+
+    # --- reading ----------------------------------------------------------------------
+
+    def audit(self, conversation_id: str) -> list[AuditEvent]:
+        """Every stored audit event of a conversation, in order."""
+        return self._portal.call(self._runtime.audit(_cid(conversation_id)))
+
+    async def aaudit(self, conversation_id: str) -> list[AuditEvent]:
+        return await self._portal.acall(self._runtime.audit(_cid(conversation_id)))
+
+    def trace(self, conversation_id: str) -> dict[str, Any]:
+        """The step tree of the audit trail (ConvEngine's trace shape)."""
+        cid = _cid(conversation_id)
+        return build_trace(cid, self.audit(cid))
+
+    async def atrace(self, conversation_id: str) -> dict[str, Any]:
+        cid = _cid(conversation_id)
+        return build_trace(cid, await self.aaudit(cid))
+
+    def history(self, conversation_id: str) -> list[dict[str, Any]]:
+        """One row per completed turn: user_input, assistant_output, created_at."""
+        return self._portal.call(self._runtime.history(_cid(conversation_id)))
+
+    async def ahistory(self, conversation_id: str) -> list[dict[str, Any]]:
+        return await self._portal.acall(self._runtime.history(_cid(conversation_id)))
+
+    def state(self, conversation_id: str) -> EngineState:
+        """The conversation's checkpointed state after its last completed turn."""
+        return self._portal.call(self._runtime.checkpointed_state(_cid(conversation_id)))
+
+    async def astate(self, conversation_id: str) -> EngineState:
+        return await self._portal.acall(self._runtime.checkpointed_state(_cid(conversation_id)))
+
+    def reload(self) -> ConfigSnapshot:
+        """Re-read the control tables; on failure keep the current snapshot and raise why."""
+        return self._portal.call(self._runtime.reload())
+
+    async def areload(self) -> ConfigSnapshot:
+        return await self._portal.acall(self._runtime.reload())
+
+    def subscribe(self, conversation_id: str | None = None) -> Subscription:
+        """Live audit events (call from the consuming event loop)."""
+        return self.bus.subscribe(conversation_id)
+
+    @property
+    def snapshot(self) -> ConfigSnapshot:
+        return self._runtime.holder.current  # type: ignore[no-any-return]
+
+    @property
+    def settings(self) -> Any:
+        return self.snapshot.settings
+
+    @property
+    def graph(self) -> Any:
+        """The compiled LangGraph graph (with the engine's checkpointer)."""
+        return self._runtime.graph
+
+
+def _options(options: Mapping[str, Any]) -> EngineOptions:
+    known = set(EngineOptions.__dataclass_fields__) - {"settings"}
+    picked = {k: v for k, v in options.items() if k in known}
+    settings = {k: v for k, v in options.items() if k not in known}
+    return EngineOptions(**picked, settings=settings)
+
+
+def _cid(conversation_id: str) -> str:
+    return normalise_conversation_id(conversation_id)
+
+

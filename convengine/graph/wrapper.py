@@ -1,0 +1,81 @@
+"""The one wrapper every node goes through: STEP_ENTER / STEP_EXIT / STEP_ERROR, timings, hooks, routing."""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from convengine.errors import ConvEngineError, StepError
+from convengine.graph.names import JAVA_STEP_CLASSES
+from convengine.graph.plan import StepPlan
+from convengine.nodes.common import Step
+from convengine.nodes.context import StepHook, TurnContext
+from convengine.nodes.turn import Turn
+from convengine.state import EngineState
+
+Node = Callable[[EngineState, Runtime[TurnContext]], Awaitable[Command[Any]]]
+
+
+def make_node(step: Step, plan: StepPlan) -> Node:
+    java_class = step.java_class or JAVA_STEP_CLASSES.get(step.name, step.name)
+
+    async def node(state: EngineState, runtime: Runtime[TurnContext]) -> Command[Any]:
+        ctx = runtime.context
+        turn = Turn(state, ctx, step.name)
+        ctx.audit.current_step = step.name
+        started = time.perf_counter()
+        turn.audit("STEP_ENTER", {"step": step.name, "stepClass": java_class})
+        await _hooks(ctx, turn, "before")
+        try:
+            outcome = step.run(turn)
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception as exc:
+            millis = (time.perf_counter() - started) * 1000
+            ctx.audit.record_timing(step.name, millis)
+            turn.audit("STEP_ERROR", {"step": step.name, "stepClass": java_class, "errorType": type(exc).__name__,
+                                      "errorMessage": str(exc), "durationMs": round(millis, 3)})
+            await _hooks(ctx, turn, "on_error", exc)
+            ctx.audit.current_step = None
+            error = _as_step_error(exc, step.name)
+            if error is exc:
+                raise
+            raise error from exc
+        millis = (time.perf_counter() - started) * 1000
+        ctx.audit.record_timing(step.name, millis)
+        turn.audit("STEP_EXIT", {"step": step.name, "stepClass": java_class,
+                                 "outcome": "Stop" if turn.route else "Continue", "durationMs": round(millis, 3)})
+        await _hooks(ctx, turn, "after")
+        ctx.audit.current_step = None
+        return Command(update=turn.changes(), goto=plan.next_step(step.name, turn))
+
+    node.__name__ = step.name
+    return node
+
+
+async def _hooks(ctx: TurnContext, turn: Turn, phase: str, *extra: Any) -> None:
+    for hook in ctx.services.hooks:
+        if not isinstance(hook, StepHook) or not hook.applies(turn.step):
+            continue
+        fn = getattr(hook, phase)
+        if fn is None:
+            continue
+        try:
+            outcome = fn(turn.step, turn, *extra)
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception as exc:  # noqa: BLE001 - a hook never breaks the turn
+            turn.audit("STEP_HOOK_ERROR", {"step": turn.step, "hook": phase, "errorType": type(exc).__name__,
+                                           "errorMessage": str(exc)})
+
+
+def _as_step_error(exc: Exception, step: str) -> ConvEngineError:
+    if isinstance(exc, ConvEngineError):
+        exc.details.setdefault("step", step)
+        return exc
+    return StepError(f"step {step} failed: {type(exc).__name__}: {exc}", details={"step": step})

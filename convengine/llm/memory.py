@@ -1,0 +1,40 @@
+"""Conversation summaries: the ce_memory row that applies, and the MEMORY_SUMMARY call."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from convengine.config_loader.records import MemoryRecord
+from convengine.nodes.common import most_specific
+from convengine.templates.render import render_prompt
+from convengine.templates.variables import template_variables
+
+if TYPE_CHECKING:
+    from convengine.nodes.turn import Turn
+
+DEFAULT_SYSTEM = ("You maintain a running summary of a conversation between a user and an assistant. "
+                  "Keep facts the user gave, decisions made and open questions. Be brief.")
+DEFAULT_USER = ("Previous summary:\n{{previous_summary}}\n\nRecent turns (newest first):\n{{recent_turns}}\n\n"
+                "Latest user message: {{user_input}}\nAssistant reply: {{assistant_reply}}\n\n"
+                "Write the updated summary.")
+
+
+def memory_row(turn: Turn) -> MemoryRecord | None:
+    """The most specific enabled ce_memory row for (intent, state); lower priority wins ties."""
+    return most_specific(turn.snapshot.memory, turn.intent, turn.state, tie=lambda r: (-r.priority, r.memory_id))
+
+
+async def summarise(turn: Turn, row: MemoryRecord) -> str:
+    """Ask the model for the rolling summary (call site MEMORY_SUMMARY), capped at the row's max chars."""
+    from convengine.nodes.finish import assistant_text
+
+    assert turn.ctx.services.llm is not None
+    recent = list(reversed((turn.get("recent_turns") or [])[-row.recent_turns:]))
+    variables = template_variables(turn, {
+        "previous_summary": (turn.read_context().get("memory") or {}).get("session_summary") or "",
+        "recent_turns": "\n".join(f"user: {t.get('user')}\nassistant: {t.get('assistant')}" for t in recent),
+        "assistant_reply": assistant_text(turn.get("payload")), "summary_max_chars": row.summary_max_chars})
+    system = render_prompt(row.system_prompt or DEFAULT_SYSTEM, variables, template=f"ce_memory[{row.memory_id}].system_prompt")
+    user = render_prompt(row.user_prompt or DEFAULT_USER, variables, template=f"ce_memory[{row.memory_id}].user_prompt")
+    text = await turn.ctx.services.llm.text(turn, "MEMORY_SUMMARY", system=system, user=user)
+    return " ".join(text.split())[: row.summary_max_chars]

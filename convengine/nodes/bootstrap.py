@@ -1,0 +1,101 @@
+"""Turn start: load_or_create_conversation, reset_conversation, persist_conversation_bootstrap,
+audit_user_input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from convengine.graph import names
+from convengine.nodes.common import Step, truthy
+from convengine.nodes.turn import Turn
+from convengine.state import RESET_PARAM_KEYS, turn_defaults
+from convengine.vocab import UNKNOWN
+
+RESET_COMMANDS = frozenset({"reset", "restart", "/reset", "/restart", "start over", "/start-over"})
+
+
+async def load_or_create_conversation(turn: Turn) -> None:
+    """Clear turn-scoped keys, create the conversation on its first turn, merge params."""
+    request = turn.get("turn_input") or {}
+    is_new = turn.get("turn") is None
+    turn.ctx.is_new = is_new
+    for key, value in turn_defaults().items():
+        turn.set(key, value)
+    if is_new:
+        _create(turn)
+    persisted = dict(turn.get("input_params") or {})
+    turn.set("params", {**persisted, **dict(request.get("params") or {})})
+    turn.set("user_text", str(request.get("text") or ""))
+    turn.set("turn", int(turn.get("turn") or 0) + 1)
+    turn.set("turn_start", {"intent": turn.intent, "state": turn.state, "turn": turn.get("turn")})
+
+
+def _create(turn: Turn) -> None:
+    turn.set("conversation_id", turn.conversation_id)
+    turn.set("status", "RUNNING")
+    turn.set("intent", UNKNOWN)
+    turn.set("state", UNKNOWN)
+    turn.set("context", {})
+    turn.set("input_params", {})
+    turn.set("recent_turns", [])
+    turn.set("last_assistant", None)
+
+
+def reset_reason(turn: Turn) -> str | None:
+    """Why this turn resets the conversation (reference §8.7), or None."""
+    request = turn.get("turn_input") or {}
+    if truthy(request.get("reset")):
+        return "INPUT_PARAM:reset"
+    request_params = request.get("params") or {}
+    for key in RESET_PARAM_KEYS:
+        if truthy(request_params.get(key)):
+            return f"INPUT_PARAM:{key}"
+    if turn.user_text.strip().lower() in RESET_COMMANDS:
+        return "USER_TEXT_COMMAND"
+    return None
+
+
+def wipe(turn: Turn, reason: str, *, extra: dict[str, Any] | None = None) -> None:
+    """ConvEngine's full reset: intent/state UNKNOWN, context {}, params re-seeded from the request."""
+    before = {"intent": turn.intent, "state": turn.state, "context": dict(turn.read_context())}
+    request_params = dict((turn.get("turn_input") or {}).get("params") or {})
+    for key in RESET_PARAM_KEYS:
+        request_params.pop(key, None)
+    turn.set("intent", UNKNOWN)
+    turn.set("state", UNKNOWN)
+    turn.replace_context({})
+    turn.set("params", request_params)
+    turn.set("input_params", {})
+    turn.set("last_assistant", None)
+    turn.set("status", "RUNNING")
+    turn.set("recent_turns", [])
+    turn.set("schema_facts", {})
+    turn.set("transitions", [])
+    turn.set("turn_start", {"intent": UNKNOWN, "state": UNKNOWN, "turn": turn.get("turn")})
+    turn.params["reset_reason"] = reason
+    turn.audit("CONVERSATION_RESET", {"reason": reason, **before, **(extra or {})})
+
+
+async def reset_conversation(turn: Turn) -> None:
+    reason = reset_reason(turn)
+    if reason:
+        wipe(turn, reason)
+
+
+async def persist_conversation_bootstrap(turn: Turn) -> None:
+    """Insert the ce_conversation row of a new conversation before anything else is written."""
+    store = turn.ctx.services.store
+    if turn.ctx.is_new and store is not None:
+        await store.ensure_conversation(turn.conversation_id, user_text=turn.user_text)
+
+
+async def audit_user_input(turn: Turn) -> None:
+    turn.audit("USER_INPUT", {"text": turn.user_text})
+
+
+STEPS = (
+    Step(names.LOAD_OR_CREATE_CONVERSATION, load_or_create_conversation),
+    Step(names.RESET_CONVERSATION, reset_conversation),
+    Step(names.PERSIST_CONVERSATION_BOOTSTRAP, persist_conversation_bootstrap),
+    Step(names.AUDIT_USER_INPUT, audit_user_input),
+)

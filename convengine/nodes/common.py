@@ -1,0 +1,117 @@
+"""Helpers shared by several steps: rule phases, scope lookups, truthiness, steps' shape."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from convengine.config_loader.records import RuleRecord
+from convengine.nodes.turn import Turn
+from convengine.registry import TaskContext, call_task
+from convengine.rules.engine import PhaseRun
+from convengine.rules.model import PhaseResult, RuleSession
+from convengine.vocab import ANY, UNKNOWN
+
+SkipAudit = tuple[str, dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """A pipeline step: its node name, what it does, and when it has nothing to do.
+
+    Attributes:
+        name: the node name (snake_case ConvEngine step name).
+        run: the step body, working on a :class:`Turn`.
+        skip: returns the audit ``(stage, payload)`` ConvEngine would emit when the step has
+            nothing to do for the current intent/state; the graph then routes past it.
+        loop_only: reached only when another step routes to it (the planner's tool call).
+        routes: steps it may jump to besides the next one (drawn as edges).
+        java_class: ConvEngine's class name, kept in STEP_ENTER payloads.
+        before / after: where a custom step goes (exactly one, naming an existing step).
+    """
+
+    name: str
+    run: Callable[[Turn], Awaitable[None] | None]
+    skip: Callable[[Turn], SkipAudit | None] | None = None
+    loop_only: bool = False
+    routes: tuple[str, ...] = ()
+    java_class: str | None = None
+    before: str | None = None
+    after: str | None = None
+
+
+_TRUTHY = {"true", "1", "yes", "y", "on"}
+
+
+def truthy(value: Any) -> bool:
+    """ConvEngine's truthy input values: true, "true", "1", "yes", 1."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return value == 1
+    return isinstance(value, str) and value.strip().lower() in _TRUTHY
+
+
+def resolved(value: str | None) -> bool:
+    return bool(value) and value != UNKNOWN
+
+
+def in_scope(row_intent: str | None, row_state: str | None, intent: str, state: str) -> bool:
+    """A row scoped (intent, state) applies when each is equal or ANY (null = ANY)."""
+    return row_intent in (None, ANY, intent) and row_state in (None, ANY, state)
+
+
+T = TypeVar("T")
+
+
+def specificity(row_intent: str | None, row_state: str | None, intent: str, state: str) -> int:
+    """exact intent + exact state 3 > intent + ANY 2 > ANY + state 1 > ANY + ANY 0."""
+    return (2 if row_intent == intent else 0) + (1 if row_state == state else 0)
+
+
+def most_specific(rows: Iterable[T], intent: str, state: str, *, tie: Callable[[T], Any]) -> T | None:
+    """The enabled row in scope with the highest specificity (ties broken by ``tie``, max wins)."""
+    best: T | None = None
+    best_key: tuple[int, Any] | None = None
+    for row in rows:
+        r: Any = row
+        if not r.enabled or not in_scope(r.intent_code, r.state_code, intent, state):
+            continue
+        key = (specificity(r.intent_code, r.state_code, intent, state), tie(row))
+        if best_key is None or key > best_key:
+            best, best_key = row, key
+    return best
+
+
+async def run_rules(turn: Turn, phase: str, source: str, *, origin: str = "RULES_STEP") -> PhaseResult:
+    """Run one rule phase on the turn; audits carry ``(source)`` suffixes like ConvEngine's."""
+    run = PhaseRun(
+        phase=phase,
+        rules=turn.snapshot.rules_for(phase),
+        session=turn,
+        registry=turn.ctx.services.rule_registry,
+        source=source,
+        emit=turn.audit,
+        run_task=_task_runner(turn),
+        max_passes=turn.settings.max_rule_passes,
+        origin=origin,
+    )
+    return await run.run()
+
+
+def _task_runner(turn: Turn) -> Callable[[str, str, RuleSession, RuleRecord], Awaitable[Any]]:
+    async def run_task(bean: str, method: str, session: RuleSession, rule: RuleRecord) -> Any:
+        fn = turn.ctx.services.registries.tasks.resolve(bean, method)
+        return await call_task(fn, TaskContext(turn, rule), rule)
+
+    return run_task
+
+
+def dig(mapping: Mapping[str, Any] | None, *path: str) -> Any:
+    node: Any = mapping
+    for key in path:
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(key)
+    return node

@@ -1,0 +1,86 @@
+"""The LangGraph runtime context of a turn: engine services plus this turn's collectors.
+
+Nothing here is checkpointed: the snapshot, LLM gateway, tool registry, task registry and
+audit collector travel in ``Runtime.context`` (DESIGN §3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from convengine.audit.collector import TurnAudit
+from convengine.config_loader.snapshot import ConfigSnapshot
+from convengine.rules.engine import RuleRegistry
+
+if TYPE_CHECKING:
+    from convengine.llm.gateway import LlmGateway
+    from convengine.persistence import ConversationStore
+    from convengine.registry import Registries
+
+
+@dataclass(slots=True)
+class Services:
+    """Engine-wide collaborators shared by every turn."""
+
+    registries: Registries
+    rule_registry: RuleRegistry
+    store: ConversationStore | None = None
+    llm: LlmGateway | None = None
+    hooks: tuple[Any, ...] = ()
+    clock: Callable[[], float] | None = None
+    """Epoch milliseconds (pending-action TTLs); tests inject a fake clock."""
+
+
+@dataclass(slots=True)
+class PendingCommit:
+    """What persist_conversation prepared; the engine commits it with the audit batch."""
+
+    projection: dict[str, Any] | None = None
+    history: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class TurnContext:
+    """``Runtime.context`` for one turn."""
+
+    snapshot: ConfigSnapshot
+    services: Services
+    audit: TurnAudit
+    conversation_id: str
+    turn_id: str
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    commit: PendingCommit = field(default_factory=PendingCommit)
+    is_new: bool = False
+    extras: dict[str, Any] = field(default_factory=dict)
+    """Scratch space for custom steps and hooks (not checkpointed)."""
+
+    @property
+    def settings(self) -> Any:
+        return self.snapshot.settings
+
+
+Hook = Callable[..., Any]
+
+
+@dataclass(frozen=True, slots=True)
+class StepHook:
+    """Before/after/error callbacks for steps (``steps`` empty = every step).
+
+    Each callback receives ``(step_name, turn)``; ``on_error`` also gets the exception.
+    A hook that raises is audited as ``STEP_HOOK_ERROR`` and never breaks the turn.
+    """
+
+    before: Hook | None = None
+    after: Hook | None = None
+    on_error: Hook | None = None
+    steps: tuple[str, ...] = ()
+
+    def applies(self, step: str) -> bool:
+        return not self.steps or step in self.steps
+
+
+def mapping_or_empty(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}

@@ -1,0 +1,166 @@
+"""intent_resolution (schema lock, sticky intent, policy skip, classifiers, agent), one POST_INTENT
+pass after either resolver, reset_resolved_intent and fallback_intent_state."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from convengine.graph import names
+from convengine.nodes.bootstrap import RESET_COMMANDS, wipe
+from convengine.nodes.common import Step, dig, resolved, run_rules, truthy
+from convengine.nodes.turn import Turn
+from convengine.schema import compute_facts, select_schema
+from convengine.textmatch import RegexTimeoutError
+from convengine.vocab import POST_INTENT, UNKNOWN
+
+FORCE_PARAMS = ("force_intent_resolution", "resolve_intent", "switch_intent", "switch_flow", "switch_mode")
+SWITCH_PHRASES = re.compile(r"\b(switch intent|change intent|change flow|change mode)\b", re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    intent: str
+    state: str | None
+    source: str
+    run_post_rules: bool = True
+
+
+def collection_active(turn: Turn) -> bool:
+    """Locked, or the current intent has a schema (state, else ANY) that context does not complete."""
+    if dig(turn.read_context(), "intent_lock", "locked"):
+        return True
+    record = select_schema(turn.snapshot, turn.intent, turn.state) if resolved(turn.intent) else None
+    return record is not None and not compute_facts(record, turn.read_context())["complete"]
+
+
+def force_signal(turn: Turn) -> str | None:
+    """Why intent resolution should run despite schema collection (the sticky-intent escape)."""
+    text = turn.user_text.strip().lower()
+    if dig(turn.read_context(), "pending_clarification", "question"):
+        return "PENDING_CLARIFICATION"
+    if text in RESET_COMMANDS:
+        return "RESET_COMMAND"
+    params = turn.read_params()
+    for key in FORCE_PARAMS:
+        if truthy(params.get(key)):
+            return f"INPUT_PARAM:{key}"
+    if text.startswith("switch to ") or SWITCH_PHRASES.search(text):
+        return "SWITCH_PHRASE"
+    return None
+
+
+def _lock(turn: Turn, stage: str) -> None:
+    turn.context["intent_lock"] = {"locked": True, "reason": "SCHEMA_INCOMPLETE"}
+    turn.context.pop("pending_clarification", None)
+    turn.audit(stage, {"intent": turn.intent, "state": turn.state, "reason": "SCHEMA_INCOMPLETE"})
+
+
+def _skip_for_collection(turn: Turn) -> bool:
+    if not collection_active(turn):
+        return False
+    signal = force_signal(turn)
+    sticky = turn.snapshot.component_bool("IntentResolutionStep", "STICKY_INTENT", True)
+    if sticky and signal:
+        turn.context["intent_lock"] = {"locked": False, "reason": None}
+        turn.audit("INTENT_RESOLVE_FORCED", {"signal": signal, "intent": turn.intent})
+        return False
+    _lock(turn, "INTENT_RESOLVE_SKIPPED_STICKY_INTENT" if sticky else "INTENT_RESOLVE_SKIPPED_SCHEMA_COLLECTION")
+    return True
+
+
+def classify(turn: Turn) -> Resolution | None:
+    """Every enabled classifier of an enabled intent; one distinct intent wins, several collide."""
+    enabled = turn.snapshot.enabled_intent_codes
+    rows = sorted((c for c in turn.snapshot.classifiers if c.enabled and c.intent_code in enabled),
+                  key=lambda c: (c.priority, c.classifier_id))
+    hits = []
+    for row in rows:
+        try:
+            if row.matcher is not None and row.matcher.matches(turn.user_text):
+                hits.append(row)
+        except RegexTimeoutError as exc:
+            turn.audit("INTENT_CLASSIFIER_PATTERN_TIMEOUT", {"classifierId": row.classifier_id, "error": exc.message})
+    intents = list(dict.fromkeys(h.intent_code for h in hits))
+    if len(intents) > 1:
+        turn.params["intent_collision_candidates"] = intents
+        turn.audit("INTENT_CLASSIFIER_COLLISION", {"matchedIntents": intents,
+                                                   "matchedByRule": {h.classifier_id: h.intent_code for h in hits}})
+        return None
+    if not hits:
+        turn.audit("INTENT_CLASSIFIER_NO_MATCH", {"classifiers": len(rows)})
+        return None
+    first = hits[0]
+    turn.audit("INTENT_CLASSIFICATION_MATCHED", {"intent": first.intent_code, "state": first.state_code,
+                                                 "classifierId": first.classifier_id, "ruleType": first.rule_type})
+    return Resolution(first.intent_code, first.state_code or UNKNOWN, "CLASSIFIER")
+
+
+async def _agent(turn: Turn) -> Resolution | None:
+    if turn.ctx.services.llm is None:
+        turn.audit("INTENT_AGENT_SKIPPED", {"reason": "NO_LLM_CONFIGURED", "callSite": "INTENT_AGENT"})
+        return None
+    if not turn.snapshot.allowed_intents():
+        turn.audit("INTENT_AGENT_SKIPPED", {"reason": "NO_ALLOWED_INTENTS"})
+        return None
+    from convengine.llm.intent_agent import resolve_with_agent
+
+    return await resolve_with_agent(turn)
+
+
+async def intent_resolution(turn: Turn) -> None:
+    lock = turn.read_context().get("intent_lock") or {}
+    turn.audit("INTENT_RESOLVE_START", {"previousIntent": turn.intent, "intentLocked": bool(lock.get("locked")),
+                                        "intentLockReason": lock.get("reason")})
+    if _skip_for_collection(turn):
+        return
+    if truthy(turn.read_params().get("skip_intent_resolution")) and resolved(turn.intent) and resolved(turn.state):
+        turn.audit("INTENT_RESOLVE_SKIPPED_POLICY", {"policyDecision": turn.read_params().get("policy_decision")})
+        return
+    by_classifier = classify(turn)
+    result = by_classifier or await _agent(turn)
+    if result is None:
+        turn.audit("INTENT_RESOLVE_NO_CHANGE", {"intent": turn.intent, "state": turn.state})
+        return
+    await _apply(turn, result, by_classifier)
+
+
+async def _apply(turn: Turn, result: Resolution, by_classifier: Resolution | None) -> None:
+    turn.set_intent(result.intent, cause=result.source)
+    if result.state:
+        turn.set_state(result.state, cause=result.source)
+    if result.run_post_rules:
+        turn.context.pop("pending_clarification", None)
+    turn.audit(f"INTENT_RESOLVED_BY_{result.source}", {
+        "resolvedIntent": result.intent, "source": result.source,
+        "classifierIntent": by_classifier.intent if by_classifier else None,
+        "agentIntent": None if by_classifier else result.intent})
+    if result.run_post_rules:
+        turn.params["post_intent_rule"] = True
+        source = "IntentResolutionStep Classifier" if by_classifier else "AgentIntentResolver"
+        origin = "RULES_STEP" if by_classifier else "AGENT_INTENT_RESOLVER"
+        await run_rules(turn, POST_INTENT, source, origin=origin)
+
+
+async def reset_resolved_intent(turn: Turn) -> None:
+    codes_text = turn.snapshot.component("ResetResolvedIntentStep", "RESET_INTENT_CODES", "RESET_SESSION") or ""
+    codes = [c.strip().upper() for c in codes_text.split(",") if c.strip()]
+    if turn.intent.upper() in codes:
+        resolved_intent = turn.intent
+        wipe(turn, "INTENT_RESOLVED_RESET", extra={"matchedResetIntentCodes": codes, "resolvedIntent": resolved_intent})
+        turn.route_to(names.RULES)
+
+
+async def fallback_intent_state(turn: Turn) -> None:
+    if not turn.get("intent"):
+        turn.set("intent", UNKNOWN)
+        turn.audit("INTENT_MISSING", {"fallback": UNKNOWN})
+    if not turn.get("state"):
+        turn.set("state", UNKNOWN)
+        turn.audit("STATE_MISSING", {"fallback": UNKNOWN})
+
+
+STEPS = (
+    Step(names.INTENT_RESOLUTION, intent_resolution),
+    Step(names.RESET_RESOLVED_INTENT, reset_resolved_intent, routes=(names.RULES,)),
+    Step(names.FALLBACK_INTENT_STATE, fallback_intent_state),
+)

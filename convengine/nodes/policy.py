@@ -1,0 +1,97 @@
+"""policy_enforcement (ce_policy, before any LLM call) and guardrail (sensitive actions)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from convengine.graph import names
+from convengine.nodes.common import Step, truthy
+from convengine.nodes.turn import Turn
+from convengine.textmatch import PatternError, RegexTimeoutError, cached_regex
+
+_WHITESPACE = re.compile(r"[\r\n\t]+| {2,}")
+
+
+async def policy_enforcement(turn: Turn) -> None:
+    """First matching enabled ce_policy (by priority) blocks the turn with its response_text."""
+    policies = sorted((p for p in turn.snapshot.policies if p.enabled), key=lambda p: (p.priority, p.policy_id))
+    text = turn.user_text
+    for policy in policies:
+        try:
+            hit = policy.matcher is not None and policy.matcher.matches(text)
+        except RegexTimeoutError as exc:
+            turn.audit("POLICY_PATTERN_TIMEOUT", {"policyId": policy.policy_id, "error": exc.message})
+            continue
+        if hit:
+            _block(turn, policy.policy_id, policy.rule_type, policy.pattern, policy.response_text)
+            return
+
+
+def _block(turn: Turn, policy_id: int, rule_type: str, pattern: str, response_text: str) -> None:
+    turn.set("status", "BLOCKED")
+    turn.set("payload", {"type": "TEXT", "value": response_text})
+    turn.audit("POLICY_BLOCK", {"policyId": policy_id, "ruleType": rule_type, "pattern": pattern})
+    turn.route_to(names.PERSIST_CONVERSATION)
+
+
+async def guardrail(turn: Turn) -> None:
+    """Sanitise, look for sensitive patterns, require approval when configured (reference §8.4)."""
+    cfg = turn.settings.flow.guardrail
+    params = turn.params
+    text = turn.user_text
+    if cfg.sanitize_input:
+        text = _WHITESPACE.sub(" ", text).strip()
+        params["sanitized_user_text"] = text
+    sensitive, undecided = _sensitive(text, cfg.sensitive_patterns, turn.settings.regex_timeout_ms / 1000)
+    granted = _approval_granted(turn)
+    required = cfg.require_approval_for_sensitive_actions
+    deny = required and not granted and (sensitive or (undecided and cfg.approval_gate_fail_closed))
+    if deny:
+        _deny(turn, sensitive=sensitive, granted=granted, undecided=undecided)
+        return
+    params["guardrail_blocked"] = False
+    turn.audit("GUARDRAIL_ALLOW", {"result": "ALLOW", "sensitive": sensitive, "approvalRequired": required,
+                                   "approvalGranted": granted})
+
+
+def _deny(turn: Turn, *, sensitive: bool, granted: bool, undecided: bool) -> None:
+    params = turn.params
+    reason = "SENSITIVE_ACTION_APPROVAL_REQUIRED" if sensitive else "SENSITIVE_CHECK_FAILED_CLOSED"
+    params.update({"guardrail_blocked": True, "guardrail_reason": reason, "policy_decision": "RECLASSIFY_INTENT",
+                   "skip_tool_execution": True, "skip_pending_action_execution": True})
+    turn.audit("GUARDRAIL_DENY", {"result": "DENY", "reason": reason, "sensitive": sensitive, "approvalGranted": granted,
+                                  "undecided": undecided, "userText": turn.user_text})
+
+
+def _sensitive(text: str, patterns: list[str], timeout_s: float) -> tuple[bool, bool]:
+    """(matched, undecided): undecided when a pattern could not be evaluated in time."""
+    undecided = False
+    for pattern in patterns:
+        try:
+            if cached_regex(pattern, timeout_s).search(text):
+                return True, False
+        except (RegexTimeoutError, PatternError):
+            undecided = True
+    return False, undecided
+
+
+def _approval_granted(turn: Turn) -> bool:
+    params = turn.read_params()
+    for key in ("approval_granted", "approvalGranted"):
+        if key in params:
+            return truthy(params[key])
+    approval: Any = turn.read_context().get("approval")
+    return isinstance(approval, dict) and truthy(approval.get("granted"))
+
+
+def _guardrail_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
+    if turn.settings.flow.guardrail.enabled:
+        return None
+    return "GUARDRAIL_ALLOW", {"result": "ALLOW", "skipped": True, "reason": "GUARDRAIL_DISABLED"}
+
+
+STEPS = (
+    Step(names.POLICY_ENFORCEMENT, policy_enforcement, routes=(names.PERSIST_CONVERSATION,)),
+    Step(names.GUARDRAIL, guardrail, skip=_guardrail_skip),
+)

@@ -1,0 +1,87 @@
+"""rules (PRE_RESPONSE_RESOLUTION) and state_graph (allowed transitions from ce_state_graph)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from convengine.graph import names
+from convengine.nodes.common import Step, run_rules
+from convengine.nodes.turn import Turn
+from convengine.vocab import ANY, PRE_RESPONSE_RESOLUTION, UNKNOWN
+
+
+async def rules(turn: Turn) -> None:
+    await run_rules(turn, PRE_RESPONSE_RESOLUTION, "RulesStep")
+
+
+def allowed_edges(turn: Turn, intent: str) -> set[tuple[str, str]] | None:
+    """Edges for ``intent`` (its rows, ANY rows and the YAML map); None when there are none."""
+    edges = {(g.from_state, g.to_state) for g in turn.snapshot.state_graph
+             if g.enabled and g.intent_code in (intent, ANY)}
+    for source, targets in turn.settings.flow.state_graph.allowed_transitions.items():
+        edges.update((source.strip().upper(), t.strip().upper()) for t in targets)
+    return edges or None
+
+
+def _checks(turn: Turn) -> list[dict[str, Any]]:
+    start = turn.get("turn_start") or {}
+    start_state = start.get("state") if start.get("intent") == turn.intent else UNKNOWN
+    checks = []
+    if start_state and start_state != turn.state:
+        checks.append({"fromState": start_state, "toState": turn.state, "intent": turn.intent, "cause": "TURN"})
+    for t in turn.get("transitions") or []:
+        if str(t.get("cause", "")).startswith("rule"):
+            checks.append({"fromState": t["from"], "toState": t["to"], "intent": t["intent"], "cause": t["cause"]})
+    return checks
+
+
+def _mode(turn: Turn) -> str:
+    cfg = turn.settings.flow.state_graph
+    return "SOFT_BLOCK" if cfg.mode == "AUDIT_ONLY" and cfg.soft_block_on_violation else cfg.mode
+
+
+async def state_graph(turn: Turn) -> None:
+    checks = _checks(turn)
+    violations = []
+    for check in checks:
+        edges = allowed_edges(turn, check["intent"])
+        if edges is not None and (check["fromState"], check["toState"]) not in edges:
+            violations.append(check)
+    if not violations:
+        turn.params["state_graph_valid"] = True
+        turn.audit("STATE_GRAPH_VALID", {"checked": checks, "intent": turn.intent, "state": turn.state})
+        return
+    _violated(turn, violations)
+
+
+def _violated(turn: Turn, violations: list[dict[str, Any]]) -> None:
+    mode = _mode(turn)
+    params = turn.params
+    params["state_graph_valid"] = False
+    params["state_graph_soft_block"] = mode == "SOFT_BLOCK"
+    for v in violations:
+        turn.audit("STATE_GRAPH_VIOLATION", {**v, "allowed": False, "mode": mode,
+                                             "validateOnly": mode != "HARD_BLOCK", "softBlock": mode == "SOFT_BLOCK"})
+    if mode == "HARD_BLOCK":
+        start = turn.get("turn_start") or {}
+        blocked_state = turn.state
+        turn.set("intent", start.get("intent") or UNKNOWN)
+        turn.set("state", start.get("state") or UNKNOWN)
+        params["state_graph_blocked"] = True
+        turn.audit("STATE_GRAPH_BLOCKED", {"blockedState": blocked_state, "keptIntent": turn.intent,
+                                          "keptState": turn.state})
+
+
+def _state_graph_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
+    if not turn.settings.flow.state_graph.enabled:
+        return "STATE_GRAPH_SKIPPED", {"reason": "STATE_GRAPH_DISABLED"}
+    start = turn.get("turn_start") or {}
+    if start.get("state") == turn.state and start.get("intent") == turn.intent and not turn.get("transitions"):
+        return "STATE_GRAPH_VALID", {"unchanged": True, "intent": turn.intent, "state": turn.state}
+    return None
+
+
+STEPS = (
+    Step(names.RULES, rules),
+    Step(names.STATE_GRAPH, state_graph, skip=_state_graph_skip),
+)

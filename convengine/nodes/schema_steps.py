@@ -1,0 +1,183 @@
+"""add_container_data, schema_extraction and auto_advance."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+from convengine.config_loader.records import ContainerConfigRecord, OutputSchemaRecord
+from convengine.errors import LlmNotConfiguredError
+from convengine.graph import names
+from convengine.nodes.common import Step, dig
+from convengine.nodes.turn import Turn
+from convengine.schema import compute_facts, meaningful, schema_dict, select_schema
+from convengine.vocab import ANY
+
+# --- context data (ce_container_config) --------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerRequest:
+    """What a context-data provider receives for one ce_container_config row."""
+
+    row: ContainerConfigRecord
+    input_value: Any
+    conversation_id: str
+    intent: str
+    state: str
+    params: dict[str, Any]
+
+
+def container_rows(turn: Turn) -> list[ContainerConfigRecord]:
+    """Rows for (intent, state), else (ANY, state), else (ANY, ANY), by priority."""
+    rows = [c for c in turn.snapshot.containers if c.enabled]
+    for intent, state in ((turn.intent, turn.state), (ANY, turn.state), (ANY, ANY)):
+        chosen = [c for c in rows if c.intent_code == intent and c.state_code == state]
+        if chosen:
+            return sorted(chosen, key=lambda c: (c.priority, c.id))
+    return []
+
+
+def _provider(turn: Turn, row: ContainerConfigRecord) -> Any:
+    providers = turn.ctx.services.registries.container_providers
+    for key in (f"{row.page_id}:{row.section_id}:{row.container_id}", str(row.container_id),
+                row.input_param_name, "*"):
+        if key in providers:
+            return providers[key]
+    return None
+
+
+async def add_container_data(turn: Turn) -> None:
+    attached: dict[str, Any] = {}
+    for row in container_rows(turn):
+        provider = _provider(turn, row)
+        name = row.input_param_name
+        if provider is None:
+            turn.audit("CONTAINER_DATA_FAILED", {"containerId": row.container_id, "inputParamName": name,
+                                                 "error": f"no context-data provider registered for container "
+                                                          f"{row.page_id}:{row.section_id}:{row.container_id}"})
+            continue
+        try:
+            attached[name] = await _fetch(turn, provider, row)
+        except Exception as exc:  # noqa: BLE001 - context data never fails a turn
+            turn.audit("CONTAINER_DATA_FAILED", {"containerId": row.container_id, "inputParamName": name,
+                                                 "errorType": type(exc).__name__, "error": str(exc)})
+            continue
+        turn.audit("CONTAINER_DATA_EXECUTED", {"containerId": row.container_id, "inputParamName": name})
+    if attached:
+        turn.context.setdefault("container_data", {}).update(attached)
+    turn.audit("CONTAINER_DATA_ATTACHED", {"names": list(attached)})
+
+
+async def _fetch(turn: Turn, provider: Any, row: ContainerConfigRecord) -> Any:
+    value = turn.read_context().get(row.input_param_name)
+    request = ContainerRequest(row, value if value is not None else turn.user_text, turn.conversation_id,
+                               turn.intent, turn.state, dict(turn.read_params()))
+    result = provider(request)
+    return await result if inspect.isawaitable(result) else result
+
+
+def _container_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
+    if container_rows(turn):
+        return None
+    return "CONTAINER_DATA_SKIPPED", {"intent": turn.intent, "state": turn.state, "reason": "NO_CONTAINER_CONFIG"}
+
+
+# --- schema extraction --------------------------------------------------------------------
+
+
+def _seed_from_params(turn: Turn, record: OutputSchemaRecord) -> list[str]:
+    """Copy same-named, non-blank input params into missing context fields."""
+    seeded: list[str] = []
+    params = turn.read_params()
+    for name in (schema_dict(record).get("properties") or {}):
+        if not meaningful(turn.read_context().get(name)) and meaningful(params.get(name)):
+            turn.context[name] = params[name]
+            seeded.append(name)
+    return seeded
+
+
+def finish_schema(turn: Turn, record: OutputSchemaRecord, *, audit: bool = True) -> dict[str, Any]:
+    """Recompute facts, lock or unlock the intent, publish the facts as params and audit."""
+    facts = compute_facts(record, turn.read_context())
+    turn.set("schema_facts", facts)
+    locked = not facts["complete"]
+    turn.context["intent_lock"] = {"locked": locked, "reason": "SCHEMA_INCOMPLETE" if locked else None}
+    turn.params.update(missing_fields=facts["missing"], missing_field_options=facts["options"],
+                       schema_id=record.schema_id, schema_description=record.description,
+                       schema_field_details=facts["field_details"], schema_complete=facts["complete"],
+                       schema_has_any_value=facts["has_any"])
+    if audit:
+        turn.audit("SCHEMA_STATUS", {
+            "schemaComplete": facts["complete"], "hasAnySchemaValue": facts["has_any"],
+            "missingRequiredFields": facts["missing"], "missingFieldOptions": facts["options"],
+            "schemaId": record.schema_id, "intent": turn.intent, "state": turn.state, "intentLocked": locked,
+            "intentLockReason": "SCHEMA_INCOMPLETE" if locked else None, "schemaJson": turn.schema_json()})
+    return facts
+
+
+async def schema_extraction(turn: Turn) -> None:
+    record = select_schema(turn.snapshot, turn.intent, turn.state)
+    if record is None:
+        turn.context["intent_lock"] = {"locked": False, "reason": None}
+        turn.audit("SCHEMA_EXTRACTION_SKIPPED", {"reason": "NO_SCHEMA", "intent": turn.intent, "state": turn.state})
+        return
+    seeded = _seed_from_params(turn, record)
+    if turn.read_params().get("skip_schema_extraction"):
+        turn.audit("SCHEMA_EXTRACTION_SKIPPED", {"reason": "CORRECTION_STEP", "schemaId": record.schema_id,
+                                                 "routingDecision": turn.read_params().get("routing_decision")})
+        finish_schema(turn, record)
+        return
+    if turn.ctx.services.llm is None:
+        _without_llm(turn, record, seeded)
+        return
+    from convengine.llm.extraction import extract
+
+    await extract(turn, record)
+
+
+def _without_llm(turn: Turn, record: OutputSchemaRecord, seeded: list[str]) -> None:
+    facts = compute_facts(record, turn.read_context())
+    if not facts["complete"]:
+        raise LlmNotConfiguredError(
+            f"schema extraction needs an LLM: ce_output_schema[{record.schema_id}] applies to "
+            f"{turn.intent}/{turn.state} and fields {', '.join(facts['missing'])} are missing "
+            "(configure a chat model, or pass the fields as input params)",
+            details={"callSite": "SCHEMA_EXTRACTION", "table": "ce_output_schema", "rowId": record.schema_id})
+    turn.audit("SCHEMA_EXTRACTION_SKIPPED", {"reason": "NO_LLM_CONFIGURED", "callSite": "SCHEMA_EXTRACTION",
+                                             "schemaId": record.schema_id, "seeded": seeded, "schemaComplete": True})
+    finish_schema(turn, record)
+
+
+def _schema_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
+    locked = dig(turn.read_context(), "intent_lock", "locked")
+    if locked or select_schema(turn.snapshot, turn.intent, turn.state) is not None:
+        return None
+    return "SCHEMA_EXTRACTION_SKIPPED", {"reason": "NO_SCHEMA", "intent": turn.intent, "state": turn.state}
+
+
+async def auto_advance(turn: Turn) -> None:
+    record = select_schema(turn.snapshot, turn.intent, turn.state)
+    if record is None:
+        turn.audit("AUTO_ADVANCE_SKIPPED_NO_SCHEMA", {"intent": turn.intent, "state": turn.state})
+        return
+    facts = compute_facts(record, turn.read_context())
+    turn.set("schema_facts", facts)
+    turn.params.update(schema_complete=facts["complete"], schema_has_any_value=facts["has_any"],
+                       missing_fields=facts["missing"], missing_field_options=facts["options"])
+    turn.audit("AUTO_ADVANCE_FACTS", {"schemaComplete": facts["complete"], "hasAnySchemaValue": facts["has_any"],
+                                      "missingRequiredFields": facts["missing"], "schemaId": record.schema_id})
+
+
+def _auto_advance_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
+    if select_schema(turn.snapshot, turn.intent, turn.state) is not None:
+        return None
+    return "AUTO_ADVANCE_SKIPPED_NO_SCHEMA", {"intent": turn.intent, "state": turn.state}
+
+
+STEPS = (
+    Step(names.ADD_CONTAINER_DATA, add_container_data, skip=_container_skip),
+    Step(names.SCHEMA_EXTRACTION, schema_extraction, skip=_schema_skip),
+    Step(names.AUTO_ADVANCE, auto_advance, skip=_auto_advance_skip),
+)

@@ -1,0 +1,46 @@
+"""tool_orchestration, mcp_planner and mcp_tool_call (the planner loop as graph edges)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from convengine.graph import names
+from convengine.nodes.common import Step
+from convengine.nodes.turn import Turn
+
+
+async def tool_orchestration(turn: Turn) -> None:
+    from convengine.tools.direct import run_tool_request
+
+    await run_tool_request(turn)
+
+
+def _tool_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
+    if turn.read_params().get("tool_request") and turn.settings.flow.tool_orchestration.enabled:
+        return None
+    return "TOOL_ORCHESTRATION_SKIPPED", {"reason": "NO_TOOL_REQUEST"}
+
+
+async def mcp_planner(turn: Turn) -> None:
+    from convengine.tools.planner import plan_step
+
+    await plan_step(turn)
+
+
+async def mcp_tool_call(turn: Turn) -> None:
+    from convengine.tools.planner import call_step
+
+    await call_step(turn)
+
+
+def _planner_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
+    from convengine.tools.planner import planner_skip
+
+    return planner_skip(turn)
+
+
+STEPS = (
+    Step(names.TOOL_ORCHESTRATION, tool_orchestration, skip=_tool_skip),
+    Step(names.MCP_PLANNER, mcp_planner, skip=_planner_skip, routes=(names.MCP_TOOL_CALL,)),
+    Step(names.MCP_TOOL_CALL, mcp_tool_call, loop_only=True, routes=(names.MCP_PLANNER,)),
+)

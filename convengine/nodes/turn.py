@@ -1,0 +1,176 @@
+"""Turn: a node's view of the state, collecting its partial update.
+
+Reads fall through to the incoming state; writes go to the update the node returns.
+``params`` and ``context`` are copied on first write, so a node never mutates the
+state LangGraph handed it in place.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from convengine.config_loader.snapshot import ConfigSnapshot
+from convengine.nodes.context import TurnContext
+from convengine.rules.facts import FactsInput, build_facts, session_fields
+from convengine.settings import EngineSettings
+from convengine.state import EngineState
+from convengine.vocab import UNKNOWN
+
+
+class Turn:
+    """The working view of one node run (implements the rules engine's RuleSession)."""
+
+    __slots__ = ("_state", "ctx", "step", "_update", "route")
+
+    def __init__(self, state: EngineState, ctx: TurnContext, step: str) -> None:
+        self._state = state
+        self.ctx = ctx
+        self.step = step
+        self._update: dict[str, Any] = {}
+        self.route: str | None = None
+
+    def route_to(self, step: str) -> None:
+        """Go to ``step`` next instead of the following one (policy stop, reset path, loops)."""
+        self.route = step
+
+    # --- plumbing ---------------------------------------------------------------------
+
+    @property
+    def snapshot(self) -> ConfigSnapshot:
+        return self.ctx.snapshot
+
+    @property
+    def settings(self) -> EngineSettings:
+        return self.ctx.snapshot.settings
+
+    @property
+    def conversation_id(self) -> str:
+        return self.ctx.conversation_id
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key in self._update:
+            return self._update[key]
+        value = self._state.get(key, default)  # type: ignore[misc]
+        return default if value is None else value
+
+    def set(self, key: str, value: Any) -> None:
+        self._update[key] = value
+
+    def changes(self) -> dict[str, Any]:
+        return self._update
+
+    def audit(self, stage: str, payload: Mapping[str, Any] | None = None) -> None:
+        self.ctx.audit.emit(stage, dict(payload or {}), intent=self.intent, state=self.state)
+
+    # --- intent and state -------------------------------------------------------------
+
+    @property
+    def intent(self) -> str:
+        return self.get("intent") or UNKNOWN
+
+    @property
+    def state(self) -> str:
+        return self.get("state") or UNKNOWN
+
+    def set_state(self, value: str, *, cause: str) -> None:
+        before = self.state
+        if value == before:
+            return
+        self.set("state", value)
+        self._transition(before, value, cause)
+
+    def set_intent(self, value: str, *, cause: str) -> None:
+        self.set("intent", value)
+
+    def _transition(self, before: str, after: str, cause: str) -> None:
+        transitions = list(self.get("transitions") or [])
+        transitions.append({"from": before, "to": after, "intent": self.intent, "cause": cause, "step": self.step})
+        self.set("transitions", transitions)
+
+    # --- text ---------------------------------------------------------------------------
+
+    @property
+    def user_text(self) -> str:
+        return str(self.get("user_text") or "")
+
+    @property
+    def standalone_query(self) -> str | None:
+        return self.get("standalone_query")
+
+    @property
+    def resolved_input(self) -> str:
+        return self.standalone_query or self.user_text
+
+    # --- params and context (copy on first write) -----------------------------------------
+
+    @property
+    def params(self) -> dict[str, Any]:
+        if "params" not in self._update:
+            self._update["params"] = dict(self._state.get("params") or {})
+        return self._update["params"]  # type: ignore[no-any-return]
+
+    def read_params(self) -> Mapping[str, Any]:
+        return self._update.get("params") or self._state.get("params") or {}
+
+    @property
+    def context(self) -> dict[str, Any]:
+        if "context" not in self._update:
+            self._update["context"] = copy.deepcopy(self._state.get("context") or {})
+        return self._update["context"]  # type: ignore[no-any-return]
+
+    def read_context(self) -> Mapping[str, Any]:
+        return self._update.get("context") or self._state.get("context") or {}
+
+    def replace_context(self, value: dict[str, Any]) -> None:
+        self._update["context"] = value
+
+    # --- derived views ----------------------------------------------------------------
+
+    def facts_input(self) -> FactsInput:
+        return FactsInput(
+            conversation_id=self.conversation_id,
+            intent=self.intent,
+            state=self.state,
+            context=self.read_context(),
+            params=self.read_params(),
+            user_text=self.user_text,
+            standalone_query=self.standalone_query,
+            schema_facts=self.get("schema_facts") or {},
+            schema_json=self.schema_json(),
+            payload=self.get("payload"),
+            last_llm=self.get("last_llm") or {},
+        )
+
+    def facts(self) -> dict[str, Any]:
+        return build_facts(self.facts_input())
+
+    def session_dict(self) -> dict[str, Any]:
+        fields = session_fields(self.facts_input())
+        fields["context"] = dict(self.read_context())
+        fields["schemaJson"] = self.schema_json()
+        return fields
+
+    def schema_json(self) -> dict[str, Any]:
+        """The context restricted to the resolved schema's properties."""
+        props = (self.get("schema_facts") or {}).get("properties") or ()
+        ctx = self.read_context()
+        return {name: ctx.get(name) for name in props if name in ctx}
+
+    def set_dialogue_act(self, act: str, *, confidence: float | None, source: str | None,
+                         standalone_query: str | None) -> None:
+        params = self.params
+        params["dialogue_act"] = act
+        if confidence is not None:
+            params["dialogue_act_confidence"] = confidence
+        if source:
+            params["dialogue_act_source"] = source
+        if standalone_query:
+            self.set("standalone_query", standalone_query)
+            params["standalone_query"] = standalone_query
+            params["resolved_user_input"] = standalone_query
+
+    @property
+    def dialogue_act(self) -> str:
+        return str(self.read_params().get("dialogue_act") or "NEW_REQUEST")

@@ -1,0 +1,160 @@
+"""Rule actions (reference §3.4). Each returns the payload of the audit stage named after it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from convengine.config_loader.records import RuleRecord
+from convengine.errors import ConvEngineError, ErrorCode, RuleError
+from convengine.rules.jsonpath import compile_jsonpath
+from convengine.rules.model import RuleSession
+from convengine.vocab import DIALOGUE_ACTS
+
+ActionHandler = Callable[[RuleRecord, RuleSession, "ActionEnv"], Awaitable[dict[str, Any]] | dict[str, Any]]
+
+
+TaskRunner = Callable[[str, str, RuleSession, RuleRecord], Awaitable[Any]]
+"""Runs the task ``bean:method`` for a rule (supplied by the node layer)."""
+
+
+class ActionEnv:
+    """What actions may use besides the session: SET_TASK's runner and the emitter."""
+
+    __slots__ = ("run_task", "emit")
+
+    def __init__(self, run_task: TaskRunner | None, emit: Callable[[str, dict[str, Any]], None]) -> None:
+        self.run_task = run_task
+        self.emit = emit
+
+
+def _value(rule: RuleRecord) -> str:
+    return (rule.action_value or "").strip()
+
+
+def set_state(rule: RuleRecord, session: RuleSession, env: ActionEnv) -> dict[str, Any]:
+    before = session.state
+    session.set_state(_value(rule).upper(), cause=f"rule {rule.rule_id}")
+    return {"ruleId": rule.rule_id, "fromState": before, "toState": session.state}
+
+
+def set_intent(rule: RuleRecord, session: RuleSession, env: ActionEnv) -> dict[str, Any]:
+    before = session.intent
+    session.set_intent(_value(rule).upper(), cause=f"rule {rule.rule_id}")
+    return {"ruleId": rule.rule_id, "fromIntent": before, "toIntent": session.intent}
+
+
+def set_dialogue_act(rule: RuleRecord, session: RuleSession, env: ActionEnv) -> dict[str, Any]:
+    raw = _value(rule)
+    if not raw:
+        raise RuleError(f"ce_rule[{rule.rule_id}]: SET_DIALOGUE_ACT needs an act", code=ErrorCode.INVALID_RULE_ACTION)
+    spec: dict[str, Any] = json.loads(raw) if raw.startswith("{") else {"dialogueAct": raw}
+    act = str(spec.get("dialogueAct") or spec.get("dialogue_act") or "").strip().upper()
+    if act not in DIALOGUE_ACTS:
+        raise RuleError(f"ce_rule[{rule.rule_id}]: unknown dialogue act {act!r}", code=ErrorCode.INVALID_RULE_ACTION)
+    confidence = spec.get("confidence")
+    source = spec.get("source") or spec.get("dialogue_act_source") or "RULE"
+    query = spec.get("standaloneQuery") or spec.get("standalone_query")
+    session.set_dialogue_act(act, confidence=float(confidence) if confidence is not None else None,
+                             source=str(source), standalone_query=query)
+    return {"ruleId": rule.rule_id, "dialogueAct": act, "confidence": confidence, "source": source}
+
+
+def parse_input_params(raw: str) -> dict[str, Any]:
+    """SET_INPUT_PARAM values: ``{"k":v}``, ``{"key":k,"value":v}``, ``[{key,value}]``, ``k:v``, ``k``."""
+    text = raw.strip()
+    if text.startswith("{"):
+        obj = json.loads(text)
+        if set(obj) == {"key", "value"}:
+            return {str(obj["key"]): obj["value"]}
+        return dict(obj)
+    if text.startswith("["):
+        return {str(item["key"]): item.get("value") for item in json.loads(text)}
+    key, sep, value = text.partition(":")
+    if not sep:
+        return {key.strip(): True}
+    return {key.strip(): _coerce_scalar(value.strip())}
+
+
+def _coerce_scalar(text: str) -> Any:
+    lowered = text.lower()
+    if lowered == "null":
+        return None
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def set_input_param(rule: RuleRecord, session: RuleSession, env: ActionEnv) -> dict[str, Any]:
+    raw = _value(rule)
+    if not raw:
+        raise RuleError(f"ce_rule[{rule.rule_id}]: SET_INPUT_PARAM needs a value", code=ErrorCode.INVALID_RULE_ACTION)
+    values = parse_input_params(raw)
+    session.params.update(values)
+    return {"ruleId": rule.rule_id, "params": values}
+
+
+def set_json(rule: RuleRecord, session: RuleSession, env: ActionEnv) -> dict[str, Any]:
+    raw = _value(rule)
+    name, sep, path = raw.partition(":")
+    if not sep:
+        name, path = raw, raw
+    name = name.strip() or "llm_json"
+    path = path.strip() or "$"
+    values = compile_jsonpath(path).find(session.facts())
+    value = values[0] if values else None
+    session.params[name] = value
+    return {"ruleId": rule.rule_id, "param": name, "path": path, "value": value}
+
+
+def _getter(default: str, produce: Callable[[RuleSession], Any]) -> ActionHandler:
+    def handler(rule: RuleRecord, session: RuleSession, env: ActionEnv) -> dict[str, Any]:
+        name = _value(rule) or default
+        session.params[name] = produce(session)
+        return {"ruleId": rule.rule_id, "param": name}
+
+    return handler
+
+
+async def set_task(rule: RuleRecord, session: RuleSession, env: ActionEnv) -> dict[str, Any]:
+    bean, _, methods = _value(rule).partition(":")
+    bean = bean.strip()
+    names = [m.strip() for m in (methods or bean).split(",") if m.strip()]
+    results: list[dict[str, Any]] = []
+    for method in names:
+        results.append(await _run_task(rule, session, env, bean, method))
+    return {"ruleId": rule.rule_id, "taskBean": bean, "taskMethods": names, "results": results}
+
+
+async def _run_task(rule: RuleRecord, session: RuleSession, env: ActionEnv, bean: str, method: str) -> dict[str, Any]:
+    """Call one task; like ConvEngine, a failing task is recorded and the turn goes on."""
+    try:
+        if env.run_task is None:
+            raise ConvEngineError(f"no task registered for {bean}:{method}", code=ErrorCode.TASK_NOT_FOUND)
+        await env.run_task(bean, method, session, rule)
+        return {"method": method, "status": "OK"}
+    except Exception as exc:  # noqa: BLE001 - SET_TASK failures never break the turn
+        env.emit("SET_TASK_FAILED", {"ruleId": rule.rule_id, "taskBean": bean, "taskMethod": method,
+                                     "errorType": type(exc).__name__, "errorMessage": str(exc)})
+        return {"method": method, "status": "FAILED", "error": str(exc)}
+
+
+BUILTIN_ACTIONS: Mapping[str, ActionHandler] = {
+    "SET_STATE": set_state,
+    "SET_INTENT": set_intent,
+    "SET_DIALOGUE_ACT": set_dialogue_act,
+    "SET_INPUT_PARAM": set_input_param,
+    "SET_JSON": set_json,
+    "GET_CONTEXT": _getter("context", lambda s: dict(s.read_context())),
+    "GET_SCHEMA_JSON": _getter("schema_json", lambda s: s.schema_json()),
+    "GET_SESSION": _getter("session", lambda s: s.session_dict()),
+    "SET_TASK": set_task,
+}

@@ -1,0 +1,50 @@
+"""What the rules engine reads and writes: the session protocol and a phase's outcome."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+Emit = Callable[[str, dict[str, Any]], None]
+
+
+class RuleSession(Protocol):
+    """The slice of a turn that rules see and change (implemented by the node's Turn)."""
+
+    conversation_id: str
+    user_text: str
+
+    @property
+    def intent(self) -> str: ...
+
+    @property
+    def state(self) -> str: ...
+
+    @property
+    def params(self) -> dict[str, Any]: ...
+
+    def read_context(self) -> Mapping[str, Any]: ...
+
+    def set_state(self, value: str, *, cause: str) -> None: ...
+
+    def set_intent(self, value: str, *, cause: str) -> None: ...
+
+    def facts(self) -> dict[str, Any]: ...
+
+    def schema_json(self) -> dict[str, Any]: ...
+
+    def session_dict(self) -> dict[str, Any]: ...
+
+    def set_dialogue_act(self, act: str, *, confidence: float | None, source: str | None,
+                         standalone_query: str | None) -> None: ...
+
+
+@dataclass(slots=True)
+class PhaseResult:
+    """What one phase invocation did."""
+
+    phase: str
+    passes: int = 0
+    matched: list[int] = field(default_factory=list)
+    changed: bool = False

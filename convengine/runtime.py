@@ -1,0 +1,213 @@
+"""EngineRuntime: the resources of an open engine, living on its event loop, and the turn itself."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from convengine.audit import AuditBus, AuditEvent, AuditFilter, TurnAudit
+from convengine.checkpointing import TurnLocks, open_saver
+from convengine.config_loader import ConfigSnapshot, Extensions, SnapshotHolder, import_pack
+from convengine.db import create_async_sa_engine, create_sync_engine, parse_database_url, upgrade
+from convengine.db.url import DatabaseUrl
+from convengine.engine_io import TurnRequest, failure_event, map_failure
+from convengine.errors import ConfigError, ConversationBusyError, ConversationNotFoundError, ConvEngineError
+from convengine.graph.builder import build_graph, compile_graph
+from convengine.nodes.context import Services, TurnContext
+from convengine.persistence import ConversationStore
+from convengine.registry import Registries, TaskRegistry
+from convengine.rules.engine import RuleRegistry
+from convengine.settings import EngineSettings
+from convengine.state import EngineState
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class EngineRuntime:
+    url: DatabaseUrl
+    holder: SnapshotHolder
+    sync_engine: Any
+    async_engine: AsyncEngine
+    store: ConversationStore
+    saver: BaseCheckpointSaver[str]
+    saver_stack: contextlib.AsyncExitStack
+    graph: Any
+    locks: TurnLocks
+    services: Services
+    bus: AuditBus
+    audit_filter: AuditFilter
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    @classmethod
+    async def start(cls, raw_url: str, options: Any, bus: AuditBus) -> EngineRuntime:
+        base = EngineSettings.build(**options.settings)
+        url = parse_database_url(raw_url)
+        _check_tables(base)
+        sync_engine = create_sync_engine(url)
+        extensions = Extensions(frozenset(options.rule_types or ()), frozenset(options.rule_actions or ()))
+        holder = SnapshotHolder(sync_engine, dict(options.settings), extensions)
+        await asyncio.to_thread(_prepare, sync_engine, base, options.pack, extensions, holder)
+        async_engine = create_async_sa_engine(url, pool_size=20)
+        stack = contextlib.AsyncExitStack()
+        saver = await stack.enter_async_context(open_saver(url))
+        services = _services(options, holder.current, ConversationStore(async_engine))
+        graph = compile_graph(build_graph(options.steps), checkpointer=saver)
+        locks = TurnLocks(url, async_engine, holder.current.settings.turn_lock_timeout_s)
+        return cls(url, holder, sync_engine, async_engine, services.store, saver, stack, graph, locks,  # type: ignore[arg-type]
+                   services, bus, AuditFilter(holder.current.settings.audit))
+
+    async def stop(self) -> None:
+        await self.saver_stack.aclose()
+        await self.async_engine.dispose()
+        self.sync_engine.dispose()
+
+    async def reload(self) -> ConfigSnapshot:
+        snapshot = await asyncio.to_thread(self.holder.reload)
+        self.audit_filter.settings = snapshot.settings.audit
+        self.locks.timeout_s = snapshot.settings.turn_lock_timeout_s
+        return snapshot
+
+    # --- a turn -----------------------------------------------------------------------
+
+    async def process(self, request: TurnRequest) -> Any:
+        from convengine.engine import Payload, TurnResult
+
+        snapshot = self.holder.current
+        ctx = self._context(request, snapshot)
+        config = {"configurable": {"thread_id": request.conversation_id},
+                  "metadata": {"convengine_turn": request.turn_id},
+                  "recursion_limit": snapshot.settings.recursion_limit}
+        graph_input = {"conversation_id": request.conversation_id,
+                       "turn_input": {"text": request.text, "params": request.params, "reset": request.reset,
+                                      "turn_id": request.turn_id}}
+        try:
+            async with self.locks.hold(request.conversation_id) as conn:
+                final = await self.graph.ainvoke(graph_input, config, context=ctx, durability="exit")
+                await self._commit(conn, ctx)
+        except ConversationBusyError:
+            raise
+        except Exception as exc:
+            error = await self._failed(request, ctx, exc)
+            if error is exc:
+                raise
+            raise error from exc
+        payload = await self._final_transform(final, ctx)
+        return TurnResult(request.conversation_id, final["intent"], final["state"],
+                          Payload(payload.get("type", "TEXT"), payload.get("value")), dict(final.get("context") or {}),
+                          int(final.get("turn") or 0), final.get("status") or "RUNNING")
+
+    def _context(self, request: TurnRequest, snapshot: ConfigSnapshot) -> TurnContext:
+        audit = TurnAudit(request.conversation_id, audit_filter=self.audit_filter, bus=self.bus,
+                          persist_meta=snapshot.settings.audit.persist_meta)
+        return TurnContext(snapshot=snapshot, services=self.services, audit=audit,
+                           conversation_id=request.conversation_id, turn_id=request.turn_id)
+
+    async def _commit(self, conn: AsyncConnection | None, ctx: TurnContext) -> None:
+        """Projection, history and the audit batch in one transaction (which also ends the PG lock)."""
+        commit = ctx.commit
+        if conn is None:
+            async with self.async_engine.begin() as own:
+                await self.store.commit_turn(own, projection=commit.projection, history=commit.history,
+                                             events=ctx.audit.events)
+            return
+        await self.store.commit_turn(conn, projection=commit.projection, history=commit.history,
+                                     events=ctx.audit.events)
+        await conn.commit()
+
+    async def _failed(self, request: TurnRequest, ctx: TurnContext, exc: BaseException) -> ConvEngineError:
+        error = map_failure(exc)
+        error.details.setdefault("conversationId", request.conversation_id)
+        known = isinstance(exc, ConvEngineError)
+        with contextlib.suppress(Exception):
+            await self._restore(request)
+        event = failure_event(request.conversation_id, error, known=known)
+        self.bus.publish(event)
+        try:
+            await self.store.write_failure(request.conversation_id, [*ctx.audit.events, event])
+        except Exception as write_error:  # noqa: BLE001 - the original failure is what the caller needs
+            logger.warning("could not store the audit of a failed turn of %s: %s", request.conversation_id, write_error)
+        if not known:
+            logger.exception("turn of %s failed", request.conversation_id, exc_info=exc)
+        return error
+
+    async def _restore(self, request: TurnRequest) -> None:
+        """Undo a checkpoint this turn wrote, so the conversation is as the previous turn left it."""
+        config = {"configurable": {"thread_id": request.conversation_id}}
+        head = await self.saver.aget_tuple(config)
+        if head is None or (head.metadata or {}).get("convengine_turn") != request.turn_id:
+            return
+        if head.parent_config is None:
+            await self.saver.adelete_thread(request.conversation_id)
+            return
+        await self.graph.aupdate_state(head.parent_config, None)
+
+    async def _final_transform(self, final: dict[str, Any], ctx: TurnContext) -> dict[str, Any]:
+        from convengine.nodes.response import transform
+        from convengine.nodes.turn import Turn
+
+        payload = dict(final.get("payload") or {"type": "TEXT", "value": None})
+        key = (final.get("intent"), final.get("state"), "FINAL")
+        if key not in self.services.registries.response_transformers:
+            return payload
+        return await transform(Turn(final, ctx, "final"), payload, "FINAL")  # type: ignore[arg-type]
+
+    # --- reads ------------------------------------------------------------------------
+
+    async def audit(self, conversation_id: str) -> list[AuditEvent]:
+        events = await self.store.audit(conversation_id)
+        if not events and not await self.store.exists(conversation_id):
+            raise ConversationNotFoundError(f"no conversation {conversation_id}")
+        return events
+
+    async def history(self, conversation_id: str) -> list[dict[str, Any]]:
+        rows = await self.store.history(conversation_id)
+        if not rows and not await self.store.exists(conversation_id):
+            raise ConversationNotFoundError(f"no conversation {conversation_id}")
+        return rows
+
+    async def checkpointed_state(self, conversation_id: str) -> EngineState:
+        snap = await self.graph.aget_state({"configurable": {"thread_id": conversation_id}})
+        if not snap.values:
+            raise ConversationNotFoundError(f"no conversation {conversation_id}")
+        return snap.values  # type: ignore[no-any-return]
+
+
+def _check_tables(settings: EngineSettings) -> None:
+    if settings.tables:
+        raise ConfigError("convengine.tables.* (table renaming) is not supported: the ce_* tables keep "
+                          "ConvEngine's default names")
+
+
+def _prepare(sync_engine: Any, settings: EngineSettings, pack: Any, extensions: Extensions,
+             holder: SnapshotHolder) -> None:
+    if settings.auto_migrate:
+        upgrade(sync_engine)
+    if pack is not None:
+        import_pack(sync_engine, pack, extensions=extensions)
+    holder.reload()
+
+
+def _services(options: Any, snapshot: ConfigSnapshot, store: ConversationStore) -> Services:
+    registries = Registries(
+        tasks=TaskRegistry(dict(options.tasks or {})),
+        response_transformers=dict(options.response_transformers or {}),
+        container_providers=dict(options.container_providers or {}),
+        tool_handlers=dict(options.tools or {}),
+        tool_adapters=dict(options.tool_adapters or {}),
+    )
+    llm = None
+    if options.llm is not None:
+        from convengine.llm.gateway import as_gateway
+
+        llm = as_gateway(options.llm, snapshot.settings.llm, store=store)
+    return Services(registries=registries,
+                    rule_registry=RuleRegistry.with_custom(options.rule_types, options.rule_actions),
+                    store=store, llm=llm, hooks=tuple(options.hooks or ()), clock=options.clock)

@@ -1,0 +1,120 @@
+"""Sandboxed template rendering for EXACT texts, prompts and verbose messages.
+
+Jinja2's sandbox renders ``{{var}}`` and dotted paths; ConvEngine's other syntaxes
+(``#{expr}``, ``[(${expr})]``, ``[[${expr}]]``, ``[${expr}]``, SpEL's ``?:`` and ``?.``)
+are rewritten to it first. Maps and lists render as JSON. EXACT texts render
+permissively (a missing variable renders empty); prompts are strict: every plain
+``{{path}}`` must resolve, otherwise ``UNRESOLVED_PROMPT_VARIABLE`` names it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from convengine.errors import ErrorCode, PromptRenderError
+
+_CONVENGINE_FORMS = [
+    (re.compile(r"\[\(\$\{(.+?)\}\)\]", re.S), r"{{ \1 }}"),
+    (re.compile(r"\[\[\$\{(.+?)\}\]\]", re.S), r"{{ (\1) | e }}"),
+    (re.compile(r"\[\$\{(.+?)\}\]", re.S), r"{{ \1 }}"),
+    (re.compile(r"#\{(.+?)\}", re.S), r"{{ \1 }}"),
+]
+_EXPR = re.compile(r"\{\{(.+?)\}\}", re.S)
+_PLAIN_PATH = re.compile(r"^\s*([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*)\s*$")
+
+
+def _finalize(value: Any) -> Any:
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value
+
+
+class _LenientUndefined(jinja2.ChainableUndefined):
+    def __str__(self) -> str:
+        return ""
+
+
+_LENIENT = ImmutableSandboxedEnvironment(undefined=_LenientUndefined, finalize=_finalize, autoescape=False,
+                                         keep_trailing_newline=True)
+_STRICT = ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined, finalize=_finalize, autoescape=False,
+                                        keep_trailing_newline=True)
+
+
+def translate(source: str) -> str:
+    """ConvEngine/Thymeleaf expression forms -> Jinja2 expressions."""
+    text = source
+    for pattern, replacement in _CONVENGINE_FORMS:
+        text = pattern.sub(replacement, text)
+    return _EXPR.sub(lambda m: "{{" + m.group(1).replace("?:", " or ").replace("?.", ".") + "}}", text)
+
+
+@lru_cache(maxsize=2048)
+def _compile(source: str, strict: bool) -> jinja2.Template:
+    env = _STRICT if strict else _LENIENT
+    return env.from_string(translate(source))
+
+
+def placeholders(source: str) -> list[str]:
+    """Plain dotted-path placeholders of a template, in order."""
+    found: list[str] = []
+    for match in _EXPR.finditer(translate(source)):
+        path = _PLAIN_PATH.match(match.group(1))
+        if path:
+            found.append(path.group(1))
+    return found
+
+
+def resolve_path(variables: Mapping[str, Any], path: str) -> tuple[bool, Any]:
+    node: Any = variables
+    for part in path.split("."):
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        else:
+            return False, None
+    return True, node
+
+
+def render_text(source: str | None, variables: Mapping[str, Any]) -> str:
+    """Permissive rendering (EXACT responses, verbose messages); raises TemplateError on syntax errors."""
+    if not source:
+        return ""
+    return _compile(source, False).render(dict(variables))
+
+
+def render_prompt(source: str | None, variables: Mapping[str, Any], *, template: str) -> str:
+    """Strict rendering for prompts.
+
+    Raises:
+        PromptRenderError: ``UNRESOLVED_PROMPT_VARIABLE`` naming the variable and ``template``,
+            or ``PROMPT_RENDER_FAILED`` for a template that does not parse.
+    """
+    if not source:
+        return ""
+    missing = [p for p in placeholders(source) if not resolve_path(variables, p)[0]]
+    if missing:
+        raise PromptRenderError(
+            f"{template} refers to {', '.join(repr(m) for m in dict.fromkeys(missing))}, which "
+            f"{'has' if len(missing) == 1 else 'have'} no value in this turn",
+            details={"template": template, "missingPromptVars": list(dict.fromkeys(missing))},
+        )
+    try:
+        return _compile(source, True).render(dict(variables))
+    except jinja2.UndefinedError as exc:
+        raise PromptRenderError(f"{template}: {exc.message}", details={"template": template}) from None
+    except jinja2.TemplateSyntaxError as exc:
+        raise PromptRenderError(f"{template} does not parse: {exc.message} (line {exc.lineno})",
+                                code=ErrorCode.PROMPT_RENDER_FAILED, details={"template": template}) from None
+    except jinja2.exceptions.SecurityError as exc:
+        raise PromptRenderError(f"{template} tried something the sandbox forbids: {exc}",
+                                code=ErrorCode.PROMPT_RENDER_FAILED, details={"template": template}) from None
