@@ -2,11 +2,15 @@
 
 The checkpointer is the source of truth for conversation continuity; these tables are the
 queryable projection (written once per turn with the turn's audit batch) and the logs.
+Writes are plain synchronous SQLAlchemy, run in one worker-thread hop on SQLite and through
+``run_sync`` on the PostgreSQL connection that holds the conversation's lock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import json
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,66 +26,142 @@ HISTORY = CeConversationHistory.__table__
 AUDIT = CeAudit.__table__
 LLM_LOG = CeLlmCallLog.__table__
 
+_EVENTS_SELECT_PG = ("SELECT %(cid)s, e.value->>'stage', e.value->'payload', (e.value->>'at')::timestamptz "
+                     "FROM jsonb_array_elements(%(events)s::jsonb) WITH ORDINALITY AS e(value, idx) ORDER BY e.idx")
+_AUDIT_INSERT_PG = "INSERT INTO ce_audit (conversation_id, stage, payload_json, created_at) " + _EVENTS_SELECT_PG
+# A whole turn in one round trip: projection upsert, history row, audit batch.
+_TURN_PG = (
+    "WITH up AS (INSERT INTO ce_conversation (conversation_id, status, intent_code, state_code, context_json, "
+    "last_user_text, last_assistant_json, input_params_json, created_at, updated_at) VALUES (%(cid)s, %(status)s, "
+    "%(intent)s, %(state)s, %(context)s::jsonb, %(user)s, %(assistant)s::jsonb, %(params)s::jsonb, %(now)s, %(now)s) "
+    "ON CONFLICT (conversation_id) DO UPDATE SET status = EXCLUDED.status, intent_code = EXCLUDED.intent_code, "
+    "state_code = EXCLUDED.state_code, context_json = EXCLUDED.context_json, last_user_text = EXCLUDED.last_user_text, "
+    "last_assistant_json = EXCLUDED.last_assistant_json, input_params_json = EXCLUDED.input_params_json, "
+    "updated_at = EXCLUDED.updated_at RETURNING conversation_id), "
+    "hist AS (INSERT INTO ce_conversation_history (conversation_id, user_input, assistant_output, created_at, "
+    "modified_at) SELECT conversation_id, %(user)s, %(assistant)s::jsonb, %(now)s, %(now)s FROM up) "
+    "INSERT INTO ce_audit (conversation_id, stage, payload_json, created_at) "
+    "SELECT (SELECT conversation_id FROM up), e.value->>'stage', e.value->'payload', (e.value->>'at')::timestamptz "
+    "FROM jsonb_array_elements(%(events)s::jsonb) WITH ORDINALITY AS e(value, idx) ORDER BY e.idx"
+)
+_AUDIT_INSERT_SQLITE = "INSERT INTO ce_audit (conversation_id, stage, payload_json, created_at) VALUES (?, ?, ?, ?)"
 
-def _insert(conn: AsyncConnection, table: sa.Table) -> Any:
-    dialect = conn.dialect.name
-    return (postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table))
+Write = Callable[[sa.Connection], None]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _sqlite_time(value: datetime) -> str:
+    """SQLAlchemy's SQLite DateTime text format (naive UTC, microseconds)."""
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
+
+
+def _insert(conn: sa.Connection, table: sa.Table) -> Any:
+    return postgresql.insert(table) if conn.dialect.name == "postgresql" else sqlite.insert(table)
+
+
+# --- synchronous writes (one implementation for both backends) ---------------------------
+
+
+def insert_conversation(conn: sa.Connection, conversation_id: str, user_text: str | None = None) -> None:
+    """The row of a new conversation (UNKNOWN/UNKNOWN); nothing if it exists."""
+    now = datetime.now(UTC)
+    conn.execute(_insert(conn, CONVERSATION).values(
+        conversation_id=conversation_id, status="RUNNING", intent_code="UNKNOWN", state_code="UNKNOWN",
+        context_json={}, input_params_json={}, last_user_text=user_text, created_at=now, updated_at=now,
+    ).on_conflict_do_nothing(index_elements=["conversation_id"]))
+
+
+def upsert_projection(conn: sa.Connection, row: dict[str, Any]) -> None:
+    now = datetime.now(UTC)
+    stmt = _insert(conn, CONVERSATION).values(**row, created_at=now, updated_at=now)
+    updates = {k: stmt.excluded[k] for k in (*row, "updated_at") if k != "conversation_id"}
+    conn.execute(stmt.on_conflict_do_update(index_elements=["conversation_id"], set_=updates))
+
+
+def _events_json(events: Sequence[AuditEvent]) -> str:
+    return _dumps([{"stage": e.stage, "payload": e.stored_payload(), "at": e.created_at.isoformat()} for e in events])
+
+
+def insert_events(conn: sa.Connection, events: Sequence[AuditEvent]) -> None:
+    """The audit batch in one statement (the bulk of a turn's writes)."""
+    if not events:
+        return
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(_AUDIT_INSERT_PG, {"cid": events[0].conversation_id, "events": _events_json(events)})
+        return
+    rows = [(e.conversation_id, e.stage, _dumps(e.stored_payload()), _sqlite_time(e.created_at)) for e in events]
+    conn.exec_driver_sql(_AUDIT_INSERT_SQLITE, rows)
+
+
+def _turn_postgres(conn: sa.Connection, projection: dict[str, Any], history: dict[str, Any],
+                   events: Sequence[AuditEvent]) -> None:
+    conn.exec_driver_sql(_TURN_PG, {
+        "cid": projection["conversation_id"], "status": projection["status"], "intent": projection["intent_code"],
+        "state": projection["state_code"], "context": _dumps(projection["context_json"]),
+        "user": projection["last_user_text"], "assistant": _dumps(projection["last_assistant_json"]),
+        "params": _dumps(projection["input_params_json"]), "now": datetime.now(UTC), "events": _events_json(events)})
+
+
+def turn_writes(projection: dict[str, Any] | None, history: dict[str, Any] | None,
+                events: Sequence[AuditEvent], conversation_id: str) -> Write:
+    def write(conn: sa.Connection) -> None:
+        if projection is not None and history is not None and conn.dialect.name == "postgresql":
+            _turn_postgres(conn, projection, history, events)
+            return
+        if projection is not None:
+            upsert_projection(conn, projection)
+        else:
+            insert_conversation(conn, conversation_id)
+        if history is not None:
+            now = datetime.now(UTC)
+            conn.execute(sa.insert(HISTORY).values(**history, created_at=now, modified_at=now))
+        insert_events(conn, events)
+
+    return write
 
 
 class ConversationStore:
-    """Reads and writes of the runtime ce_* tables on the async engine."""
+    """Reads and writes of the runtime ce_* tables."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, sync_engine: sa.Engine) -> None:
         self.engine = engine
+        self.sync_engine = sync_engine
 
-    async def ensure_conversation(self, conversation_id: str, *, user_text: str | None = None,
-                                  conn: AsyncConnection | None = None) -> None:
-        """Insert the row of a new conversation (UNKNOWN/UNKNOWN); nothing if it exists."""
-        if conn is None:
-            async with self.engine.begin() as own:
-                await self.ensure_conversation(conversation_id, user_text=user_text, conn=own)
-            return
-        now = datetime.now(UTC)
-        stmt = _insert(conn, CONVERSATION).values(
-            conversation_id=conversation_id, status="RUNNING", intent_code="UNKNOWN", state_code="UNKNOWN",
-            context_json={}, input_params_json={}, last_user_text=user_text, created_at=now, updated_at=now,
-        ).on_conflict_do_nothing(index_elements=["conversation_id"])
-        await conn.execute(stmt)
-
-    async def commit_turn(self, conn: AsyncConnection, *, projection: dict[str, Any] | None,
-                          history: dict[str, Any] | None, events: Sequence[AuditEvent]) -> None:
-        """Projection upsert, history row and audit batch, on ``conn`` (the caller commits)."""
-        now = datetime.now(UTC)
-        if projection is not None:
-            await self._upsert(conn, {**projection, "updated_at": now, "created_at": now})
+    async def run(self, write: Write, conn: AsyncConnection | None = None) -> None:
+        """Run ``write`` in a transaction: on ``conn`` (caller commits), else a fresh one."""
+        if conn is not None:
+            await conn.run_sync(write)
+        elif self.sync_engine.dialect.name == "sqlite":
+            await asyncio.to_thread(self._sync_tx, write)
         else:
-            await self.ensure_conversation(events[0].conversation_id if events else "", conn=conn)
-        if history is not None:
-            await conn.execute(sa.insert(HISTORY).values(**history, created_at=now, modified_at=now))
-        await self.write_events(conn, events)
+            async with self.engine.begin() as own:
+                await own.run_sync(write)
 
-    async def _upsert(self, conn: AsyncConnection, row: dict[str, Any]) -> None:
-        stmt = _insert(conn, CONVERSATION).values(**row)
-        updates = {k: stmt.excluded[k] for k in row if k not in ("conversation_id", "created_at")}
-        await conn.execute(stmt.on_conflict_do_update(index_elements=["conversation_id"], set_=updates))
+    def _sync_tx(self, write: Write) -> None:
+        with self.sync_engine.begin() as conn:
+            write(conn)
 
-    async def write_events(self, conn: AsyncConnection, events: Sequence[AuditEvent]) -> None:
-        if not events:
-            return
-        rows = [{"conversation_id": e.conversation_id, "stage": e.stage, "payload_json": e.stored_payload(),
-                 "created_at": e.created_at} for e in events]
-        await conn.execute(sa.insert(AUDIT), rows)
+    async def ensure_conversation(self, conversation_id: str, *, user_text: str | None = None) -> None:
+        await self.run(lambda c: insert_conversation(c, conversation_id, user_text))
+
+    async def commit_turn(self, conn: AsyncConnection | None, *, conversation_id: str,
+                          projection: dict[str, Any] | None, history: dict[str, Any] | None,
+                          events: Sequence[AuditEvent]) -> None:
+        """Projection upsert, history row and audit batch in one transaction."""
+        await self.run(turn_writes(projection, history, events, conversation_id), conn)
+        if conn is not None:
+            await conn.commit()
 
     async def write_failure(self, conversation_id: str, events: Sequence[AuditEvent]) -> None:
         """A failed turn's audit (the conversation row is created if the first turn failed)."""
-        async with self.engine.begin() as conn:
-            await self.ensure_conversation(conversation_id, conn=conn)
-            await self.write_events(conn, events)
+        await self.run(turn_writes(None, None, events, conversation_id))
 
     async def write_llm_calls(self, rows: Sequence[dict[str, Any]]) -> None:
         if rows:
-            async with self.engine.begin() as conn:
-                await conn.execute(sa.insert(LLM_LOG), list(rows))
+            await self.run(lambda c: c.execute(sa.insert(LLM_LOG), list(rows)) and None)
 
     # --- reads ------------------------------------------------------------------------
 

@@ -58,7 +58,7 @@ class EngineRuntime:
         async_engine = create_async_sa_engine(url, pool_size=20)
         stack = contextlib.AsyncExitStack()
         saver = await stack.enter_async_context(open_saver(url))
-        services = _services(options, holder.current, ConversationStore(async_engine))
+        services = _services(options, holder.current, ConversationStore(async_engine, sync_engine))
         graph = compile_graph(build_graph(options.steps), checkpointer=saver)
         locks = TurnLocks(url, async_engine, holder.current.settings.turn_lock_timeout_s)
         return cls(url, holder, sync_engine, async_engine, services.store, saver, stack, graph, locks,  # type: ignore[arg-type]
@@ -112,15 +112,8 @@ class EngineRuntime:
 
     async def _commit(self, conn: AsyncConnection | None, ctx: TurnContext) -> None:
         """Projection, history and the audit batch in one transaction (which also ends the PG lock)."""
-        commit = ctx.commit
-        if conn is None:
-            async with self.async_engine.begin() as own:
-                await self.store.commit_turn(own, projection=commit.projection, history=commit.history,
-                                             events=ctx.audit.events)
-            return
-        await self.store.commit_turn(conn, projection=commit.projection, history=commit.history,
-                                     events=ctx.audit.events)
-        await conn.commit()
+        await self.store.commit_turn(conn, conversation_id=ctx.conversation_id, projection=ctx.commit.projection,
+                                     history=ctx.commit.history, events=ctx.audit.events)
 
     async def _failed(self, request: TurnRequest, ctx: TurnContext, exc: BaseException) -> ConvEngineError:
         error = map_failure(exc)

@@ -33,7 +33,6 @@ class EngineState(TypedDict, total=False):
     """Completed turns of this conversation (a counter, not derived from history)."""
     recent_turns: list[dict[str, Any]]
     """The newest turns ``{user, assistant}``, oldest first, at most max_turns long."""
-    last_assistant: dict[str, Any] | None
     # --- turn-scoped ------------------------------------------------------------------
     turn_input: dict[str, Any]
     """This turn's request: ``text``, ``params``, ``reset``, ``turn_id``."""
@@ -60,7 +59,6 @@ CONVERSATION_KEYS: tuple[str, ...] = (
     "input_params",
     "turn",
     "recent_turns",
-    "last_assistant",
 )
 
 

@@ -114,3 +114,15 @@ def sync_engine(db_url: str) -> Iterator[sa.Engine]:
     engine = create_sync_engine(parse_database_url(db_url))
     yield engine
     engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def sqlite_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One engine on a SQLite file, shared by a module's tests that only need any engine."""
+    from convengine.engine import Engine
+    from tests.helpers import pack
+
+    path = tmp_path_factory.mktemp("shared") / "shared.db"
+    engine = Engine.open(f"sqlite:///{path}", pack=pack())
+    yield engine
+    engine.close()

@@ -100,22 +100,38 @@ class TurnLocks:
 
     @asynccontextmanager
     async def _postgres(self, conversation_id: str) -> AsyncIterator[AsyncConnection]:
-        async with self.engine.connect() as conn:
-            await conn.begin()
-            await conn.execute(sa.text(f"SET LOCAL lock_timeout = {int(self.timeout_s * 1000)}"))
-            try:
-                await conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_lock_key(conversation_id))))
-            except sa.exc.DBAPIError as exc:
+        conn = await self._locked_connection(conversation_id)
+        try:
+            yield conn
+        finally:
+            if conn.in_transaction():
                 await conn.rollback()
+            await conn.close()
+
+    async def _locked_connection(self, conversation_id: str) -> AsyncConnection:
+        """A connection whose open transaction holds the conversation's advisory lock.
+
+        A connection dropped by a server restart fails its first statement; SQLAlchemy then
+        invalidates the pool and the lock is retried once on a fresh connection.
+        """
+        for attempt in (1, 2):
+            conn = await self.engine.connect()
+            try:
+                await conn.begin()
+                await conn.exec_driver_sql(f"SET LOCAL lock_timeout = {int(self.timeout_s * 1000)}; "
+                                           f"SELECT pg_advisory_xact_lock({_lock_key(conversation_id)})")
+                return conn
+            except sa.exc.DBAPIError as exc:
+                await _discard(conn)
+                if exc.connection_invalidated and attempt == 1:
+                    continue
                 if "lock timeout" in str(exc).lower() or "LockNotAvailable" in type(exc.orig).__name__:
                     raise _busy(conversation_id, self.timeout_s) from None
-                raise PersistenceError(f"could not lock conversation {conversation_id}: {exc.orig}") from exc
-            await conn.execute(sa.text("SET LOCAL lock_timeout = 0"))
-            try:
-                yield conn
-            finally:
-                if conn.in_transaction():
-                    await conn.rollback()
+                raise PersistenceError(f"could not lock conversation {conversation_id}: {_first_line(exc)}") from exc
+            except BaseException:
+                await _discard(conn)
+                raise
+        raise AssertionError("unreachable")
 
     @asynccontextmanager
     async def _sqlite(self, conversation_id: str) -> AsyncIterator[None]:
@@ -125,7 +141,8 @@ class TurnLocks:
         folder = self.url.sqlite_path.with_name(self.url.sqlite_path.name + ".locks")
         folder.mkdir(exist_ok=True)
         bucket = _lock_key(conversation_id) % SQLITE_LOCK_BUCKETS
-        lock = AsyncFileLock(str(folder / f"{bucket}.lock"), timeout=self.timeout_s or -1)
+        lock = AsyncFileLock(str(folder / f"{bucket}.lock"), timeout=self.timeout_s or -1, run_in_executor=False,
+                             poll_interval=0.01)
         try:
             await lock.acquire()
         except Timeout:
@@ -134,6 +151,19 @@ class TurnLocks:
             yield
         finally:
             await lock.release()
+
+
+async def _discard(conn: AsyncConnection) -> None:
+    try:
+        await conn.rollback()
+    except Exception:  # noqa: BLE001 - the connection may already be dead
+        pass
+    await conn.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _lock_key(conversation_id: str) -> int:

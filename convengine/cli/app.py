@@ -99,3 +99,27 @@ def pack_export(
     else:
         output.write_text(text, encoding="utf-8")
         err.print(f"wrote {output}")
+
+
+@app.command("chat")
+def chat(
+    url: UrlOption = DEFAULT_DATABASE_URL,
+    pack: Annotated[Path | None, typer.Option("--pack", help="Pack to load (default: the bundled support desk)")] = None,
+    tasks: Annotated[Path | None, typer.Option("--tasks", help="Python file defining TASKS (default: <pack>_tasks.py)")] = None,
+    scripted: Annotated[Path | None, typer.Option("--scripted", help="Python file defining LLM (e.g. a ScriptedLLM)")] = None,
+    conversation: Annotated[str | None, typer.Option("--conversation", help="Continue this conversation id")] = None,
+    trace: Annotated[bool, typer.Option("--trace", help="Show each turn's step trace")] = False,
+) -> None:
+    """Talk to the engine in the terminal (also reads piped stdin, one message per line)."""
+    from convengine.cli.chat import open_chat_engine, run_chat
+    from convengine.cli.support import default_pack
+
+    try:
+        engine = open_chat_engine(url, pack or default_pack(), tasks, scripted)
+    except ConvEngineError as exc:
+        fail(exc)
+    try:
+        code = run_chat(engine, conversation_id=conversation, trace=trace, console=out)
+    finally:
+        engine.close()
+    raise typer.Exit(code)

@@ -42,6 +42,7 @@ def create_async_sa_engine(url: DatabaseUrl, *, pool_size: int = 10, **kwargs: A
         )
         sa.event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
-    return create_async_engine(
-        url.async_url, pool_pre_ping=True, pool_size=pool_size, max_overflow=pool_size, **kwargs
-    )
+    # No pre-ping on the hot path: a turn's first statement (its lock) retries once on a
+    # dropped connection instead (see checkpointing.TurnLocks), and SQLAlchemy then
+    # invalidates the pool, so a restarted server costs one retry, not a round trip per turn.
+    return create_async_engine(url.async_url, pool_size=pool_size, max_overflow=pool_size * 4, **kwargs)

@@ -56,7 +56,8 @@ class StepPlan:
                 return target
             stage, payload = audit
             turn.audit("STEP_SKIPPED", {"step": target, "reason": payload.get("reason")})
-            turn.audit(stage, payload)
+            if stage:
+                turn.audit(stage, payload)
             target = self.following(target)
         return target
 

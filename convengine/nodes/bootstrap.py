@@ -20,7 +20,8 @@ async def load_or_create_conversation(turn: Turn) -> None:
     is_new = turn.get("turn") is None
     turn.ctx.is_new = is_new
     for key, value in turn_defaults().items():
-        turn.set(key, value)
+        if turn.get(key) != value:  # unchanged keys keep their version: nothing to checkpoint
+            turn.set(key, value)
     if is_new:
         _create(turn)
     persisted = dict(turn.get("input_params") or {})
@@ -38,7 +39,6 @@ def _create(turn: Turn) -> None:
     turn.set("context", {})
     turn.set("input_params", {})
     turn.set("recent_turns", [])
-    turn.set("last_assistant", None)
 
 
 def reset_reason(turn: Turn) -> str | None:
@@ -66,7 +66,6 @@ def wipe(turn: Turn, reason: str, *, extra: dict[str, Any] | None = None) -> Non
     turn.replace_context({})
     turn.set("params", request_params)
     turn.set("input_params", {})
-    turn.set("last_assistant", None)
     turn.set("status", "RUNNING")
     turn.set("recent_turns", [])
     turn.set("schema_facts", {})
@@ -93,9 +92,17 @@ async def audit_user_input(turn: Turn) -> None:
     turn.audit("USER_INPUT", {"text": turn.user_text})
 
 
+def _reset_skip(turn: Turn) -> tuple[str | None, dict[str, Any]] | None:
+    return None if reset_reason(turn) else (None, {"reason": "NO_RESET_TRIGGER"})
+
+
+def _bootstrap_skip(turn: Turn) -> tuple[str | None, dict[str, Any]] | None:
+    return None if turn.ctx.is_new else (None, {"reason": "CONVERSATION_EXISTS"})
+
+
 STEPS = (
     Step(names.LOAD_OR_CREATE_CONVERSATION, load_or_create_conversation),
-    Step(names.RESET_CONVERSATION, reset_conversation),
-    Step(names.PERSIST_CONVERSATION_BOOTSTRAP, persist_conversation_bootstrap),
+    Step(names.RESET_CONVERSATION, reset_conversation, skip=_reset_skip),
+    Step(names.PERSIST_CONVERSATION_BOOTSTRAP, persist_conversation_bootstrap, skip=_bootstrap_skip),
     Step(names.AUDIT_USER_INPUT, audit_user_input),
 )

@@ -13,7 +13,8 @@ from convengine.rules.engine import PhaseRun
 from convengine.rules.model import PhaseResult, RuleSession
 from convengine.vocab import ANY, UNKNOWN
 
-SkipAudit = tuple[str, dict[str, Any]]
+SkipAudit = tuple[str | None, dict[str, Any]]
+"""(stage, payload): the stage ConvEngine emits when the step has nothing to do (None: only STEP_SKIPPED)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -121,11 +121,16 @@ def _alias_in_text(text: str, aliases: dict[str, str]) -> tuple[str | None, str 
     return best[1], text[best[2]:]
 
 
-async def correction(turn: Turn) -> None:
-    params = turn.params
+def routing_defaults(turn: Turn) -> None:
+    """The routing params every turn starts with (set after the dialogue act is final)."""
     act = turn.dialogue_act
-    params.update(routing_decision="HANDLE_AS_ANSWER" if act == "ANSWER" else "CONTINUE_STANDARD_FLOW",
-                  skip_schema_extraction=False, correction_applied=False, correction_target_field=None)
+    turn.params.update(routing_decision="HANDLE_AS_ANSWER" if act == "ANSWER" else "CONTINUE_STANDARD_FLOW",
+                       skip_schema_extraction=False, correction_applied=False, correction_target_field=None)
+
+
+async def correction(turn: Turn) -> None:
+    routing_defaults(turn)
+    act = turn.dialogue_act
     record = select_schema(turn.snapshot, turn.intent, turn.state)
     if record is None:
         return
@@ -157,4 +162,10 @@ def _patch(turn: Turn, record: Any) -> None:
     _route(turn, "APPLY_CORRECTION", "CORRECTION_STEP_CORRECTION_PATCH_APPLIED", {"field": field, "value": value})
 
 
-STEPS = (Step(names.CORRECTION, correction),)
+def _correction_skip(turn: Turn) -> tuple[str | None, dict[str, Any]] | None:
+    if select_schema(turn.snapshot, turn.intent, turn.state) is not None:
+        return None
+    return None, {"reason": "NO_SCHEMA"}
+
+
+STEPS = (Step(names.CORRECTION, correction, skip=_correction_skip),)

@@ -65,6 +65,9 @@ async def dialogue_act(turn: Turn) -> None:
         "regexAct": act, "regexConfidence": confidence, "llmAct": params.get("dialogue_act_llm_candidate"),
         "standaloneQuery": turn.standalone_query, "mode": turn.settings.flow.dialogue_act.resolute})
     await run_rules(turn, POST_DIALOGUE_ACT, "DialogueActStep")
+    from convengine.nodes.correction import routing_defaults
+
+    routing_defaults(turn)
 
 
 async def _with_llm(turn: Turn, act: str, confidence: float) -> dict[str, Any]:

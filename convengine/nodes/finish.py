@@ -82,7 +82,6 @@ async def persist_conversation(turn: Turn) -> None:
     turn.replace_context(context)
     turn.set("input_params", params)
     turn.set("status", "BLOCKED" if blocked else "RUNNING")
-    turn.set("last_assistant", payload)
     if not blocked:  # blocked text stays out of the history used for prompts
         window = list(turn.get("recent_turns") or [])
         window.append({"user": turn.user_text, "assistant": _window_value(payload), "at": int(time.time() * 1000)})

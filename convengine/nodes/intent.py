@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 from convengine.graph import names
 from convengine.nodes.bootstrap import RESET_COMMANDS, wipe
 from convengine.nodes.common import Step, dig, resolved, run_rules, truthy
@@ -141,9 +142,13 @@ async def _apply(turn: Turn, result: Resolution, by_classifier: Resolution | Non
         await run_rules(turn, POST_INTENT, source, origin=origin)
 
 
-async def reset_resolved_intent(turn: Turn) -> None:
+def reset_intent_codes(turn: Turn) -> list[str]:
     codes_text = turn.snapshot.component("ResetResolvedIntentStep", "RESET_INTENT_CODES", "RESET_SESSION") or ""
-    codes = [c.strip().upper() for c in codes_text.split(",") if c.strip()]
+    return [c.strip().upper() for c in codes_text.split(",") if c.strip()]
+
+
+async def reset_resolved_intent(turn: Turn) -> None:
+    codes = reset_intent_codes(turn)
     if turn.intent.upper() in codes:
         resolved_intent = turn.intent
         wipe(turn, "INTENT_RESOLVED_RESET", extra={"matchedResetIntentCodes": codes, "resolvedIntent": resolved_intent})
@@ -159,8 +164,16 @@ async def fallback_intent_state(turn: Turn) -> None:
         turn.audit("STATE_MISSING", {"fallback": UNKNOWN})
 
 
+def _reset_intent_skip(turn: Turn) -> tuple[str | None, dict[str, Any]] | None:
+    return None if turn.intent.upper() in reset_intent_codes(turn) else (None, {"reason": "NOT_A_RESET_INTENT"})
+
+
+def _fallback_skip(turn: Turn) -> tuple[str | None, dict[str, Any]] | None:
+    return None if not (turn.get("intent") and turn.get("state")) else (None, {"reason": "INTENT_AND_STATE_SET"})
+
+
 STEPS = (
     Step(names.INTENT_RESOLUTION, intent_resolution),
-    Step(names.RESET_RESOLVED_INTENT, reset_resolved_intent, routes=(names.RULES,)),
-    Step(names.FALLBACK_INTENT_STATE, fallback_intent_state),
+    Step(names.RESET_RESOLVED_INTENT, reset_resolved_intent, skip=_reset_intent_skip, routes=(names.RULES,)),
+    Step(names.FALLBACK_INTENT_STATE, fallback_intent_state, skip=_fallback_skip),
 )

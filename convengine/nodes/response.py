@@ -13,7 +13,7 @@ from convengine.errors import LlmNotConfiguredError, ResponseMappingNotFoundErro
 from convengine.graph import names
 from convengine.nodes.common import Step, dig
 from convengine.nodes.turn import Turn
-from convengine.templates.render import render_text
+from convengine.templates.render import referenced_names, render_text
 from convengine.templates.variables import template_variables
 from convengine.vocab import ANY, INTENT_COLLISION
 
@@ -44,7 +44,7 @@ def render_exact(turn: Turn, row: ResponseRecord) -> str:
     """Permissive rendering; a template that fails falls back to context.mcp.finalAnswer, else the raw text."""
     source = row.exact_text or ""
     try:
-        return render_text(source, template_variables(turn))
+        return render_text(source, template_variables(turn, names=referenced_names(source)))
     except (jinja2.TemplateError, TypeError, ValueError) as exc:
         fallback = dig(turn.read_context(), "mcp", "finalAnswer")
         turn.audit("EXACT_RESPONSE_RENDERING", {"component": "ResponseResolutionStep", "fallbackUsed": True,

@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 import jinja2
+import jinja2.meta
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from convengine.errors import ErrorCode, PromptRenderError
@@ -63,6 +64,16 @@ def translate(source: str) -> str:
 def _compile(source: str, strict: bool) -> jinja2.Template:
     env = _STRICT if strict else _LENIENT
     return env.from_string(translate(source))
+
+
+@lru_cache(maxsize=2048)
+def referenced_names(source: str) -> frozenset[str]:
+    """Top-level names a template refers to (what its variables must provide)."""
+    try:
+        parsed = _LENIENT.parse(translate(source))
+    except jinja2.TemplateSyntaxError:
+        return frozenset()
+    return frozenset(jinja2.meta.find_undeclared_variables(parsed))
 
 
 def placeholders(source: str) -> list[str]:

@@ -1,13 +1,15 @@
 """The variables a template sees (reference §6.3), with ConvEngine's aliases.
 
-Session facts, input params, context and the schema-restricted context are also flattened to
-the top level (first writer wins); explicit variables and the caller's extras win over those.
+Explicit variables (``session``, ``inputParams``, ``context``, ``user_input`` and its aliases,
+``conversation_history``, time variables...) win; any other name is looked up in the session
+facts, input params, context and schema-restricted context, in that order (ConvEngine flattens
+them all to the top level). Only the names a template uses are computed.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -16,16 +18,27 @@ from convengine.rules.facts import session_fields
 if TYPE_CHECKING:
     from convengine.nodes.turn import Turn
 
-USER_INPUT = ("user_input", "userInput", "user_text", "userText", "input_text", "inputText", "input",
-              "user_message", "userMessage")
-RESOLVED_INPUT = ("resolved_user_input", "resolvedUserInput", "resolved_input", "resolvedInput", "effective_input",
-                  "effectiveInput", "effective_user_input", "effectiveUserInput", "final_user_input", "finalUserInput")
-STANDALONE = ("standalone_query", "standaloneQuery", "rewritten_query", "rewrittenQuery", "query_rewrite",
-              "queryRewrite")
-HISTORY = ("conversation_history", "conversationHistory", "history")
-CONTEXT_TEXT = ("contextJson", "context_json")
-CONTAINER = ("container_data", "containerData")
-CLARIFICATION = ("pending_clarification", "pendingClarification")
+_ALIASES: dict[str, tuple[str, ...]] = {
+    "user_input": ("user_input", "userInput", "user_text", "userText", "input_text", "inputText", "input",
+                   "user_message", "userMessage"),
+    "resolved_user_input": ("resolved_user_input", "resolvedUserInput", "resolved_input", "resolvedInput",
+                            "effective_input", "effectiveInput", "effective_user_input", "effectiveUserInput",
+                            "final_user_input", "finalUserInput"),
+    "standalone_query": ("standalone_query", "standaloneQuery", "rewritten_query", "rewrittenQuery", "query_rewrite",
+                         "queryRewrite"),
+    "conversation_history": ("conversation_history", "conversationHistory", "history"),
+    "context_json": ("contextJson", "context_json"),
+    "container_data": ("container_data", "containerData"),
+    "pending_clarification": ("pending_clarification", "pendingClarification"),
+    "input_params": ("inputParams", "safeInputParams", "rawInputParams"),
+    "schema_json": ("schema_json", "schemaJson"),
+    "conversation_id": ("conversationId",),
+    "current_date": ("current_date", "currentDate"),
+    "current_datetime": ("current_datetime", "currentDateTime", "current_system_datetime"),
+    "current_year": ("current_year", "currentYear"),
+    "current_timezone": ("current_timezone", "currentTimezone", "current_system_timezone"),
+}
+_CANONICAL = {alias: key for key, aliases in _ALIASES.items() for alias in aliases}
 
 
 def conversation_history(turn: Turn) -> list[dict[str, Any]]:
@@ -33,40 +46,68 @@ def conversation_history(turn: Turn) -> list[dict[str, Any]]:
     return [{"user": t.get("user"), "assistant": t.get("assistant")} for t in reversed(turn.get("recent_turns") or [])]
 
 
-def _time_vars() -> dict[str, Any]:
-    now = datetime.now().astimezone()
-    zone = str(now.tzinfo)
-    values = {"current_date": now.date().isoformat(), "current_datetime": now.isoformat(timespec="seconds"),
-              "current_year": now.year, "current_timezone": zone}
-    return {**values, "currentDate": values["current_date"], "currentDateTime": values["current_datetime"],
-            "currentYear": now.year, "currentTimezone": zone, "current_system_datetime": values["current_datetime"],
-            "current_system_timezone": zone}
+def _clarification(context: Mapping[str, Any]) -> str:
+    pending = context.get("pending_clarification")
+    return (pending.get("question") or "") if isinstance(pending, Mapping) else ""
 
 
-def _aliases(names: tuple[str, ...], value: Any) -> dict[str, Any]:
-    return dict.fromkeys(names, value)
+def _producers(turn: Turn) -> dict[str, Callable[[], Any]]:
+    now: list[datetime] = []
+
+    def clock() -> datetime:
+        if not now:
+            now.append(datetime.now().astimezone())
+        return now[0]
+
+    return {
+        "session": lambda: {**session_fields(turn.facts_input()), "context": dict(turn.read_context()),
+                            "schemaJson": turn.schema_json()},
+        "input_params": lambda: dict(turn.read_params()),
+        "context": lambda: dict(turn.read_context()),
+        "schema_json": turn.schema_json,
+        "intent": lambda: turn.intent,
+        "state": lambda: turn.state,
+        "conversation_id": lambda: turn.conversation_id,
+        "user_input": lambda: turn.user_text,
+        "resolved_user_input": lambda: turn.resolved_input,
+        "standalone_query": lambda: turn.standalone_query or "",
+        "conversation_history": lambda: conversation_history(turn),
+        "context_json": lambda: json.dumps(dict(turn.read_context()), default=str),
+        "container_data": lambda: turn.read_context().get("container_data") or {},
+        "pending_clarification": lambda: _clarification(turn.read_context()),
+        "current_date": lambda: clock().date().isoformat(),
+        "current_datetime": lambda: clock().isoformat(timespec="seconds"),
+        "current_year": lambda: clock().year,
+        "current_timezone": lambda: str(clock().tzinfo),
+    }
 
 
-def template_variables(turn: Turn, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def _flattened(turn: Turn, name: str) -> tuple[bool, Any]:
     facts = turn.facts_input()
-    session = {**session_fields(facts), "context": dict(facts.context), "schemaJson": dict(facts.schema_json)}
-    params = dict(facts.params)
-    context = dict(facts.context)
-    variables: dict[str, Any] = {}
-    for source in (session, params, context, facts.schema_json):
-        for key, value in source.items():
-            variables.setdefault(key, value)
-    clarification = (context.get("pending_clarification") or {}).get("question") \
-        if isinstance(context.get("pending_clarification"), Mapping) else None
-    variables.update({
-        "session": session, "inputParams": params, "safeInputParams": params, "rawInputParams": params,
-        "context": context, "schema_json": dict(facts.schema_json), "schemaJson": dict(facts.schema_json),
-        "intent": turn.intent, "state": turn.state, "conversationId": turn.conversation_id,
-        **_aliases(USER_INPUT, turn.user_text), **_aliases(RESOLVED_INPUT, turn.resolved_input),
-        **_aliases(STANDALONE, turn.standalone_query or ""), **_aliases(HISTORY, conversation_history(turn)),
-        **_aliases(CONTEXT_TEXT, json.dumps(context, default=str)),
-        **_aliases(CONTAINER, context.get("container_data") or {}), **_aliases(CLARIFICATION, clarification or ""),
-        **_time_vars(),
-    })
-    variables.update(extra or {})
-    return variables
+    for source in (session_fields(facts), facts.params, facts.context, facts.schema_json):
+        if name in source:
+            return True, source[name]
+    return False, None
+
+
+def template_variables(turn: Turn, extra: Mapping[str, Any] | None = None, *,
+                       names: Iterable[str] | None = None) -> dict[str, Any]:
+    """Variables for a template; with ``names``, only those (what the template refers to)."""
+    extra = dict(extra or {})
+    producers = _producers(turn)
+    wanted = list(names) if names is not None else [*_CANONICAL, *producers]
+    out: dict[str, Any] = {}
+    for name in wanted:
+        if name in extra:
+            out[name] = extra[name]
+            continue
+        key = _CANONICAL.get(name, name)
+        if key in producers:
+            out[name] = producers[key]()
+            continue
+        found, value = _flattened(turn, name)
+        if found:
+            out[name] = value
+    if names is None:
+        out.update(extra)
+    return out

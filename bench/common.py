@@ -1,0 +1,148 @@
+"""Shared benchmark plumbing: databases, the bare LangGraph baseline, timing, tables and JSON output."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+EXAMPLES = ROOT / "examples"
+
+
+def machine() -> dict[str, Any]:
+    return {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
+            "processor": platform.processor() or platform.machine()}
+
+
+@contextmanager
+def postgres_server() -> Iterator[str | None]:
+    """CONVENGINE_BENCH_PG_URL (or the test URL) if set, else a throwaway server from scripts/pg-server."""
+    given = os.environ.get("CONVENGINE_BENCH_PG_URL") or os.environ.get("CONVENGINE_TEST_PG_URL")
+    if given:
+        yield given
+        return
+    folder = tempfile.mkdtemp(prefix="convengine-bench-pg.")
+    port = str(_free_port())
+    try:
+        url = subprocess.run([str(ROOT / "scripts" / "pg-server"), "start", folder, port], check=True,
+                             capture_output=True, text=True).stdout.strip()
+    except (subprocess.CalledProcessError, FileNotFoundError) as exc:
+        print(f"PostgreSQL unavailable, skipping its rows: {exc}")
+        yield None
+        return
+    try:
+        yield url
+    finally:
+        subprocess.run([str(ROOT / "scripts" / "pg-server"), "stop", folder], check=False)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def fresh_database(backend: str, pg_url: str | None, folder: Path) -> str:
+    if backend == "sqlite":
+        return f"sqlite:///{folder / f'bench-{uuid.uuid4().hex[:8]}.db'}"
+    import sqlalchemy as sa
+
+    assert pg_url is not None
+    name = f"bench_{uuid.uuid4().hex[:10]}"
+    admin = sa.create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://", 1), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f"CREATE DATABASE {name}"))
+    admin.dispose()
+    return pg_url.rsplit("/", 1)[0] + "/" + name
+
+
+class BareState(TypedDict, total=False):
+    text: str
+    n: int
+    params: dict[str, Any]
+    reply: str
+
+
+def bare_graph(node_count: int) -> StateGraph[Any, Any, Any, Any]:
+    """A linear graph of trivial nodes: the floor the engine is compared against."""
+    graph: StateGraph[Any, Any, Any, Any] = StateGraph(BareState)
+    names = [f"n{i}" for i in range(node_count)]
+
+    def make(i: int) -> Callable[[BareState], Awaitable[dict[str, Any]]]:
+        async def node(state: BareState) -> dict[str, Any]:
+            return {"n": state.get("n", 0) + 1}
+        return node
+
+    for i, name in enumerate(names):
+        graph.add_node(name, make(i))
+    graph.add_edge(START, names[0])
+    for a, b in zip(names, names[1:]):
+        graph.add_edge(a, b)
+    graph.add_edge(names[-1], END)
+    return graph
+
+
+@asynccontextmanager
+async def saver_for(url: str) -> AsyncIterator[Any]:
+    from convengine.checkpointing import open_saver
+    from convengine.db import parse_database_url
+
+    async with open_saver(parse_database_url(url)) as saver:
+        yield saver
+
+
+@dataclass
+class Timing:
+    samples: list[float]
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.samples) * 1000
+
+    @property
+    def p99_ms(self) -> float:
+        ordered = sorted(self.samples)
+        return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
+
+
+async def time_calls(call: Callable[[int], Awaitable[Any]], count: int, warmup: int) -> Timing:
+    for i in range(warmup):
+        await call(i)
+    samples = []
+    for i in range(count):
+        started = time.perf_counter()
+        await call(warmup + i)
+        samples.append(time.perf_counter() - started)
+    return Timing(samples)
+
+
+def print_table(title: str, header: list[str], rows: list[list[Any]]) -> None:
+    widths = [max(len(str(x)) for x in [h, *[r[i] for r in rows]]) for i, h in enumerate(header)]
+    print(f"\n{title}")
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
+    print("  ".join("-" * w for w in widths))
+    for row in rows:
+        print("  ".join(str(x).ljust(w) for x, w in zip(row, widths)))
+
+
+def write_results(name: str, data: dict[str, Any]) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps({"machine": machine(), "at": time.strftime("%Y-%m-%dT%H:%M:%S"), **data}, indent=2))
+    return path

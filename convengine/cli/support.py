@@ -1,0 +1,68 @@
+"""What the CLI commands share: bundled examples, a pack's Python tasks, engine options."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import convengine
+from convengine.errors import ConfigError
+
+DEFAULT_PACK_NAME = "support_desk.yaml"
+
+
+def examples_dir() -> Path:
+    """The example packs: bundled in the wheel, or the repository's examples/ in a checkout."""
+    package = Path(convengine.__file__).parent
+    for candidate in (package / "_examples", package.parent / "examples"):
+        if candidate.is_dir():
+            return candidate
+    raise ConfigError("the bundled example packs are missing from this installation")
+
+
+def default_pack() -> Path:
+    return examples_dir() / DEFAULT_PACK_NAME
+
+
+def load_module(path: Path) -> ModuleType:
+    """Import a Python file by path (a pack's tasks, tools or scripted replies)."""
+    if not path.is_file():
+        raise ConfigError(f"no such Python file: {path}")
+    name = f"convengine_user_{path.stem}_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise ConfigError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def companion(pack: Path, suffix: str) -> Path | None:
+    """``<pack stem>_<suffix>.py`` next to a pack, when it exists."""
+    candidate = pack.with_name(f"{pack.stem}_{suffix}.py")
+    return candidate if candidate.is_file() else None
+
+
+def pack_options(pack: Path, tasks: Path | None = None, scripted: Path | None = None) -> dict[str, Any]:
+    """Engine options a pack brings: its tasks (TASKS), tools (TOOLS) and scripted LLM (LLM)."""
+    options: dict[str, Any] = {"pack": pack}
+    tasks_file = tasks or companion(pack, "tasks")
+    if tasks_file is not None:
+        module = load_module(tasks_file)
+        for attr, option in (("TASKS", "tasks"), ("TOOLS", "tools"), ("CONTAINER_PROVIDERS", "container_providers"),
+                             ("TRANSFORMERS", "response_transformers")):
+            if hasattr(module, attr):
+                options[option] = getattr(module, attr)
+    if scripted is not None:
+        module = load_module(scripted)
+        if not hasattr(module, "LLM"):
+            raise ConfigError(f"{scripted} must define LLM (a ScriptedLLM or a LangChain chat model)")
+        options["llm"] = module.LLM
+    return options
