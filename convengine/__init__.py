@@ -5,6 +5,7 @@ LangGraph ``StateGraph`` whose nodes are the pipeline steps.
 """
 
 from convengine.config_loader import ConfigSnapshot, export_pack, import_pack, validate_pack
+from convengine.engine import Engine, Payload, TurnResult
 from convengine.errors import (
     ConfigError,
     ConfigValidationError,
@@ -18,6 +19,11 @@ from convengine.errors import (
     ToolError,
     Violation,
 )
+from convengine.llm import Delay, LlmCall, ScriptedLLM
+from convengine.nodes.common import Step
+from convengine.nodes.context import StepHook
+from convengine.nodes.turn import Turn
+from convengine.registry import TaskContext
 from convengine.settings import EngineSettings
 
 __version__ = "0.1.0"
@@ -29,12 +35,22 @@ __all__ = [
     "ConvEngineError",
     "ConversationBusyError",
     "ConversationNotFoundError",
+    "Delay",
+    "Engine",
     "EngineSettings",
     "ErrorCode",
     "InvalidInputError",
+    "LlmCall",
     "LlmError",
     "PackError",
+    "Payload",
+    "ScriptedLLM",
+    "Step",
+    "StepHook",
+    "TaskContext",
     "ToolError",
+    "Turn",
+    "TurnResult",
     "Violation",
     "export_pack",
     "import_pack",

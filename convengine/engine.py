@@ -95,7 +95,8 @@ class Engine:
         Args:
             url: ``sqlite:///FILE`` (embedded default) or ``postgresql://...``.
             **options: see :class:`EngineOptions` (``pack``, ``llm``, ``tasks``, ``tools``, ``steps``,
-                ``hooks``...); any other keyword is an :class:`~convengine.EngineSettings` field.
+                ``hooks``...); ``settings={...}`` and any other keyword are
+                :class:`~convengine.EngineSettings` fields (``settings={"llm": {"timeout_s": 5}}``).
 
         Raises:
             ConfigError: bad settings, an invalid pack or invalid rows in the database.
@@ -221,9 +222,11 @@ class Engine:
 
 
 def _options(options: Mapping[str, Any]) -> EngineOptions:
+    """Known options by name; ``settings=`` (a mapping) and any other keyword are EngineSettings fields."""
     known = set(EngineOptions.__dataclass_fields__) - {"settings"}
     picked = {k: v for k, v in options.items() if k in known}
-    settings = {k: v for k, v in options.items() if k not in known}
+    settings = dict(options.get("settings") or {})
+    settings.update({k: v for k, v in options.items() if k not in known and k != "settings"})
     return EngineOptions(**picked, settings=settings)
 
 

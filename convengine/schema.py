@@ -145,10 +145,13 @@ def coerce_field(spec: Mapping[str, Any], raw: str) -> Any:
         return None
     kind = spec.get("type")
     if kind == "integer":
-        return int(text) if re.fullmatch(r"-?\d+", text.replace(",", "")) else _UNSET
+        cleaned = text.replace(",", "")
+        return int(cleaned) if re.fullmatch(r"-?\d+", cleaned) else _UNSET
     if kind == "number":
         cleaned = text.replace(",", "")
-        return float(cleaned) if re.fullmatch(r"-?\d+(\.\d+)?", cleaned) else _UNSET
+        if not re.fullmatch(r"-?\d+(\.\d+)?", cleaned):
+            return _UNSET
+        return int(cleaned) if "." not in cleaned else float(cleaned)
     if kind == "boolean":
         lowered = text.lower()
         return {"true": True, "yes": True, "false": False, "no": False}.get(lowered, _UNSET)

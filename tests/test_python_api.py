@@ -158,3 +158,13 @@ def test_chat_with_an_explicit_pack(tmp_path: Path) -> None:
     done = run_chat("--url", f"sqlite:///{tmp_path / 'p.db'}", "--pack", str(EXAMPLES / "support_desk.yaml"),
                     stdin="where is my order\n", cwd=tmp_path)
     assert "ORDER_STATUS / IDLE" in done.stdout
+
+
+def test_chat_runs_the_loan_demo_with_its_scripted_model(tmp_path: Path) -> None:
+    done = run_chat("--url", f"sqlite:///{tmp_path / 'loan.db'}", "--pack", str(EXAMPLES / "loan_application.yaml"),
+                    "--scripted", str(EXAMPLES / "loan_application_scripted.py"),
+                    stdin="I need a loan\nmy name is Ann Lee\n25k over 3 years\nchange the amount to 30000\nyes\n",
+                    cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Ann Lee would like $30000 over 36 months" in done.stdout
+    assert "Submitted! Your application number is LN-1001." in done.stdout

@@ -109,13 +109,15 @@ def chat(
     scripted: Annotated[Path | None, typer.Option("--scripted", help="Python file defining LLM (e.g. a ScriptedLLM)")] = None,
     conversation: Annotated[str | None, typer.Option("--conversation", help="Continue this conversation id")] = None,
     trace: Annotated[bool, typer.Option("--trace", help="Show each turn's step trace")] = False,
+    llm: Annotated[str, typer.Option("--llm", help="auto (OpenAI when OPENAI_API_KEY/OPENAI_BASE_URL is set), "
+                                                   "openai, or none")] = "auto",
 ) -> None:
     """Talk to the engine in the terminal (also reads piped stdin, one message per line)."""
     from convengine.cli.chat import open_chat_engine, run_chat
     from convengine.cli.support import default_pack
 
     try:
-        engine = open_chat_engine(url, pack or default_pack(), tasks, scripted)
+        engine = open_chat_engine(url, pack or default_pack(), tasks, scripted, llm)
     except ConvEngineError as exc:
         fail(exc)
     try:

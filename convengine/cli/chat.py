@@ -74,7 +74,12 @@ def run_chat(engine: Engine, *, conversation_id: str | None, trace: bool, consol
     return 1 if failed else 0
 
 
-def open_chat_engine(url: str, pack: Path, tasks: Path | None, scripted: Path | None) -> Engine:
-    from convengine.cli.support import pack_options
+def open_chat_engine(url: str, pack: Path, tasks: Path | None, scripted: Path | None, llm: str = "auto") -> Engine:
+    from convengine.cli.support import choose_llm, pack_options
 
-    return Engine.open(url, **pack_options(pack, tasks, scripted))
+    options = pack_options(pack, tasks, scripted)
+    if "llm" not in options:
+        chosen = choose_llm(llm)
+        if chosen is not None:
+            options["llm"] = chosen
+    return Engine.open(url, **options)

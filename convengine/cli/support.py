@@ -66,3 +66,17 @@ def pack_options(pack: Path, tasks: Path | None = None, scripted: Path | None = 
             raise ConfigError(f"{scripted} must define LLM (a ScriptedLLM or a LangChain chat model)")
         options["llm"] = module.LLM
     return options
+
+
+def choose_llm(choice: str) -> Any:
+    """``auto``: OpenAI when OPENAI_API_KEY or OPENAI_BASE_URL is set, else none; ``openai``; ``none``."""
+    import os
+
+    choice = choice.lower()
+    if choice == "none":
+        return None
+    if choice == "openai" or (choice == "auto" and (os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))):
+        return "openai"
+    if choice != "auto":
+        raise ConfigError(f"unknown --llm {choice!r}: use auto, openai or none")
+    return None

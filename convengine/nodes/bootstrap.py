@@ -24,6 +24,8 @@ async def load_or_create_conversation(turn: Turn) -> None:
             turn.set(key, value)
     if is_new:
         _create(turn)
+    elif turn.get("status") != "RUNNING":
+        turn.set("status", "RUNNING")  # a BLOCKED conversation runs again on its next turn
     persisted = dict(turn.get("input_params") or {})
     turn.set("params", {**persisted, **dict(request.get("params") or {})})
     turn.set("user_text", str(request.get("text") or ""))

@@ -12,7 +12,7 @@ from convengine.nodes.common import Step, dig, resolved, run_rules, truthy
 from convengine.nodes.turn import Turn
 from convengine.schema import compute_facts, select_schema
 from convengine.textmatch import RegexTimeoutError
-from convengine.vocab import POST_INTENT, UNKNOWN
+from convengine.vocab import INTENT_COLLISION, POST_INTENT, UNKNOWN
 
 FORCE_PARAMS = ("force_intent_resolution", "resolve_intent", "switch_intent", "switch_flow", "switch_mode")
 SWITCH_PHRASES = re.compile(r"\b(switch intent|change intent|change flow|change mode)\b", re.I)
@@ -129,6 +129,8 @@ async def _apply(turn: Turn, result: Resolution, by_classifier: Resolution | Non
     turn.set_intent(result.intent, cause=result.source)
     if result.state:
         turn.set_state(result.state, cause=result.source)
+    elif turn.state == INTENT_COLLISION:  # a resolved collision must not stay in the collision state
+        turn.set_state(UNKNOWN, cause=result.source)
     if result.run_post_rules:
         turn.context.pop("pending_clarification", None)
     turn.audit(f"INTENT_RESOLVED_BY_{result.source}", {

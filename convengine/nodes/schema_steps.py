@@ -9,10 +9,10 @@ from typing import Any
 from convengine.config_loader.records import ContainerConfigRecord, OutputSchemaRecord
 from convengine.errors import LlmNotConfiguredError
 from convengine.graph import names
-from convengine.nodes.common import Step, dig
+from convengine.nodes.common import Step, dig, run_rules
 from convengine.nodes.turn import Turn
 from convengine.schema import compute_facts, meaningful, schema_dict, select_schema
-from convengine.vocab import ANY
+from convengine.vocab import ANY, POST_SCHEMA_EXTRACTION
 
 # --- context data (ce_container_config) --------------------------------------------------
 
@@ -130,14 +130,14 @@ async def schema_extraction(turn: Turn) -> None:
         finish_schema(turn, record)
         return
     if turn.ctx.services.llm is None:
-        _without_llm(turn, record, seeded)
+        await _without_llm(turn, record, seeded)
         return
     from convengine.llm.extraction import extract
 
     await extract(turn, record)
 
 
-def _without_llm(turn: Turn, record: OutputSchemaRecord, seeded: list[str]) -> None:
+async def _without_llm(turn: Turn, record: OutputSchemaRecord, seeded: list[str]) -> None:
     facts = compute_facts(record, turn.read_context())
     if not facts["complete"]:
         raise LlmNotConfiguredError(
@@ -148,6 +148,8 @@ def _without_llm(turn: Turn, record: OutputSchemaRecord, seeded: list[str]) -> N
     turn.audit("SCHEMA_EXTRACTION_SKIPPED", {"reason": "NO_LLM_CONFIGURED", "callSite": "SCHEMA_EXTRACTION",
                                              "schemaId": record.schema_id, "seeded": seeded, "schemaComplete": True})
     finish_schema(turn, record)
+    if seeded:  # the schema was filled this turn (from params): its rules apply as after an extraction
+        await run_rules(turn, POST_SCHEMA_EXTRACTION, "SchemaExtractionStep")
 
 
 def _schema_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:

@@ -187,3 +187,54 @@ async def test_json_exact_responses_return_json_payloads(db_url: str) -> None:
         assert (result.payload.type, result.payload.value) == ("JSON", {"greeting": "hi", "intent": "GREETING"})
         assert (await engine.ahistory(result.conversation_id))[0]["assistant_output"] == {"greeting": "hi",
                                                                                           "intent": "GREETING"}
+
+
+async def test_a_policy_block_stops_the_turn_before_any_llm_call(db_url: str) -> None:
+    from convengine.llm import ScriptedLLM
+
+    policies = [{"policy_id": 9, "rule_type": "REGEX", "pattern": r"\bpassword\b", "response_text": "No secrets!",
+                 "priority": 1}]
+    data = pack(ce_policy=policies, settings={"flow": {"dialogue-act": {"resolute": "LLM_ONLY"}}})
+    llm = ScriptedLLM(default={"dialogueAct": "NEW_REQUEST", "confidence": 0.9})
+    async with engine_on(db_url, data, llm=llm) as engine:
+        first = await engine.aprocess("I need a loan")
+        calls_before = llm.count()
+        blocked = await engine.aprocess("my password is hunter2", first.conversation_id)
+        assert llm.count() == calls_before  # zero LLM calls in the blocked turn
+        assert (blocked.intent, blocked.state, blocked.status) == ("LOAN", "START", "BLOCKED")
+        assert (blocked.payload.type, blocked.payload.value) == ("TEXT", "No secrets!")
+        stages = await turn_stages(engine, first.conversation_id)
+        assert_in_order(stages, ["USER_INPUT", "POLICY_BLOCK", "ENGINE_RETURN", "PIPELINE_TIMING"])
+        assert "DIALOGUE_ACT_CLASSIFIED" not in stages and "INTENT_RESOLVE_START" not in stages
+        events = await turn_events(engine, first.conversation_id)
+        assert payload_of(events, "POLICY_BLOCK") == {"policyId": 9, "ruleType": "REGEX", "pattern": r"\bpassword\b"}
+        history = await engine.ahistory(first.conversation_id)
+        assert [h["user_input"] for h in history][-1] == "my password is hunter2"  # the turn is recorded
+        state = await engine.astate(first.conversation_id)
+        assert all("password" not in t["user"] for t in state["recent_turns"])  # but kept out of prompts
+        after = await engine.aprocess("loan again", first.conversation_id)
+        assert after.status == "RUNNING"
+        rewrite = llm.calls_to("DIALOGUE_ACT")[-1]
+        assert "password" not in rewrite.user
+
+
+@pytest.mark.parametrize(("rule_type", "pattern", "text", "blocked"), [
+    ("CONTAINS", "ssn", "my SSN is 123", True),
+    ("STARTS_WITH", "drop", "  DROP table", True),
+    ("STARTS_WITH", "drop", "please drop it", False),
+    ("EXACT", "stop", " Stop ", True),
+    ("EXACT", "stop", "stop it", False),
+    ("REGEX", r"\d{3}-\d{2}-\d{4}", "it is 123-45-6789", True),
+])
+async def test_policy_match_types(db_url: str, rule_type: str, pattern: str, text: str, blocked: bool) -> None:
+    data = pack(ce_policy=[{"rule_type": rule_type, "pattern": pattern, "response_text": "blocked"}])
+    async with engine_on(db_url, data) as engine:
+        result = await engine.aprocess(text)
+        assert (result.status == "BLOCKED") is blocked
+
+
+async def test_policies_apply_in_priority_order(db_url: str) -> None:
+    data = pack(ce_policy=[{"rule_type": "CONTAINS", "pattern": "bad", "response_text": "second", "priority": 20},
+                           {"rule_type": "CONTAINS", "pattern": "bad", "response_text": "first", "priority": 5}])
+    async with engine_on(db_url, data) as engine:
+        assert (await engine.aprocess("bad words")).payload.value == "first"

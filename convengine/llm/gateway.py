@@ -1,0 +1,221 @@
+"""LlmGateway: every LLM call goes through here, named by its call site.
+
+Text and JSON-with-schema calls over a backend: a LangChain ``BaseChatModel`` (``ChatOpenAI``
+against any OpenAI-compatible server) or :class:`~convengine.llm.scripted.ScriptedLLM`. Each
+call is timed, retried on transient failures, audited (``LLM_CALL`` / ``LLM_CALL_ERROR`` with
+the call site, latency and token usage) and optionally logged to ``ce_llm_call_log``. JSON
+replies are parsed and validated against the schema whatever the server supports.
+Failures become ``LLM_TIMEOUT``, ``LLM_CALL_FAILED``, ``LLM_INVALID_RESPONSE`` or
+``LLM_SCHEMA_VIOLATION`` (all recoverable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import jsonschema
+
+from convengine.errors import (
+    LlmError,
+    LlmInvalidResponseError,
+    LlmSchemaViolationError,
+    LlmTimeoutError,
+)
+from convengine.llm.scripted import LlmCall, ScriptedLLM, UnscriptedCallError, reply_text
+from convengine.settings import LlmSettings
+
+if TYPE_CHECKING:
+    from convengine.nodes.turn import Turn
+    from convengine.persistence import ConversationStore
+
+CALL_SITES = ("DIALOGUE_ACT", "INTENT_AGENT", "INTENT_COLLISION", "SCHEMA_EXTRACTION", "RESPONSE_TEXT",
+              "RESPONSE_JSON", "MCP_PLANNER", "DISAMBIGUATION", "MEMORY_SUMMARY", "POLICY")
+
+
+@dataclass(frozen=True, slots=True)
+class LlmReply:
+    text: str
+    value: Any = None
+    usage: dict[str, int] = field(default_factory=dict)
+    model: str | None = None
+
+
+class LlmBackend(Protocol):
+    """What the gateway needs from a model."""
+
+    name: str
+
+    async def complete(self, call: LlmCall) -> LlmReply: ...
+
+
+class ScriptedBackend:
+    name = "scripted"
+
+    def __init__(self, llm: ScriptedLLM) -> None:
+        self.llm = llm
+
+    async def complete(self, call: LlmCall) -> LlmReply:
+        reply = await self.llm.respond(call)
+        if call.wants_json and not isinstance(reply, str):
+            return LlmReply(reply_text(reply), reply, model="scripted")
+        return LlmReply(reply_text(reply), model="scripted")
+
+
+_TRANSIENT_NAMES = ("APIConnectionError", "APITimeoutError", "InternalServerError", "RateLimitError",
+                    "ConnectError", "ReadError", "RemoteProtocolError", "ServiceUnavailableError")
+
+
+def _transient(exc: BaseException) -> bool:
+    return isinstance(exc, (ConnectionError, OSError)) or type(exc).__name__ in _TRANSIENT_NAMES
+
+
+class LlmGateway:
+    """Named, audited, bounded LLM calls; see the module docstring."""
+
+    def __init__(self, backend: LlmBackend, settings: LlmSettings, *, store: ConversationStore | None = None) -> None:
+        self.backend = backend
+        self.settings = settings
+        self.store = store
+
+    @property
+    def scripted(self) -> ScriptedLLM | None:
+        return self.backend.llm if isinstance(self.backend, ScriptedBackend) else None
+
+    async def text(self, turn: Turn, call_site: str, *, system: str, user: str) -> str:
+        reply = await self._call(turn, LlmCall(call_site, system, user, None, turn.conversation_id, turn.intent,
+                                               turn.state))
+        return reply.text
+
+    async def json(self, turn: Turn, call_site: str, *, system: str, user: str,
+                   schema: dict[str, Any] | None) -> Any:
+        """A JSON value, validated against ``schema`` (``{}`` asks for any JSON object)."""
+        call = LlmCall(call_site, system, user, schema if schema is not None else {}, turn.conversation_id,
+                       turn.intent, turn.state)
+        reply = await self._call(turn, call)
+        try:
+            value = reply.value if reply.value is not None else parse_json(reply.text, call_site)
+            if schema:
+                validate_reply(value, schema, call_site)
+        except LlmError as exc:
+            turn.audit("LLM_CALL_ERROR", {"callSite": call_site, "errorCode": exc.code.value, "error": exc.message,
+                                          "willRetry": False, "reply": reply.text[:2000]})
+            raise
+        return value
+
+    async def _call(self, turn: Turn, call: LlmCall) -> LlmReply:
+        attempts = self.settings.max_retries + 1
+        started = time.perf_counter()
+        for attempt in range(1, attempts + 1):
+            try:
+                reply = await asyncio.wait_for(self.backend.complete(call), timeout=self.settings.timeout_s)
+                await self._record(turn, call, reply, started, attempt)
+                return reply
+            except UnscriptedCallError:
+                raise
+            except (TimeoutError, asyncio.TimeoutError) as exc:
+                error: LlmError = LlmTimeoutError(
+                    f"LLM call {call.call_site} timed out after {self.settings.timeout_s:g}s",
+                    details={"callSite": call.call_site})
+                cause: BaseException = exc
+            except LlmError as exc:
+                error, cause = exc, exc
+            except Exception as exc:  # noqa: BLE001 - provider SDKs raise many types
+                error = LlmError(f"LLM call {call.call_site} failed: {type(exc).__name__}: {_short(exc)}",
+                                 details={"callSite": call.call_site})
+                cause = exc
+            retry = attempt < attempts and (isinstance(error, LlmTimeoutError) or _transient(cause))
+            await self._record_error(turn, call, error, started, attempt, will_retry=retry)
+            if not retry:
+                raise error from cause
+            await asyncio.sleep(min(0.2 * 2 ** (attempt - 1), 2.0))
+        raise AssertionError("unreachable")
+
+    async def _record(self, turn: Turn, call: LlmCall, reply: LlmReply, started: float, attempt: int) -> None:
+        latency = (time.perf_counter() - started) * 1000
+        turn.audit("LLM_CALL", {"callSite": call.call_site, "latencyMs": round(latency, 2), "attempt": attempt,
+                                "model": reply.model or self.backend.name, "usage": reply.usage,
+                                "json": call.wants_json})
+        await self._log(turn, call, reply.text, True, None, reply.model)
+
+    async def _record_error(self, turn: Turn, call: LlmCall, error: LlmError, started: float, attempt: int, *,
+                            will_retry: bool) -> None:
+        latency = (time.perf_counter() - started) * 1000
+        turn.audit("LLM_CALL_ERROR", {"callSite": call.call_site, "latencyMs": round(latency, 2), "attempt": attempt,
+                                      "errorCode": error.code.value, "error": error.message, "willRetry": will_retry})
+        await self._log(turn, call, None, False, error.message, None)
+
+    async def _log(self, turn: Turn, call: LlmCall, text: str | None, ok: bool, error: str | None,
+                   model: str | None) -> None:
+        if not self.settings.log_calls or self.store is None:
+            return
+        row = {"conversation_id": turn.conversation_id, "intent_code": turn.intent, "state_code": turn.state,
+               "provider": self.backend.name, "model": model or self.settings.model,
+               "temperature": self.settings.temperature, "prompt_text": call.prompt,
+               "user_context": call.call_site, "response_text": text, "success": ok, "error_message": error}
+        try:
+            await self.store.write_llm_calls([row])
+        except Exception:  # noqa: BLE001 - the call log never breaks a turn
+            turn.audit("LLM_CALL_LOG_FAILED", {"callSite": call.call_site})
+
+
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
+
+
+def parse_json(text: str, call_site: str) -> Any:
+    """Parse a model's JSON reply (code fences tolerated); LLM_INVALID_RESPONSE otherwise."""
+    body = text.strip()
+    fenced = _FENCE.match(body)
+    if fenced:
+        body = fenced.group(1)
+    try:
+        return json.loads(body)
+    except json.JSONDecodeError as exc:
+        start, end = body.find("{"), body.rfind("}")
+        if 0 <= start < end:
+            try:
+                return json.loads(body[start:end + 1])
+            except json.JSONDecodeError:
+                pass
+        raise LlmInvalidResponseError(f"LLM reply for {call_site} is not valid JSON ({exc.msg}): {_preview(text)}",
+                                      details={"callSite": call_site}) from None
+
+
+def validate_reply(value: Any, schema: dict[str, Any], call_site: str) -> None:
+    try:
+        jsonschema.validate(value, schema)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
+        raise LlmSchemaViolationError(
+            f"LLM reply for {call_site} does not match its schema at {where}: {exc.message}",
+            details={"callSite": call_site}) from None
+    except jsonschema.SchemaError as exc:
+        raise LlmSchemaViolationError(f"the schema for {call_site} is invalid: {exc.message}",
+                                      details={"callSite": call_site}) from None
+
+
+def _short(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+
+
+def _preview(text: str) -> str:
+    return text[:200] + ("..." if len(text) > 200 else "")
+
+
+def as_gateway(llm: Any, settings: LlmSettings, *, store: ConversationStore | None = None) -> LlmGateway:
+    """A gateway for what the caller passed: a gateway, a ScriptedLLM, a chat model, or "openai"."""
+    if isinstance(llm, LlmGateway):
+        return llm
+    if isinstance(llm, ScriptedLLM):
+        return LlmGateway(ScriptedBackend(llm), settings, store=store)
+    from convengine.llm.langchain import LangChainBackend, chat_model_from_env
+
+    if isinstance(llm, str):
+        if llm.lower() not in ("openai", "env"):
+            raise LlmError(f"unknown llm {llm!r}: pass a LangChain chat model, a ScriptedLLM or 'openai'")
+        llm = chat_model_from_env(settings)
+    return LlmGateway(LangChainBackend(llm, settings), settings, store=store)
