@@ -59,12 +59,15 @@ class EngineRuntime:
         stack = contextlib.AsyncExitStack()
         saver = await stack.enter_async_context(open_saver(url))
         services = _services(options, holder.current, ConversationStore(async_engine, sync_engine))
+        services.tools = _tool_runner(services.registries, sync_engine, holder.current.settings)
         graph = compile_graph(build_graph(options.steps), checkpointer=saver)
         locks = TurnLocks(url, async_engine, holder.current.settings.turn_lock_timeout_s)
         return cls(url, holder, sync_engine, async_engine, services.store, saver, stack, graph, locks,  # type: ignore[arg-type]
                    services, bus, AuditFilter(holder.current.settings.audit))
 
     async def stop(self) -> None:
+        if self.services.tools is not None:
+            await self.services.tools.aclose()
         await self.saver_stack.aclose()
         await self.async_engine.dispose()
         self.sync_engine.dispose()
@@ -204,3 +207,12 @@ def _services(options: Any, snapshot: ConfigSnapshot, store: ConversationStore) 
     return Services(registries=registries,
                     rule_registry=RuleRegistry.with_custom(options.rule_types, options.rule_actions),
                     store=store, llm=llm, hooks=tuple(options.hooks or ()), clock=options.clock)
+
+
+def _tool_runner(registries: Registries, sync_engine: Any, settings: EngineSettings) -> Any:
+    from convengine.tools.db import DbRunner
+    from convengine.tools.http import HttpRunner
+    from convengine.tools.mcp_servers import McpServers
+    from convengine.tools.runner import ToolRunner
+
+    return ToolRunner(registries, DbRunner(sync_engine), HttpRunner(), McpServers(dict(settings.mcp.servers)))

@@ -262,7 +262,9 @@ class DbSettings(_Section):
     preflight: DbPreflightSettings = Field(default_factory=DbPreflightSettings)
     statement_timeout_ms: int = Field(5000, ge=1)
     databases: dict[str, str] = Field(default_factory=dict)
-    """Named databases (name -> SQLAlchemy URL) that DB tools may run on; ``default`` is the engine's."""
+    """Named databases (name -> URL) that DB tools may run on; ``default`` is the engine's own."""
+    tool_databases: dict[str, str] = Field(default_factory=dict)
+    """tool_code -> database name (from ``databases``); tools not listed use the engine's database."""
     blocked_keywords: list[str] = Field(default_factory=list)
     blocked_functions: list[str] = Field(default_factory=list)
     allowed_functions: list[str] = Field(default_factory=list)
@@ -390,6 +392,8 @@ def normalise_keys(model: type[BaseModel], data: Mapping[str, Any]) -> dict[str,
         sub = _submodel(model, name)
         if sub is not None and isinstance(value, Mapping):
             value = normalise_keys(sub, value)
+        elif (each := _mapped_submodel(model, name)) is not None and isinstance(value, Mapping):
+            value = {k: normalise_keys(each, v) if isinstance(v, Mapping) else v for k, v in value.items()}
         if isinstance(out.get(name), dict) and isinstance(value, dict):
             out[name] = deep_merge(out[name], value)
         else:
@@ -410,6 +414,18 @@ def _field_name(model: type[BaseModel], key: str) -> str:
         if info.alias == key:
             return info.alias
     return snake
+
+
+def _mapped_submodel(model: type[BaseModel], name: str) -> type[BaseModel] | None:
+    """X for a ``dict[str, X]`` field whose values are settings sections (e.g. ``mcp.servers``)."""
+    import typing
+
+    info = model.model_fields.get(name)
+    if info is None or typing.get_origin(info.annotation) is not dict:
+        return None
+    args = typing.get_args(info.annotation)
+    value = args[1] if len(args) == 2 else None
+    return value if isinstance(value, type) and issubclass(value, BaseModel) else None
 
 
 def _submodel(model: type[BaseModel], name: str) -> type[BaseModel] | None:

@@ -64,6 +64,9 @@ DEFAULT_ORDER: tuple[str, ...] = (
     PIPELINE_END_GUARD,
 )
 
+# Route target meaning "the step after the planner loop" (resolved by the step plan).
+AFTER_MCP_LOOP = "__after_mcp_loop__"
+
 # Steps a custom step may not be placed around (the turn's bookends).
 FIRST_STEP = LOAD_OR_CREATE_CONVERSATION
 LAST_STEP = PIPELINE_END_GUARD

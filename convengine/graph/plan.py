@@ -48,6 +48,8 @@ class StepPlan:
         return END
 
     def next_step(self, current: str, turn: Turn) -> str:
+        if turn.route == names.AFTER_MCP_LOOP:
+            turn.route = self.following(names.MCP_TOOL_CALL)
         target = turn.route or self.following(current)
         while target != END:
             step = self.by_name[target]

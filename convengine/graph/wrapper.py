@@ -11,7 +11,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from convengine.errors import ConvEngineError, StepError
-from convengine.graph.names import JAVA_STEP_CLASSES
+from convengine.graph.names import JAVA_STEP_CLASSES, PERSIST_CONVERSATION
 from convengine.graph.plan import StepPlan
 from convengine.nodes.common import Step
 from convengine.nodes.context import StepHook, TurnContext
@@ -49,7 +49,8 @@ def make_node(step: Step, plan: StepPlan) -> Node:
         millis = (time.perf_counter() - started) * 1000
         ctx.audit.record_timing(step.name, millis)
         turn.audit("STEP_EXIT", {"step": step.name, "stepClass": java_class,
-                                 "outcome": "Stop" if turn.route else "Continue", "durationMs": round(millis, 3)})
+                                 "outcome": "Stop" if turn.route == PERSIST_CONVERSATION else "Continue",
+                                 "durationMs": round(millis, 3)})
         await _hooks(ctx, turn, "after")
         ctx.audit.current_step = None
         return Command(update=turn.changes(), goto=plan.next_step(step.name, turn))

@@ -92,14 +92,18 @@ class LlmGateway:
         return reply.text
 
     async def json(self, turn: Turn, call_site: str, *, system: str, user: str,
-                   schema: dict[str, Any] | None) -> Any:
-        """A JSON value, validated against ``schema`` (``{}`` asks for any JSON object)."""
+                   schema: dict[str, Any] | None, validate: bool = True) -> Any:
+        """A JSON value, validated against ``schema`` (``{}`` asks for any JSON object).
+
+        ``validate=False`` still sends the schema to the model but leaves checking to the caller
+        (the planner normalises malformed plans into safe answers).
+        """
         call = LlmCall(call_site, system, user, schema if schema is not None else {}, turn.conversation_id,
                        turn.intent, turn.state)
         reply = await self._call(turn, call)
         try:
             value = reply.value if reply.value is not None else parse_json(reply.text, call_site)
-            if schema:
+            if schema and validate:
                 validate_reply(value, schema, call_site)
         except LlmError as exc:
             turn.audit("LLM_CALL_ERROR", {"callSite": call_site, "errorCode": exc.code.value, "error": exc.message,

@@ -8,24 +8,18 @@ conversation's turn counter, from the turn the confirmation was presented.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from convengine.config_loader.records import PendingActionRecord
 from convengine.graph import names
-from convengine.nodes.common import Step, dig, in_scope, resolved
+from convengine.nodes.common import Step, dig, in_scope, now_ms, resolved
 from convengine.nodes.turn import Turn
 from convengine.registry import TaskContext, call_task
 
 TERMINAL = ("EXECUTED", "REJECTED", "EXPIRED")
 DISAMBIGUATION_REASON = "PENDING_ACTION_DISAMBIGUATION"
 DEFAULT_QUESTION = "I found multiple actions. Which one should I execute: {{options}}?"
-
-
-def now_ms(turn: Turn) -> int:
-    clock = turn.ctx.services.clock
-    return int(clock() if clock else time.time() * 1000)
 
 
 def eligible(turn: Turn) -> list[PendingActionRecord]:
@@ -263,7 +257,10 @@ def _finish(turn: Turn, result: str, ref: str, stage: str, extra: dict[str, Any]
 
 
 def _pending_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
-    decision = turn.read_params().get("policy_decision")
+    params = turn.read_params()
+    if params.get("skip_pending_action_execution") or params.get("guardrail_blocked"):
+        return "PENDING_ACTION_SKIPPED", {"reason": "pending action skipped by guardrail"}
+    decision = params.get("policy_decision")
     if decision in ("EXECUTE_PENDING_ACTION", "REJECT_PENDING_ACTION"):
         return None
     return "PENDING_ACTION_SKIPPED", {"reason": "NO_PENDING_ACTION_DECISION", "policyDecision": decision}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -107,6 +108,12 @@ def _task_runner(turn: Turn) -> Callable[[str, str, RuleSession, RuleRecord], Aw
         return await call_task(fn, TaskContext(turn, rule), rule)
 
     return run_task
+
+
+def now_ms(turn: Turn) -> int:
+    """Epoch milliseconds from the engine's clock (injectable for tests)."""
+    clock = turn.ctx.services.clock
+    return int(clock() if clock else time.time() * 1000)
 
 
 def dig(mapping: Mapping[str, Any] | None, *path: str) -> Any:

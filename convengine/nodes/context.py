@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from convengine.llm.gateway import LlmGateway
     from convengine.persistence import ConversationStore
     from convengine.registry import Registries
+    from convengine.tools.runner import ToolRunner
 
 
 @dataclass(slots=True)
@@ -32,6 +33,7 @@ class Services:
     hooks: tuple[Any, ...] = ()
     clock: Callable[[], float] | None = None
     """Epoch milliseconds (pending-action TTLs); tests inject a fake clock."""
+    tools: ToolRunner | None = None
 
 
 @dataclass(slots=True)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from typing import Any
 
 from convengine.errors import ErrorCode, StepError
 from convengine.graph import names
-from convengine.nodes.common import Step
+from convengine.nodes.common import Step, now_ms
 from convengine.nodes.turn import Turn
 from convengine.state import persistent_params
 
@@ -84,7 +83,7 @@ async def persist_conversation(turn: Turn) -> None:
     turn.set("status", "BLOCKED" if blocked else "RUNNING")
     if not blocked:  # blocked text stays out of the history used for prompts
         window = list(turn.get("recent_turns") or [])
-        window.append({"user": turn.user_text, "assistant": _window_value(payload), "at": int(time.time() * 1000)})
+        window.append({"user": turn.user_text, "assistant": _window_value(payload), "at": now_ms(turn)})
         turn.set("recent_turns", window[-turn.settings.flow.conversation_history.max_turns:])
     _prepare_commit(turn, payload, context, params, blocked)
     turn.audit("ENGINE_RETURN", {"intent": turn.intent, "state": turn.state, "payload": payload,

@@ -1,9 +1,118 @@
-"""Direct tool calls from the ``tool_request`` input param (interim)."""
+"""tool_orchestration: run the tool a caller asked for in ``tool_request`` (reference §7.2, seed 001)."""
 
 from __future__ import annotations
 
-from convengine.nodes.turn import Turn
+import json
+from typing import TYPE_CHECKING, Any
+
+from convengine.config_loader.records import ToolRecord
+from convengine.errors import ConvEngineError
+from convengine.nodes.common import run_rules
+from convengine.tools.base import tool_meta
+from convengine.vocab import POST_TOOL_EXECUTION, canonical_tool_group
+
+if TYPE_CHECKING:
+    from convengine.nodes.turn import Turn
+
+
+class ToolRequestError(ValueError):
+    pass
+
+
+def parse_request(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            raise ToolRequestError("tool_request is not valid JSON") from None
+    if not isinstance(raw, dict):
+        raise ToolRequestError("tool_request must be an object {tool_code?, tool_group?, args}")
+    args = raw.get("args", {})
+    if not isinstance(args, dict):
+        raise ToolRequestError("tool_request.args must be an object")
+    return {"tool_code": str(raw.get("tool_code") or "").strip(), "tool_group": raw.get("tool_group"), "args": args}
+
+
+def _resolve(turn: Turn, request: dict[str, Any]) -> tuple[ToolRecord, bool]:
+    """(tool, in_scope); a request with only a group gets a synthetic tool for the group's adapter."""
+    runner = turn.ctx.services.tools
+    assert runner is not None
+    code = request["tool_code"]
+    group = canonical_tool_group(request["tool_group"]) if request["tool_group"] else None
+    tool = runner.find(turn, code) if code else None
+    if tool is None:
+        if group is None:
+            raise ToolRequestError(f"tool_group is required when tool_code is not resolvable (tool_code={code!r})")
+        return ToolRecord(tool_id=0, tool_code=code, tool_group=group, group=group), True
+    if group and group != tool.group:
+        tool = ToolRecord(**{**{f: getattr(tool, f) for f in ("tool_id", "tool_code", "intent_code", "state_code",
+                                                               "enabled", "description", "created_at")},
+                             "tool_group": group, "group": group})
+    return tool, runner.in_scope(turn, tool)
 
 
 async def run_tool_request(turn: Turn) -> None:
-    turn.audit("TOOL_ORCHESTRATION_SKIPPED", {"reason": "NOT_AVAILABLE"})
+    raw = turn.read_params().get("tool_request")
+    try:
+        request = parse_request(raw)
+    except ToolRequestError as exc:
+        _error(turn, None, {"tool_code": None, "tool_group": None}, str(exc))
+        return
+    turn.audit("TOOL_ORCHESTRATION_REQUEST", request)
+    try:
+        tool, in_scope = _resolve(turn, request)
+    except ToolRequestError as exc:
+        _error(turn, None, request, str(exc))
+        return
+    if not in_scope:
+        _scope_mismatch(turn, tool)
+        return
+    try:
+        result = await turn.ctx.services.tools.execute(turn, tool, request["args"])  # type: ignore[union-attr]
+    except (ConvEngineError, Exception) as exc:  # noqa: BLE001 - tool failures become the ERROR shape
+        _error(turn, tool, request, getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}")
+        return
+    await _success(turn, tool, result)
+
+
+def _execution(status: str, outcome: str, tool: ToolRecord | None, **extra: Any) -> dict[str, Any]:
+    return {"phase": POST_TOOL_EXECUTION, "finished": True, "status": status, "outcome": outcome,
+            "error": status == "ERROR", "scopeMismatch": status == "SKIPPED_SCOPE_MISMATCH",
+            "toolExecuted": status == "SUCCESS", "toolCode": tool.tool_code if tool else None,
+            "toolGroup": tool.group if tool else None, **extra}
+
+
+async def _success(turn: Turn, tool: ToolRecord, result: Any) -> None:
+    shaped = {"status": "SUCCESS", "tool_code": tool.tool_code, "tool_group": tool.group, "result": result,
+              "_meta": tool_meta(tool)}
+    turn.params.update(tool_result=shaped, tool_status="SUCCESS")
+    turn.context.setdefault("mcp", {})["toolExecution"] = _execution("SUCCESS", "SUCCESS", tool, result=result,
+                                                                     meta=tool_meta(tool))
+    turn.audit("TOOL_ORCHESTRATION_RESULT", _audited(shaped))
+    await run_rules(turn, POST_TOOL_EXECUTION, "ToolOrchestrationStep PostTool")
+
+
+def _scope_mismatch(turn: Turn, tool: ToolRecord) -> None:
+    shaped = {"status": "SKIPPED_SCOPE_MISMATCH", "tool_code": tool.tool_code, "tool_group": tool.group,
+              "intent": turn.intent, "state": turn.state, "_meta": tool_meta(tool)}
+    turn.params.update(tool_result=shaped, tool_status="SKIPPED_SCOPE_MISMATCH")
+    turn.context.setdefault("mcp", {})["toolExecution"] = _execution("SKIPPED_SCOPE_MISMATCH", "SCOPE_MISMATCH", tool)
+    turn.audit("TOOL_ORCHESTRATION_RESULT", _audited(shaped))
+
+
+def _error(turn: Turn, tool: ToolRecord | None, request: dict[str, Any], message: str) -> None:
+    shaped: dict[str, Any] = {"status": "ERROR", "tool_code": tool.tool_code if tool else request.get("tool_code"),
+                              "tool_group": tool.group if tool else request.get("tool_group"), "error": message}
+    if tool is not None:
+        shaped["_meta"] = tool_meta(tool)
+    turn.params.update(tool_result=shaped, tool_status="ERROR")
+    turn.context.setdefault("mcp", {})["toolExecution"] = _execution("ERROR", "ERROR", tool, errorMessage=message)
+    turn.audit("TOOL_ORCHESTRATION_ERROR", _audited(shaped))
+
+
+def _audited(shaped: dict[str, Any]) -> dict[str, Any]:
+    """The audit copy: the tool's ``_meta`` moves to ``toolMeta`` (``_meta`` is the audit's own)."""
+    out = {k: v for k, v in shaped.items() if k != "_meta"}
+    if "_meta" in shaped:
+        out["toolMeta"] = shaped["_meta"]
+    return out
