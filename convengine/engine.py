@@ -216,6 +216,19 @@ class Engine:
         return self.snapshot.settings
 
     @property
+    def database_label(self) -> str:
+        """The database URL with the password hidden."""
+        return self._runtime.url.redacted()  # type: ignore[no-any-return]
+
+    @property
+    def is_postgres(self) -> bool:
+        return bool(self._runtime.url.is_postgres)
+
+    @property
+    def libpq_url(self) -> str | None:
+        return self._runtime.url.libpq  # type: ignore[no-any-return]
+
+    @property
     def graph(self) -> Any:
         """The compiled LangGraph graph (with the engine's checkpointer)."""
         return self._runtime.graph

@@ -125,3 +125,29 @@ def chat(
     finally:
         engine.close()
     raise typer.Exit(code)
+
+
+@app.command("serve")
+def serve(
+    url: UrlOption = DEFAULT_DATABASE_URL,
+    pack: Annotated[Path | None, typer.Option("--pack", help="Pack to import at startup")] = None,
+    host: Annotated[str, typer.Option("--host", help="Interface to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on")] = 8080,
+    tasks: Annotated[Path | None, typer.Option("--tasks", help="Python file defining TASKS (default: <pack>_tasks.py)")] = None,
+    scripted: Annotated[Path | None, typer.Option("--scripted", help="Python file defining LLM")] = None,
+    llm: Annotated[str, typer.Option("--llm", help="auto, openai or none")] = "auto",
+    log_level: Annotated[str, typer.Option("--log-level")] = "info",
+) -> None:
+    """Serve ConvEngine's REST API (message, audit, trace, SSE stream, cache) with OpenAPI docs at /docs."""
+    import uvicorn
+
+    from convengine.api import create_app
+    from convengine.cli.support import choose_llm, pack_options
+
+    try:
+        options = pack_options(pack, tasks, scripted) if pack else {}
+        if "llm" not in options and (chosen := choose_llm(llm)) is not None:
+            options["llm"] = chosen
+    except ConvEngineError as exc:
+        fail(exc)
+    uvicorn.run(create_app(url, **options), host=host, port=port, log_level=log_level)

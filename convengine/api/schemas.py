@@ -1,0 +1,54 @@
+"""Request and response bodies of ConvEngine's REST contract (reference §11.1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class MessageRequest(BaseModel):
+    """``POST /api/v1/conversation/message``."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    conversationId: str | None = Field(None, description="Continue this conversation (a UUID); omit to start one.")
+    message: str = Field(..., description="The user's message.")
+    reset: bool = Field(False, description="Wipe the conversation before processing the message.")
+    inputParams: dict[str, Any] | None = Field(None, description="Caller params for this turn (an object).")
+
+
+class PayloadBody(BaseModel):
+    type: str
+    value: Any
+
+
+class MessageResponse(BaseModel):
+    """ConvEngine's reply; on failure ``success`` is false, intent/state are ERROR and ``payload`` is of type ERROR."""
+
+    success: bool
+    conversationId: str | None
+    intent: str
+    state: str
+    payload: PayloadBody
+    context: str = Field(..., description="The conversation's context as a JSON string (ConvEngine's shape).")
+    errorCode: str | None = None
+    recoverable: bool | None = None
+    message: str | None = None
+
+
+class ErrorBody(BaseModel):
+    """A request the API refused (4xx)."""
+
+    success: bool = False
+    errorCode: str
+    message: str
+    details: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class AuditRow(BaseModel):
+    auditId: int | None
+    conversationId: str
+    stage: str
+    payloadJson: dict[str, Any]
+    createdAt: str
