@@ -164,6 +164,19 @@ class Engine:
         request = check_request(message, conversation_id, input_params, reset, self.settings)
         return await self._portal.acall(self._runtime.process(request))
 
+    def seed(self, conversation_id: str, *, context: Mapping[str, Any] | None = None,
+             input_params: Mapping[str, Any] | None = None) -> str:
+        """Start a conversation with a given context and params, before its first message."""
+        return self._portal.call(self.aseed(conversation_id, context=context, input_params=input_params))
+
+    async def aseed(self, conversation_id: str, *, context: Mapping[str, Any] | None = None,
+                    input_params: Mapping[str, Any] | None = None) -> str:
+        from convengine.engine_io import _check_params
+
+        cid = _cid(conversation_id)
+        values = {"context": _check_params(context), "input_params": _check_params(input_params)}
+        return await self._portal.acall(self._runtime.seed(cid, values))
+
     # --- reading ----------------------------------------------------------------------
 
     def audit(self, conversation_id: str) -> list[AuditEvent]:

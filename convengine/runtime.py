@@ -51,17 +51,19 @@ class EngineRuntime:
         base = EngineSettings.build(**options.settings)
         url = parse_database_url(raw_url)
         _check_tables(base)
-        sync_engine = create_sync_engine(url)
+        sync_engine = await asyncio.to_thread(create_sync_engine, url)
         extensions = Extensions(frozenset(options.rule_types or ()), frozenset(options.rule_actions or ()))
         holder = SnapshotHolder(sync_engine, dict(options.settings), extensions)
         await asyncio.to_thread(_prepare, sync_engine, base, options.pack, extensions, holder)
-        async_engine = create_async_sa_engine(url, pool_size=20)
+        async_engine = await asyncio.to_thread(create_async_sa_engine, url, pool_size=20)
         stack = contextlib.AsyncExitStack()
         saver = await stack.enter_async_context(open_saver(url))
         services = _services(options, holder.current, ConversationStore(async_engine, sync_engine))
         services.tools = _tool_runner(services.registries, sync_engine, holder.current.settings)
         graph = compile_graph(build_graph(options.steps), checkpointer=saver)
         locks = TurnLocks(url, async_engine, holder.current.settings.turn_lock_timeout_s)
+        if not url.is_postgres:
+            await asyncio.to_thread(locks._lock_folder)
         return cls(url, holder, sync_engine, async_engine, services.store, saver, stack, graph, locks,  # type: ignore[arg-type]
                    services, bus, AuditFilter(holder.current.settings.audit))
 
@@ -154,6 +156,21 @@ class EngineRuntime:
         if key not in self.services.registries.response_transformers:
             return payload
         return await transform(Turn(final, ctx, "final"), payload, "FINAL")  # type: ignore[arg-type]
+
+    async def seed(self, conversation_id: str, values: dict[str, Any]) -> str:
+        from convengine.errors import InvalidInputError
+        from convengine.graph import names
+
+        config = {"configurable": {"thread_id": conversation_id}}
+        async with self.locks.hold(conversation_id) as conn:
+            snap = await self.graph.aget_state(config)
+            if (snap.values or {}).get("turn"):
+                raise InvalidInputError(f"conversation {conversation_id} has already started; seed it before its "
+                                        "first message")
+            await self.graph.aupdate_state(config, values, as_node=names.LOAD_OR_CREATE_CONVERSATION)
+            if conn is not None:
+                await conn.commit()
+        return conversation_id
 
     # --- reads ------------------------------------------------------------------------
 

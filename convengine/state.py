@@ -17,6 +17,22 @@ from typing import Any
 from typing_extensions import TypedDict
 
 
+class TurnInput(TypedDict, total=False):
+    """What one turn brings: the message, its params, the reset flag."""
+
+    text: str
+    params: dict[str, Any]
+    reset: bool
+    turn_id: str
+
+
+class EngineInput(TypedDict, total=False):
+    """The graph's input: one turn (``conversation_id`` defaults to the thread id)."""
+
+    conversation_id: str
+    turn_input: TurnInput
+
+
 class EngineState(TypedDict, total=False):
     # --- conversation-scoped ----------------------------------------------------------
     conversation_id: str

@@ -7,6 +7,7 @@ import hashlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -64,6 +65,12 @@ class TurnLocks:
     timeout_s: float
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     _waiters: dict[str, int] = field(default_factory=dict)
+    _folder: Path | None = None
+
+    def _lock_folder(self) -> Path:
+        if self._folder is None:
+            self._folder = _lock_folder_for(self.url)
+        return self._folder
 
     @asynccontextmanager
     async def hold(self, conversation_id: str) -> AsyncIterator[AsyncConnection | None]:
@@ -137,9 +144,7 @@ class TurnLocks:
     async def _sqlite(self, conversation_id: str) -> AsyncIterator[None]:
         from filelock import AsyncFileLock, Timeout
 
-        assert self.url.sqlite_path is not None
-        folder = self.url.sqlite_path.with_name(self.url.sqlite_path.name + ".locks")
-        folder.mkdir(exist_ok=True)
+        folder = self._lock_folder()
         bucket = _lock_key(conversation_id) % SQLITE_LOCK_BUCKETS
         lock = AsyncFileLock(str(folder / f"{bucket}.lock"), timeout=self.timeout_s or -1, run_in_executor=False,
                              poll_interval=0.01)
@@ -164,6 +169,13 @@ async def _discard(conn: AsyncConnection) -> None:
 def _first_line(exc: BaseException) -> str:
     text = str(getattr(exc, "orig", None) or exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _lock_folder_for(url: DatabaseUrl) -> Path:
+    assert url.sqlite_path is not None
+    folder = url.sqlite_path.with_name(url.sqlite_path.name + ".locks")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def _lock_key(conversation_id: str) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import START, StateGraph
@@ -10,12 +11,12 @@ from langgraph.graph.state import CompiledStateGraph
 
 from convengine.graph import names
 from convengine.graph.plan import StepPlan
-from convengine.graph.wrapper import make_node
+from convengine.graph.wrapper import ContextProvider, make_node
 from convengine.nodes import actions, bootstrap, correction, dialogue, finish, intent, policy, response
 from convengine.nodes import rules_steps, schema_steps, tools
 from convengine.nodes.common import Step
 from convengine.nodes.context import TurnContext
-from convengine.state import EngineState
+from convengine.state import EngineInput, EngineState
 
 
 def default_steps() -> list[Step]:
@@ -27,13 +28,21 @@ def default_steps() -> list[Step]:
     return [by_name[n] for n in names.DEFAULT_ORDER]
 
 
-def build_graph(custom_steps: Iterable[Step] = ()) -> StateGraph[EngineState, TurnContext, EngineState, EngineState]:
-    """The uncompiled graph (what ``langgraph dev`` and users compile with their own saver)."""
+def build_graph(custom_steps: Iterable[Step] = (), *, context_provider: ContextProvider | None = None,
+                with_context_schema: bool = True) -> StateGraph[Any, Any, Any, Any]:
+    """The uncompiled graph (what ``langgraph dev`` and users compile with their own saver).
+
+    Args:
+        custom_steps: extra steps placed before/after named ones.
+        context_provider: builds the TurnContext when a run brings none (LangGraph Studio).
+        with_context_schema: declare TurnContext as the context schema (not for Studio, whose
+            server introspects it as JSON).
+    """
     plan = StepPlan.build(default_steps(), custom_steps)
-    graph: StateGraph[EngineState, TurnContext, EngineState, EngineState] = StateGraph(
-        EngineState, context_schema=TurnContext)
+    graph: StateGraph[Any, Any, Any, Any] = StateGraph(
+        EngineState, context_schema=TurnContext if with_context_schema else None, input_schema=EngineInput)
     for step in plan.steps:
-        graph.add_node(step.name, make_node(step, plan), destinations=plan.destinations(step.name))
+        graph.add_node(step.name, make_node(step, plan, context_provider), destinations=plan.destinations(step.name))
     graph.add_edge(START, plan.steps[0].name)
     return graph
 

@@ -19,13 +19,19 @@ from convengine.nodes.turn import Turn
 from convengine.state import EngineState
 
 Node = Callable[[EngineState, Runtime[TurnContext]], Awaitable[Command[Any]]]
+ContextProvider = Callable[[EngineState], Awaitable[TurnContext]]
 
 
-def make_node(step: Step, plan: StepPlan) -> Node:
+def make_node(step: Step, plan: StepPlan, provider: ContextProvider | None = None) -> Node:
+    """The node for ``step``; ``provider`` supplies the TurnContext when the caller passed none (Studio)."""
     java_class = step.java_class or JAVA_STEP_CLASSES.get(step.name, step.name)
 
     async def node(state: EngineState, runtime: Runtime[TurnContext]) -> Command[Any]:
         ctx = runtime.context
+        if not isinstance(ctx, TurnContext):
+            if provider is None:
+                raise TypeError("the turn graph needs a TurnContext; run turns through convengine.Engine")
+            ctx = await provider(state)
         turn = Turn(state, ctx, step.name)
         ctx.audit.current_step = step.name
         started = time.perf_counter()

@@ -38,8 +38,8 @@ def _create(turn: Turn) -> None:
     turn.set("status", "RUNNING")
     turn.set("intent", UNKNOWN)
     turn.set("state", UNKNOWN)
-    turn.set("context", {})
-    turn.set("input_params", {})
+    turn.set("context", dict(turn.get("context") or {}))  # kept when the conversation was seeded
+    turn.set("input_params", dict(turn.get("input_params") or {}))
     turn.set("recent_turns", [])
 
 

@@ -56,6 +56,8 @@ class TurnContext:
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     commit: PendingCommit = field(default_factory=PendingCommit)
     is_new: bool = False
+    autocommit: bool = False
+    """Commit projection, history and audit at the end of the graph run (Studio: no Engine around it)."""
     extras: dict[str, Any] = field(default_factory=dict)
     """Scratch space for custom steps and hooks (not checkpointed)."""
 

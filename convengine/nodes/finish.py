@@ -109,6 +109,10 @@ async def pipeline_end_guard(turn: Turn) -> None:
     audit = turn.ctx.audit
     steps = ", ".join(f"{name}={ms:.1f}ms" for name, ms in audit.timings)
     turn.audit("PIPELINE_TIMING", {"totalMs": round(audit.total_ms(), 2), "steps": steps})
+    store = turn.ctx.services.store
+    if turn.ctx.autocommit and store is not None:
+        await store.commit_turn(None, conversation_id=turn.conversation_id, projection=turn.ctx.commit.projection,
+                                history=turn.ctx.commit.history, events=list(audit.events))
 
 
 STEPS = (

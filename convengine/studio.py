@@ -1,0 +1,71 @@
+"""The turn graph for LangGraph Studio / ``langgraph dev`` (see langgraph.json).
+
+Compiled without a checkpointer (the server brings its own). A run through the server brings
+no TurnContext, so the nodes get one from an engine opened on first use:
+``CONVENGINE_DATABASE_URL`` (default ``sqlite:///convengine.db``) with the pack
+``CONVENGINE_STUDIO_PACK`` (default: the bundled support desk). The thread id is the
+conversation id; the input is ``{"turn_input": {"text": "hello"}}``. Each run's projection,
+history row and audit trail are committed when the run ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from langgraph.config import get_config
+
+from convengine.audit import TurnAudit
+from convengine.graph.builder import build_graph
+from convengine.nodes.context import TurnContext
+from convengine.state import EngineState
+
+_engine: Any = None
+_engine_lock: asyncio.Lock | None = None
+_contexts: OrderedDict[str, TurnContext] = OrderedDict()
+MAX_OPEN_RUNS = 256
+
+
+async def _open_engine() -> Any:
+    global _engine, _engine_lock
+    if _engine is not None:
+        return _engine
+    if _engine_lock is None:
+        _engine_lock = asyncio.Lock()
+    async with _engine_lock:
+        if _engine is None:
+            from convengine.cli.support import default_pack, pack_options
+            from convengine.engine import Engine
+
+            pack = Path(os.environ.get("CONVENGINE_STUDIO_PACK") or default_pack())
+            url = os.environ.get("CONVENGINE_DATABASE_URL") or "sqlite:///convengine.db"
+            options = await asyncio.to_thread(pack_options, pack)
+            _engine = await Engine.aopen(url, **options)
+    return _engine
+
+
+async def studio_context(state: EngineState) -> TurnContext:
+    """The TurnContext of the current server run (one per run id)."""
+    config = get_config()
+    configurable = config.get("configurable") or {}
+    run_id = str(config.get("run_id") or configurable.get("run_id") or (config.get("metadata") or {}).get("run_id"))
+    if run_id in _contexts:
+        return _contexts[run_id]
+    engine = await _open_engine()
+    runtime = engine._runtime
+    snapshot = runtime.holder.current
+    conversation_id = str(configurable.get("thread_id") or state.get("conversation_id"))
+    audit = TurnAudit(conversation_id, audit_filter=runtime.audit_filter, bus=engine.bus,
+                      persist_meta=snapshot.settings.audit.persist_meta)
+    ctx = TurnContext(snapshot=snapshot, services=runtime.services, audit=audit, conversation_id=conversation_id,
+                      turn_id=run_id, autocommit=True)
+    _contexts[run_id] = ctx
+    while len(_contexts) > MAX_OPEN_RUNS:
+        _contexts.popitem(last=False)
+    return ctx
+
+
+graph = build_graph(context_provider=studio_context, with_context_schema=False).compile(name="convengine")
