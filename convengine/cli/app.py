@@ -151,3 +151,36 @@ def serve(
     except ConvEngineError as exc:
         fail(exc)
     uvicorn.run(create_app(url, **options), host=host, port=port, log_level=log_level)
+
+
+@app.command("test")
+def test(
+    paths: Annotated[list[Path], typer.Argument(help="*.conv.yaml files or folders holding them")],
+    url: Annotated[str | None, typer.Option("--url", help="Database (default: a temporary SQLite file per file)")] = None,
+    junit_xml: Annotated[Path | None, typer.Option("--junit-xml", help="Also write JUnit XML here")] = None,
+) -> None:
+    """Run conversation tests; prints each failure with the turn's trace, exits 1 if any failed."""
+    from convengine.testing import FileRun, discover, load_test_file
+    from convengine.testing.report import junit_xml as render_junit
+
+    files = discover(list(paths))
+    if not files:
+        err.print("no *.conv.yaml files found")
+        raise typer.Exit(1)
+    outcomes = []
+    for file in files:
+        try:
+            results = FileRun(load_test_file(file), url).run()
+        except ConvEngineError as exc:
+            fail(exc)
+        for outcome in results:
+            mark = "[green]PASS[/green]" if outcome.passed else "[red]FAIL[/red]"
+            out.print(f"{mark} {file.name} :: {outcome.name} ({outcome.seconds:.2f}s)", highlight=False)
+            if not outcome.passed:
+                out.print(outcome.report(), markup=False, highlight=False)
+        outcomes.extend(results)
+    failed = sum(1 for o in outcomes if not o.passed)
+    out.print(f"{len(outcomes) - failed} passed, {failed} failed")
+    if junit_xml is not None:
+        junit_xml.write_text(render_junit(outcomes), encoding="utf-8")
+    raise typer.Exit(1 if failed else 0)

@@ -88,16 +88,21 @@ class ScriptedLLM:
     """Scripted replies per call site; see the module docstring."""
 
     def __init__(self, script: Mapping[str, Script] | None = None, **kwargs: Any) -> None:
+        self.calls: list[LoggedCall] = []
+        self.load(script, **kwargs)
+
+    def load(self, script: Mapping[str, Script] | None = None, **kwargs: Any) -> ScriptedLLM:
+        """Replace the whole script (and ``default``); the call log is kept."""
         self.script: dict[str, Script] = {k.upper(): v for k, v in dict(script or {}).items()}
         self.has_default = "default" in kwargs
         self.default = kwargs.pop("default", None)
         if kwargs:
             raise TypeError(f"unknown ScriptedLLM options: {', '.join(kwargs)}")
-        self.calls: list[LoggedCall] = []
         self._queues: dict[str, deque[Any]] = {}
         for site, replies in self.script.items():
             if isinstance(replies, (list, tuple)):
-                self._queues[site.upper()] = deque(replies)
+                self._queues[site] = deque(replies)
+        return self
 
     def add(self, call_site: str, *replies: Any) -> ScriptedLLM:
         """Queue more replies for a call site."""

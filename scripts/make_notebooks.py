@@ -1,0 +1,182 @@
+"""Write the notebooks under notebooks/ (run again after editing this file; outputs are not stored)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+HERE = Path(__file__).resolve().parent.parent / "notebooks"
+
+SETUP = '''import sys, tempfile
+from pathlib import Path
+
+EXAMPLES = Path.cwd().parent / "examples"
+sys.path.insert(0, str(EXAMPLES))
+workdir = Path(tempfile.mkdtemp())
+from convengine import Engine, ScriptedLLM'''
+
+QUICKSTART = [
+    new_markdown_cell("# Quickstart\n\nA pack becomes a conversation. This notebook opens an engine on an embedded "
+                      "SQLite file with the support-desk example pack (no LLM, no API key), talks to it, reads the "
+                      "audit trail and draws the turn graph."),
+    new_code_cell(SETUP),
+    new_code_cell('''from support_desk_tasks import TASKS
+
+engine = Engine.open(f"sqlite:///{workdir / 'quickstart.db'}", pack=EXAMPLES / "support_desk.yaml", tasks=TASKS)
+cid = None
+for message in ["hello", "I want to cancel my order", "it arrived damaged", "yes"]:
+    result = engine.process(message, cid)
+    cid = result.conversation_id
+    print(f"{message!r:32} -> {result.intent}/{result.state}: {result.payload.value}")
+assert (result.intent, result.state) == ("CANCEL_ORDER", "CANCELLED")'''),
+    new_markdown_cell("## The audit trail\n\nEvery step writes audit events; here are the last turn's, without the "
+                      "step enter/exit markers."),
+    new_code_cell('''events = engine.audit(cid)
+last_turn = [e for e in events if e.payload.get("step") != "load_or_create_conversation"]
+starts = [i for i, e in enumerate(events) if e.stage == "STEP_ENTER" and e.payload["step"] == "load_or_create_conversation"]
+rows = [(e.stage, e.step or "", str(e.payload)[:70]) for e in events[starts[-1]:]
+        if e.stage not in ("STEP_ENTER", "STEP_EXIT", "STEP_SKIPPED")]
+width = max(len(r[0]) for r in rows)
+for stage, step, payload in rows:
+    print(f"{stage:<{width}}  {step:<22} {payload}")
+assert any(stage == "PENDING_ACTION_EXECUTED" for stage, _, _ in rows)'''),
+    new_markdown_cell("## The step trace and the graph"),
+    new_code_cell('''trace = engine.trace(cid)
+print(len(trace["steps"]), "steps across", sum(1 for s in trace["steps"] if s["step"] == "load_or_create_conversation"), "turns")
+mermaid = engine.graph.get_graph().draw_mermaid()
+print(mermaid[:600])
+assert "intent_resolution" in mermaid and "mcp_tool_call" in mermaid'''),
+    new_code_cell("engine.close()"),
+]
+
+RULES = [
+    new_markdown_cell("# Rules and the state graph\n\nRules move a conversation between states; `ce_state_graph` "
+                      "says which moves are allowed. With `HARD_BLOCK` a forbidden move keeps the state the turn "
+                      "started in."),
+    new_code_cell(SETUP),
+    new_code_cell('''pack = {
+    "settings": {"flow": {"dialogue-act": {"resolute": "REGEX_ONLY"}, "state-graph": {"mode": "HARD_BLOCK"}}},
+    "ce_intent": [{"intent_code": "TICKET", "description": "a support ticket"}],
+    "ce_intent_classifier": [{"intent_code": "TICKET", "state_code": "NEW", "rule_type": "CONTAINS",
+                              "pattern": "ticket", "priority": 1}],
+    "ce_rule": [
+        {"intent_code": "TICKET", "state_code": "NEW", "rule_type": "REGEX", "match_pattern": r"\\bassign\\b",
+         "action": "SET_STATE", "action_value": "ASSIGNED"},
+        {"intent_code": "TICKET", "state_code": "ASSIGNED", "rule_type": "REGEX", "match_pattern": r"\\bsolved\\b",
+         "action": "SET_STATE", "action_value": "RESOLVED"},
+        {"intent_code": "TICKET", "state_code": "NEW", "rule_type": "REGEX", "match_pattern": r"\\bclose\\b",
+         "action": "SET_STATE", "action_value": "RESOLVED"},
+        {"intent_code": "TICKET", "state_code": "ANY", "rule_type": "JSON_PATH",
+         "match_pattern": "$[?(@.inputParams.priority == 'high')]", "action": "SET_INPUT_PARAM",
+         "action_value": '{"escalate": true}'},
+    ],
+    "ce_state_graph": [
+        {"intent_code": "TICKET", "from_state": "UNKNOWN", "to_state": "NEW"},
+        {"intent_code": "TICKET", "from_state": "NEW", "to_state": "ASSIGNED"},
+        {"intent_code": "TICKET", "from_state": "ASSIGNED", "to_state": "RESOLVED"},
+    ],
+    "ce_response": [
+        {"intent_code": "TICKET", "state_code": s, "exact_text": f"Ticket is {s.lower()}. escalate={{{{escalate}}}}"}
+        for s in ("NEW", "ASSIGNED", "RESOLVED")
+    ] + [{"intent_code": "UNKNOWN", "state_code": "UNKNOWN", "exact_text": "Say 'open a ticket'."}],
+}
+engine = Engine.open(f"sqlite:///{workdir / 'rules.db'}", pack=pack)
+first = engine.process("open a ticket", input_params={"priority": "high"})
+print(first.state, "|", first.payload.value)'''),
+    new_code_cell('''blocked = engine.process("close it now", first.conversation_id)
+print(blocked.state, "|", blocked.payload.value)
+violations = [e.payload for e in engine.audit(first.conversation_id) if e.stage == "STATE_GRAPH_VIOLATION"]
+print(violations[-1])
+assert blocked.state == "NEW" and violations[-1]["toState"] == "RESOLVED"'''),
+    new_code_cell('''for message in ("assign to Kim", "it is solved"):
+    result = engine.process(message, first.conversation_id)
+    print(f"{message!r:18} -> {result.state}")
+assert result.state == "RESOLVED"
+engine.close()'''),
+]
+
+SLOTS = [
+    new_markdown_cell("# Slot filling with a scripted model\n\nThe loan pack collects three fields with the "
+                      "`SCHEMA_EXTRACTION` call site, asks for confirmation, applies a one-field edit without an "
+                      "LLM call, and submits. `ScriptedLLM` plays the model offline; every call is logged."),
+    new_code_cell(SETUP),
+    new_code_cell('''from loan_application_scripted import LLM
+from loan_application_tasks import TASKS
+
+engine = Engine.open(f"sqlite:///{workdir / 'slots.db'}", pack=EXAMPLES / "loan_application.yaml", llm=LLM, tasks=TASKS)
+cid = None
+for message in ["I'd like a loan", "my name is Ann Lee", "25k over 3 years", "change the amount to 30000", "yes"]:
+    LLM.reset_log()
+    result = engine.process(message, cid)
+    cid = result.conversation_id
+    print(f"{message!r:30} {result.state:10} calls={LLM.sites()}\\n    {result.payload.value}")
+assert result.state == "SUBMITTED"'''),
+    new_code_cell('''fields = {k: result.context[k] for k in ("customerName", "amount", "termMonths")}
+print(fields)
+assert fields == {"customerName": "Ann Lee", "amount": 30000, "termMonths": 36}
+engine.close()'''),
+]
+
+TOOLS = [
+    new_markdown_cell("# Tools and the planner loop\n\nTools are `ce_mcp_tool` rows backed by Python handlers (or "
+                      "SQL templates, HTTP specs, MCP servers). The planner (call site `MCP_PLANNER`) chooses the next "
+                      "tool until it can answer; each step is a pass through the `mcp_planner` and `mcp_tool_call` "
+                      "nodes."),
+    new_code_cell(SETUP),
+    new_code_cell('''pack = {
+    "settings": {"flow": {"dialogue-act": {"resolute": "REGEX_ONLY"}}},
+    "ce_intent": [{"intent_code": "ORDER_HELP", "description": "questions about an order"}],
+    "ce_intent_classifier": [{"intent_code": "ORDER_HELP", "state_code": "ANALYZE", "rule_type": "CONTAINS",
+                              "pattern": "order", "priority": 1}],
+    "ce_mcp_tool": [
+        {"tool_code": "order.status", "tool_group": "HTTP_API", "intent_code": "ORDER_HELP", "state_code": "ANALYZE",
+         "description": "Current status of an order"},
+        {"tool_code": "order.trace", "tool_group": "HTTP_API", "intent_code": "ORDER_HELP", "state_code": "ANALYZE",
+         "description": "Async callback trace of an order"},
+    ],
+    "ce_mcp_planner": [{"intent_code": "ORDER_HELP", "state_code": "ANALYZE", "system_prompt": "Diagnose orders.",
+                        "user_prompt": "{{user_input}} | observations: {{mcp_observations}}"}],
+    "ce_rule": [{"phase": "POST_AGENT_MCP", "intent_code": "ORDER_HELP", "state_code": "ANALYZE",
+                 "rule_type": "JSON_PATH", "match_pattern": "$[?(@.context.mcp.finalAnswer)]",
+                 "action": "SET_STATE", "action_value": "DONE"}],
+    "ce_response": [{"intent_code": "ORDER_HELP", "state_code": "DONE", "exact_text": "{{context.mcp.finalAnswer}}"},
+                    {"intent_code": "ORDER_HELP", "state_code": "ANALYZE", "exact_text": "Still looking."},
+                    {"intent_code": "UNKNOWN", "state_code": "UNKNOWN", "exact_text": "Ask about an order."}],
+}
+tools = {
+    "order.status": lambda args: {"orderId": args["orderId"], "status": "SUBMITTED", "summary": "waiting for callback"},
+    "order.trace": lambda args: {"orderId": args["orderId"], "callbacks": [], "summary": "no callback received"},
+}
+planner = ScriptedLLM({"MCP_PLANNER": [
+    {"action": "CALL_TOOL", "tool_code": "order.status", "args": {"orderId": "A7"}, "answer": None, "operation_tag": None},
+    {"action": "CALL_TOOL", "tool_code": "order.trace", "args": {"orderId": "A7"}, "answer": None, "operation_tag": None},
+    {"action": "ANSWER", "tool_code": None, "args": {}, "operation_tag": None,
+     "answer": "Order A7 is submitted but its callback never arrived; it needs a manual retry."},
+]})
+engine = Engine.open(f"sqlite:///{workdir / 'tools.db'}", pack=pack, tools=tools, llm=planner)
+result = engine.process("why is order A7 stuck?")
+print(result.state, "|", result.payload.value)
+assert result.state == "DONE"'''),
+    new_code_cell('''for observation in result.context["mcp"]["observations"]:
+    print(observation["toolCode"], "->", observation["json"]["summary"])
+steps = [s["step"] for s in engine.trace(result.conversation_id)["steps"]]
+print("planner visits:", steps.count("mcp_planner"), "tool calls:", steps.count("mcp_tool_call"))
+assert steps.count("mcp_tool_call") == 2
+engine.close()'''),
+]
+
+
+def write(name: str, cells: list) -> None:
+    notebook = new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                                   "language": "python"}})
+    nbformat.write(notebook, HERE / name)
+
+
+if __name__ == "__main__":
+    HERE.mkdir(exist_ok=True)
+    write("01_quickstart.ipynb", QUICKSTART)
+    write("02_rules_and_state_graph.ipynb", RULES)
+    write("03_slot_filling.ipynb", SLOTS)
+    write("04_tools_and_planner.ipynb", TOOLS)
