@@ -19,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import (  # noqa: E402
+from bench.common import (
     EXAMPLES,
     Timing,
     bare_graph,
@@ -30,7 +30,7 @@ from bench.common import (  # noqa: E402
     time_calls,
     write_results,
 )
-from convengine.engine import Engine  # noqa: E402
+from convengine.engine import Engine
 
 DETERMINISTIC = ["hello", "I want to cancel my order", "it arrived damaged", "no", "where is my order", "blah blah"]
 

@@ -17,7 +17,7 @@ from convengine.config_loader import ConfigSnapshot, Extensions, SnapshotHolder,
 from convengine.db import create_async_sa_engine, create_sync_engine, parse_database_url, upgrade
 from convengine.db.url import DatabaseUrl
 from convengine.engine_io import TurnRequest, failure_event, map_failure
-from convengine.errors import ConfigError, ConversationBusyError, ConversationNotFoundError, ConvEngineError
+from convengine.errors import ConfigError, ConvEngineError, ConversationBusyError, ConversationNotFoundError
 from convengine.graph.builder import build_graph, compile_graph
 from convengine.nodes.context import Services, TurnContext
 from convengine.persistence import ConversationStore

@@ -43,7 +43,7 @@ class SafeRegex:
         engine: ``"re2"`` or ``"regex"`` (the bounded fallback).
     """
 
-    __slots__ = ("pattern", "engine", "_compiled", "_timeout")
+    __slots__ = ("_compiled", "_timeout", "engine", "pattern")
 
     def __init__(self, pattern: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self.pattern = pattern

@@ -36,7 +36,7 @@ class HttpStub:
                 self.end_headers()
                 self.wfile.write(data)
 
-            do_GET = do_POST = do_PUT = do_DELETE = _handle  # noqa: N815
+            do_GET = do_POST = do_PUT = do_DELETE = _handle
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)

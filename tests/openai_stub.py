@@ -38,7 +38,7 @@ class StubServer:
             def log_message(self, *args: Any) -> None:
                 return None
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 stub.requests.append(body)
                 status, payload = stub._answer(body)

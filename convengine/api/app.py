@@ -16,8 +16,8 @@ from convengine.api.routes import router
 from convengine.api.schemas import ErrorBody
 from convengine.engine import Engine
 from convengine.errors import (
-    ConversationNotFoundError,
     ConvEngineError,
+    ConversationNotFoundError,
     InvalidInputError,
     MessageTooLargeError,
 )

@@ -18,8 +18,16 @@ class TurnAudit:
     batch when the turn ends) and published on the live bus as they happen.
     """
 
-    __slots__ = ("conversation_id", "events", "timings", "current_step", "_filter", "_bus", "_persist_meta",
-                 "started")
+    __slots__ = (
+        "_bus",
+        "_filter",
+        "_persist_meta",
+        "conversation_id",
+        "current_step",
+        "events",
+        "started",
+        "timings",
+    )
 
     def __init__(self, conversation_id: str, *, audit_filter: AuditFilter, bus: AuditBus | None = None,
                  persist_meta: bool = True) -> None:

@@ -12,8 +12,19 @@ from langgraph.graph.state import CompiledStateGraph
 from convengine.graph import names
 from convengine.graph.plan import StepPlan
 from convengine.graph.wrapper import ContextProvider, make_node
-from convengine.nodes import actions, bootstrap, correction, dialogue, finish, intent, policy, response
-from convengine.nodes import rules_steps, schema_steps, tools
+from convengine.nodes import (
+    actions,
+    bootstrap,
+    correction,
+    dialogue,
+    finish,
+    intent,
+    policy,
+    response,
+    rules_steps,
+    schema_steps,
+    tools,
+)
 from convengine.nodes.common import Step
 from convengine.nodes.context import TurnContext
 from convengine.state import EngineInput, EngineState

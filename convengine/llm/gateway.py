@@ -121,7 +121,7 @@ class LlmGateway:
                 return reply
             except UnscriptedCallError:
                 raise
-            except (TimeoutError, asyncio.TimeoutError) as exc:
+            except TimeoutError as exc:
                 error: LlmError = LlmTimeoutError(
                     f"LLM call {call.call_site} timed out after {self.settings.timeout_s:g}s",
                     details={"callSite": call.call_site})
@@ -167,7 +167,7 @@ class LlmGateway:
             turn.audit("LLM_CALL_LOG_FAILED", {"callSite": call.call_site})
 
 
-_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
 
 def parse_json(text: str, call_site: str) -> Any:

@@ -23,9 +23,9 @@ from convengine.schema import (
 )
 from convengine.vocab import INTERACTION_MODES
 
-RETRY = re.compile(r"^\s*(retry|try again|retry please|please retry|again)\s*[.!?]*\s*$", re.I)
+RETRY = re.compile(r"^\s*(retry|try again|retry please|please retry|again)\s*[.!?]*\s*$", re.IGNORECASE)
 PATCH = re.compile(r"^\s*(?:change|set|update|make)\s+(?:the\s+)?(?P<field>.+?)\s+(?:to|as)\s+(?P<value>.+?)\s*$",
-                   re.I | re.S)
+                   re.IGNORECASE | re.DOTALL)
 
 _MODE_CAPS = {
     "affirm": {"CONFIRM"},

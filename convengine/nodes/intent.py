@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any
+
 from convengine.graph import names
 from convengine.nodes.bootstrap import RESET_COMMANDS, wipe
 from convengine.nodes.common import Step, dig, resolved, run_rules, truthy
@@ -15,7 +16,7 @@ from convengine.textmatch import RegexTimeoutError
 from convengine.vocab import INTENT_COLLISION, POST_INTENT, UNKNOWN
 
 FORCE_PARAMS = ("force_intent_resolution", "resolve_intent", "switch_intent", "switch_flow", "switch_mode")
-SWITCH_PHRASES = re.compile(r"\b(switch intent|change intent|change flow|change mode)\b", re.I)
+SWITCH_PHRASES = re.compile(r"\b(switch intent|change intent|change flow|change mode)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from convengine.vocab import UNKNOWN
 class Turn:
     """The working view of one node run (implements the rules engine's RuleSession)."""
 
-    __slots__ = ("_state", "ctx", "step", "_update", "route")
+    __slots__ = ("_state", "_update", "ctx", "route", "step")
 
     def __init__(self, state: EngineState, ctx: TurnContext, step: str) -> None:
         self._state = state

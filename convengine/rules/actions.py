@@ -22,7 +22,7 @@ TaskRunner = Callable[[str, str, RuleSession, RuleRecord], Awaitable[Any]]
 class ActionEnv:
     """What actions may use besides the session: SET_TASK's runner and the emitter."""
 
-    __slots__ = ("run_task", "emit")
+    __slots__ = ("emit", "run_task")
 
     def __init__(self, run_task: TaskRunner | None, emit: Callable[[str, dict[str, Any]], None]) -> None:
         self.run_task = run_task

@@ -151,7 +151,7 @@ class PhaseRun:
             payload = await outcome if inspect.isawaitable(outcome) else outcome
         except ConvEngineError:
             raise
-        except Exception as exc:  # noqa: BLE001 - name the rule that failed
+        except Exception as exc:
             raise RuleError(f"ce_rule[{rule.rule_id}] action {rule.action} failed: {exc}",
                             details={"ruleId": rule.rule_id}) from exc
         self.emit(rule.action, payload)

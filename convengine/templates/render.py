@@ -22,12 +22,12 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from convengine.errors import ErrorCode, PromptRenderError
 
 _CONVENGINE_FORMS = [
-    (re.compile(r"\[\(\$\{(.+?)\}\)\]", re.S), r"{{ \1 }}"),
-    (re.compile(r"\[\[\$\{(.+?)\}\]\]", re.S), r"{{ (\1) | e }}"),
-    (re.compile(r"\[\$\{(.+?)\}\]", re.S), r"{{ \1 }}"),
-    (re.compile(r"#\{(.+?)\}", re.S), r"{{ \1 }}"),
+    (re.compile(r"\[\(\$\{(.+?)\}\)\]", re.DOTALL), r"{{ \1 }}"),
+    (re.compile(r"\[\[\$\{(.+?)\}\]\]", re.DOTALL), r"{{ (\1) | e }}"),
+    (re.compile(r"\[\$\{(.+?)\}\]", re.DOTALL), r"{{ \1 }}"),
+    (re.compile(r"#\{(.+?)\}", re.DOTALL), r"{{ \1 }}"),
 ]
-_EXPR = re.compile(r"\{\{(.+?)\}\}", re.S)
+_EXPR = re.compile(r"\{\{(.+?)\}\}", re.DOTALL)
 _PLAIN_PATH = re.compile(r"^\s*([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*)\s*$")
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import json
 import socket
 import time
 from dataclasses import dataclass, field

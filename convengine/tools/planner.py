@@ -34,7 +34,7 @@ CANNOT_DECIDE = "I couldn't decide the next tool step safely."
 RESTRICTED = "This request is restricted by policy. Read-only operations are allowed."
 SEQUENCE_BLOCKED = "Tool sequence guardrail blocked this action. Please rephrase or provide missing details."
 TOOL_FAILED = "Tool execution failed"
-GREETING = re.compile(r"^\s*(hi|hello|hey|greetings|good morning|good afternoon|good evening)\b", re.I)
+GREETING = re.compile(r"^\s*(hi|hello|hey|greetings|good morning|good afternoon|good evening)\b", re.IGNORECASE)
 SUMMARY_FIELDS = ("status", "summary", "message", "error", "queryCode", "rowCount", "valid", "canExecute",
                   "selectedCase", "selectedPlaybook", "outcome", "finalSummary", "graphError")
 BACKTICKED = re.compile(r"`([A-Za-z0-9_.-]+\.[A-Za-z0-9_.-]+)`")

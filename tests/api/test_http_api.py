@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,46 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import PACKS
+from tests.servers import Server
 
 pytestmark = pytest.mark.asyncio
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Server:
-    def __init__(self, url: str, log: Path, *extra: str) -> None:
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.log = log.open("w")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "convengine.cli", "serve", "--url", url, "--pack", str(PACKS / "api_pack.yaml"),
-             "--port", str(self.port), "--llm", "none", "--log-level", "warning", *extra],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(self.base + "/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise AssertionError(f"server did not start: {log.read_text()}")
-            time.sleep(0.2)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-        self.log.close()
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@ Revises:
 Create Date: 2026-11-22 02:09:05.922364
 """
 
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 from sqlalchemy.dialects import postgresql
 
 from convengine.db import models

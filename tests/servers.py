@@ -1,0 +1,61 @@
+"""`convengine serve` in a subprocess, for tests that drive the HTTP API with a real client."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.conftest import PACKS
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """A server process on a free port; ready when ``/health`` answers."""
+
+    def __init__(self, url: str, log: Path, *extra: str, pack: Path | None = PACKS / "api_pack.yaml") -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log_path = log
+        self.log = log.open("w")
+        command = [sys.executable, "-m", "convengine.cli", "serve", "--url", url, "--port", str(self.port),
+                   "--llm", "none", "--log-level", "warning", *(["--pack", str(pack)] if pack else []), *extra]
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(self.base + "/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise AssertionError(f"server did not start: {self.log_path.read_text()}")
+            time.sleep(0.2)
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown handlers, nothing flushed."""
+        self.process.kill()
+        self.process.wait(timeout=30)
+        self.log.close()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        self.log.close()
