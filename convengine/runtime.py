@@ -8,16 +8,22 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from convengine.audit import AuditBus, AuditEvent, AuditFilter, TurnAudit
-from convengine.checkpointing import TurnLocks, open_saver
+from convengine.checkpointing import TurnLocks, discard_checkpoint, open_saver
+from convengine.checkpointing.bound import TurnSaver
 from convengine.config_loader import ConfigSnapshot, Extensions, SnapshotHolder, import_pack
 from convengine.db import create_async_sa_engine, create_sync_engine, parse_database_url, upgrade
 from convengine.db.url import DatabaseUrl
 from convengine.engine_io import TurnRequest, failure_event, map_failure
-from convengine.errors import ConfigError, ConvEngineError, ConversationBusyError, ConversationNotFoundError
+from convengine.errors import (
+    ConfigError,
+    ConvEngineError,
+    ConversationBusyError,
+    ConversationNotFoundError,
+    ErrorCode,
+)
 from convengine.graph.builder import build_graph, compile_graph
 from convengine.nodes.context import Services, TurnContext
 from convengine.persistence import ConversationStore
@@ -36,7 +42,7 @@ class EngineRuntime:
     sync_engine: Any
     async_engine: AsyncEngine
     store: ConversationStore
-    saver: BaseCheckpointSaver[str]
+    saver: TurnSaver
     saver_stack: contextlib.AsyncExitStack
     graph: Any
     locks: TurnLocks
@@ -57,7 +63,7 @@ class EngineRuntime:
         await asyncio.to_thread(_prepare, sync_engine, base, options.pack, extensions, holder)
         async_engine = await asyncio.to_thread(create_async_sa_engine, url, pool_size=20)
         stack = contextlib.AsyncExitStack()
-        saver = await stack.enter_async_context(open_saver(url))
+        saver = TurnSaver(await stack.enter_async_context(open_saver(url)))
         services = _services(options, holder.current, ConversationStore(async_engine, sync_engine))
         services.tools = _tool_runner(services.registries, sync_engine, holder.current.settings)
         graph = compile_graph(build_graph(options.steps), checkpointer=saver)
@@ -94,7 +100,7 @@ class EngineRuntime:
                        "turn_input": {"text": request.text, "params": request.params, "reset": request.reset,
                                       "turn_id": request.turn_id}}
         try:
-            async with self.locks.hold(request.conversation_id) as conn:
+            async with self.locks.hold(request.conversation_id) as conn, self.saver.bind(conn):
                 final = await self.graph.ainvoke(graph_input, config, context=ctx, durability="exit")
                 await self._commit(conn, ctx)
         except ConversationBusyError:
@@ -123,7 +129,7 @@ class EngineRuntime:
     async def _failed(self, request: TurnRequest, ctx: TurnContext, exc: BaseException) -> ConvEngineError:
         error = map_failure(exc)
         error.details.setdefault("conversationId", request.conversation_id)
-        known = isinstance(exc, ConvEngineError)
+        known = isinstance(exc, ConvEngineError) or error.code is ErrorCode.DATABASE_UNAVAILABLE
         with contextlib.suppress(Exception):
             await self._restore(request)
         event = failure_event(request.conversation_id, error, known=known)
@@ -134,13 +140,21 @@ class EngineRuntime:
             logger.warning("could not store the audit of a failed turn of %s: %s", request.conversation_id, write_error)
         if not known:
             logger.exception("turn of %s failed", request.conversation_id, exc_info=exc)
+        elif error.code is ErrorCode.DATABASE_UNAVAILABLE:
+            logger.warning("turn of %s failed: %s", request.conversation_id, error.message)
         return error
 
     async def _restore(self, request: TurnRequest) -> None:
-        """Undo a checkpoint this turn wrote, so the conversation is as the previous turn left it."""
+        """Drop a checkpoint this turn wrote, so the conversation is as the previous turn left it.
+
+        On PostgreSQL the checkpoint was written in the turn's transaction, which rolled back;
+        on SQLite it is deleted, so the checkpoint history keeps no branch of a failed turn.
+        """
         config = {"configurable": {"thread_id": request.conversation_id}}
-        head = await self.saver.aget_tuple(config)
+        head = await self.saver.shared.aget_tuple(config)
         if head is None or (head.metadata or {}).get("convengine_turn") != request.turn_id:
+            return
+        if await discard_checkpoint(self.saver.shared, head.config):
             return
         if head.parent_config is None:
             await self.saver.adelete_thread(request.conversation_id)
@@ -162,7 +176,7 @@ class EngineRuntime:
         from convengine.graph import names
 
         config = {"configurable": {"thread_id": conversation_id}}
-        async with self.locks.hold(conversation_id) as conn:
+        async with self.locks.hold(conversation_id) as conn, self.saver.bind(conn):
             snap = await self.graph.aget_state(config)
             if (snap.values or {}).get("turn"):
                 raise InvalidInputError(f"conversation {conversation_id} has already started; seed it before its "

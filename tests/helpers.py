@@ -96,3 +96,16 @@ def payload_of(events: Sequence[AuditEvent], stage: str) -> dict[str, Any]:
     found = [e.payload for e in events if e.stage == stage]
     assert found, f"no {stage} in {[e.stage for e in events]}"
     return found[-1]
+
+
+async def checkpoint_chain(engine: Engine, cid: str) -> list[Any]:
+    saver = engine._runtime.saver
+    return [c async for c in saver.alist({"configurable": {"thread_id": cid}})]
+
+
+def assert_linear(checkpoints: list[Any]) -> None:
+    ids = {c.config["configurable"]["checkpoint_id"] for c in checkpoints}
+    parents = [c.parent_config["configurable"]["checkpoint_id"] for c in checkpoints if c.parent_config]
+    assert len(parents) == len(set(parents)), "two checkpoints share a parent: history forked"
+    assert set(parents) <= ids
+    assert len(checkpoints) - len(parents) == 1, "exactly one root"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -59,3 +61,21 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.process.kill()
         self.log.close()
+
+
+async def read_events(response: httpx.Response, until: str, into: list[tuple[str, dict[str, Any], float]]) -> None:
+    event = None
+    async for line in response.aiter_lines():
+        if line.startswith("event:"):
+            event = line.split(":", 1)[1].strip()
+        elif line.startswith("data:") and event:
+            into.append((event, json.loads(line.split(":", 1)[1]), time.monotonic()))
+            if event == until:
+                return
+
+
+async def post(client: httpx.AsyncClient, message: str, cid: str | None = None, **extra: Any) -> dict[str, Any]:
+    body = {"message": message, **({"conversationId": cid} if cid else {}), **extra}
+    response = await client.post("/api/v1/conversation/message", json=body)
+    assert response.status_code == 200, response.text
+    return response.json()

@@ -51,6 +51,22 @@ async def _sqlite_saver(url: DatabaseUrl) -> AsyncIterator[BaseCheckpointSaver[s
         await conn.close()
 
 
+async def discard_checkpoint(saver: BaseCheckpointSaver[str], config: Any) -> bool:
+    """Delete one checkpoint and its writes (the SQLite saver); False when the saver is another kind."""
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    if not isinstance(saver, AsyncSqliteSaver):
+        return False
+    conf = config["configurable"]
+    key = (conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"])
+    async with saver.lock:
+        for table in ("writes", "checkpoints"):
+            await saver.conn.execute(f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns = ? "
+                                     "AND checkpoint_id = ?", key)
+        await saver.conn.commit()
+    return True
+
+
 @dataclass
 class TurnLocks:
     """Serialises the turns of one conversation; different conversations run in parallel.

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.servers import Server
+from tests.servers import Server, post, read_events
 
 pytestmark = pytest.mark.asyncio
 
@@ -23,13 +23,6 @@ def server(db_url: str, tmp_path: Path) -> Iterator[Server]:
     running = Server(db_url, tmp_path / "server.log")
     yield running
     running.stop()
-
-
-async def post(client: httpx.AsyncClient, message: str, cid: str | None = None, **extra: Any) -> dict[str, Any]:
-    body = {"message": message, **({"conversationId": cid} if cid else {}), **extra}
-    response = await client.post("/api/v1/conversation/message", json=body)
-    assert response.status_code == 200, response.text
-    return response.json()
 
 
 async def test_message_audit_and_trace(server: Server) -> None:
@@ -117,17 +110,6 @@ async def test_two_concurrent_messages_to_one_conversation_are_serialised(server
         timings = [i for i, row in enumerate(audit) if row["stage"] == "PIPELINE_TIMING"]
         starts = [i for i, row in enumerate(audit) if row["stage"] == "USER_INPUT"]
         assert starts[0] < timings[0] < starts[1] < timings[1]  # the second turn began after the first ended
-
-
-async def read_events(response: httpx.Response, until: str, into: list[tuple[str, dict[str, Any], float]]) -> None:
-    event = None
-    async for line in response.aiter_lines():
-        if line.startswith("event:"):
-            event = line.split(":", 1)[1].strip()
-        elif line.startswith("data:") and event:
-            into.append((event, json.loads(line.split(":", 1)[1]), time.monotonic()))
-            if event == until:
-                return
 
 
 async def test_sse_streams_events_live_while_the_turn_runs(server: Server) -> None:

@@ -17,23 +17,9 @@ import pytest
 import sqlalchemy as sa
 
 from convengine.db import create_sync_engine, parse_database_url
-from convengine.engine import Engine
-from tests.helpers import engine_on, pack
+from tests.helpers import assert_linear, checkpoint_chain, engine_on, pack
 
 pytestmark = pytest.mark.asyncio
-
-
-async def checkpoint_chain(engine: Engine, cid: str) -> list[Any]:
-    saver = engine._runtime.saver
-    return [c async for c in saver.alist({"configurable": {"thread_id": cid}})]
-
-
-def assert_linear(checkpoints: list[Any]) -> None:
-    ids = {c.config["configurable"]["checkpoint_id"] for c in checkpoints}
-    parents = [c.parent_config["configurable"]["checkpoint_id"] for c in checkpoints if c.parent_config]
-    assert len(parents) == len(set(parents)), "two checkpoints share a parent: history forked"
-    assert set(parents) <= ids
-    assert len(checkpoints) - len(parents) == 1, "exactly one root"
 
 
 async def test_twenty_concurrent_turns_on_one_conversation_are_serialised(db_url: str) -> None:
