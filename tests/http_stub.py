@@ -30,11 +30,14 @@ class HttpStub:
                                       "body": body})
                 status, payload = stub.reply(self.path, body)
                 data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "text/plain" if isinstance(payload, str) else "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "text/plain" if isinstance(payload, str) else "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (a timeout test)
 
             do_GET = do_POST = do_PUT = do_DELETE = _handle
 

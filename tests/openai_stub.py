@@ -2,7 +2,7 @@
 
 ``mode`` decides what the server supports: ``json_schema`` (everything), ``json_object``
 (rejects ``response_format.type=json_schema`` with a 400 like servers without structured
-output), or ``slow`` (answers after ``delay`` seconds). ``reply(request) -> str`` produces the
+output), or ``slow`` (answers after ``delay`` seconds); while ``outage`` is set it answers 503. ``reply(request) -> str`` produces the
 assistant text; every request is recorded in ``requests``.
 """
 
@@ -22,6 +22,7 @@ class StubServer:
         self.reply = reply
         self.mode = mode
         self.delay = delay
+        self.outage = False
         self.requests: list[dict[str, Any]] = []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -56,6 +57,8 @@ class StubServer:
 
     def _answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         fmt = (body.get("response_format") or {}).get("type")
+        if self.outage:
+            return 503, {"error": {"message": "the model is overloaded", "type": "server_error", "code": None}}
         if self.mode == "json_object" and fmt == "json_schema":
             return 400, {"error": {"message": "response_format json_schema is not supported by this server",
                                    "type": "invalid_request_error", "code": None}}

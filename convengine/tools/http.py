@@ -118,8 +118,9 @@ class HttpRunner:
             except httpx.TransportError as exc:
                 if last or not policy.retry_on_io_exception:
                     self._failed(breaker, policy)
-                    raise ToolError(f"{spec.method} {_safe_url(spec.url)} failed for tool {tool_code}: "
-                                    f"{type(exc).__name__}: {exc}") from exc
+                    tries = f"after {attempt} attempt{'s' if attempt > 1 else ''}"
+                    raise ToolError(f"{spec.method} {_safe_url(spec.url)} failed for tool {tool_code} {tries}: "
+                                    f"{type(exc).__name__}: {exc or 'no detail'}") from exc
             else:
                 if last or response.status_code not in policy.retry_status_codes:
                     return response, attempt
