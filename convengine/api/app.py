@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import convengine
@@ -71,10 +72,22 @@ def _error(status: int, code: str, message: str, details: list[dict[str, Any]] |
                                                               details=details or []).model_dump())
 
 
+HTTP_CODES = {400: "INVALID_INPUT", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "MESSAGE_TOO_LARGE"}
+
+
 def _handlers(app: FastAPI) -> None:
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and "parsing the body" in str(exc.detail):
+            # FastAPI's answer to a body that is not UTF-8: a malformed request like any other
+            return _error(422, "INVALID_INPUT", "invalid request: the body is not valid UTF-8 JSON")
+        response = _error(exc.status_code, HTTP_CODES.get(exc.status_code, "HTTP_ERROR"), str(exc.detail))
+        response.headers.update(exc.headers or {})
+        return response
+
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        problems = [_problem(e) for e in exc.errors()]
         details = [{"loc": [str(p) for p in e["loc"]], "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
         return _error(422, "INVALID_INPUT", "invalid request: " + "; ".join(problems), details)
 
@@ -87,6 +100,13 @@ def _handlers(app: FastAPI) -> None:
         if isinstance(exc, InvalidInputError):
             return _error(422, exc.code.value, exc.message)
         return _error(500, exc.code.value, exc.message)
+
+
+def _problem(error: Any) -> str:
+    if error.get("type") == "json_invalid":
+        reason = (error.get("ctx") or {}).get("error") or error["msg"]
+        return f"the body is not valid JSON: {reason} at position {error['loc'][-1]}"
+    return f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}"
 
 
 class BodyLimit:
