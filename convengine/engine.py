@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from convengine._portal import Portal
 from convengine.audit import AuditBus, AuditEvent, Subscription
@@ -138,13 +138,13 @@ class Engine:
         await self._portal.acall(self._runtime.stop())
         self._portal.stop()
 
-    def __enter__(self) -> Engine:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    async def __aenter__(self) -> Engine:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -410,7 +410,7 @@ def _field_name(model: type[BaseModel], key: str) -> str:
     snake = key.replace("-", "_")
     if snake in model.model_fields:
         return snake
-    for name, info in model.model_fields.items():
+    for info in model.model_fields.values():
         if info.alias == key:
             return info.alias
     return snake

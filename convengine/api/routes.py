@@ -18,7 +18,9 @@ from convengine.engine_io import normalise_conversation_id
 from convengine.errors import ConfigValidationError, ConvEngineError
 
 router = APIRouter()
-ConversationId = Annotated[str, Path(description="The conversation's UUID.")]
+# Declared as a UUID in the OpenAPI schema but checked by the engine, so a bad id gets
+# ConvEngine's INVALID_CONVERSATION_ID error rather than FastAPI's generic one.
+ConversationId = Annotated[str, Path(description="The conversation's UUID.", json_schema_extra={"format": "uuid"})]
 
 
 def engine_of(request: Request) -> Engine:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -175,10 +176,8 @@ class TurnLocks:
 
 
 async def _discard(conn: AsyncConnection) -> None:
-    try:
+    with contextlib.suppress(Exception):  # the connection may already be dead
         await conn.rollback()
-    except Exception:  # noqa: BLE001 - the connection may already be dead
-        pass
     await conn.close()
 
 

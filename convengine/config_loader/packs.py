@@ -112,6 +112,19 @@ def _clean(row: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+class _PackDumper(yaml.SafeDumper):
+    """Safe YAML that keeps every string exact (Unicode line breaks are escaped, not folded)."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    if any(ch in value for ch in "\x85\u2028\u2029"):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
+    return dumper.represent_str(value)
+
+
+_PackDumper.add_representer(str, _represent_str)
+
+
 def dump_pack(pack: Mapping[str, Any]) -> str:
     """YAML text for a pack (tables in pack order, columns as stored)."""
-    return yaml.safe_dump(dict(pack), sort_keys=False, allow_unicode=True, width=100)
+    return yaml.dump(dict(pack), Dumper=_PackDumper, sort_keys=False, allow_unicode=True, width=100)

@@ -132,7 +132,7 @@ def coerce_value(column: sa.Column[Any], value: Any) -> Any:
     if kind == "datetime":
         return _to_datetime(value)
     if isinstance(value, (dict, list)):
-        raise ValueError(f"expected text, got {type(value).__name__}")
+        raise ValueError(f"expected text, got {type(value).__name__}")  # noqa: TRY004 - callers report ValueErrors
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
@@ -158,7 +158,7 @@ def _kind(column: sa.Column[Any]) -> str:
 
 def _to_int(value: Any) -> int:
     if isinstance(value, bool):
-        raise ValueError(f"expected an integer, got {value!r}")
+        raise ValueError(f"expected an integer, got {value!r}")  # noqa: TRY004 - callers report ValueErrors
     if isinstance(value, int):
         return value
     if isinstance(value, float) and value.is_integer():
@@ -180,7 +180,7 @@ def _to_bool(value: Any) -> bool:
 
 def _to_float(value: Any) -> float:
     if isinstance(value, bool):
-        raise ValueError(f"expected a number, got {value!r}")
+        raise ValueError(f"expected a number, got {value!r}")  # noqa: TRY004 - callers report ValueErrors
     if isinstance(value, (int, float, Decimal)):
         return float(value)
     try:

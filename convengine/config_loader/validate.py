@@ -191,9 +191,9 @@ def _verbose(v: Validation) -> None:
             if not (getattr(rec, column) or "").strip():
                 v.bad(rec, rec.row_id, column, "must not be blank")
         if rec.step_match == "REGEX" and rec.step_value:
-            _attach(v, rec, "step_value", lambda: compile_regex(rec.step_value, timeout_s=v.regex_timeout_s))
+            _attach(v, rec, "step_value", lambda r=rec: compile_regex(r.step_value, timeout_s=v.regex_timeout_s))
         elif rec.step_match == "JSON_PATH" and rec.step_value:
-            _attach(v, rec, "step_value", lambda: compile_jsonpath(rec.step_value))
+            _attach(v, rec, "step_value", lambda r=rec: compile_jsonpath(r.step_value))
 
 
 def _attach(v: Validation, rec: Record, column: str, make: Callable[[], Any]) -> None:

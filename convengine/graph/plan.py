@@ -53,7 +53,7 @@ class StepPlan:
         target = turn.route or self.following(current)
         while target != END:
             step = self.by_name[target]
-            audit = step.skip(turn) if step.skip and not turn.route == target else None
+            audit = step.skip(turn) if step.skip and turn.route != target else None
             if audit is None:
                 return target
             stage, payload = audit

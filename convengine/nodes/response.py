@@ -6,10 +6,8 @@ import inspect
 import json
 from typing import Any
 
-import jinja2
-
 from convengine.config_loader.records import ResponseRecord
-from convengine.errors import LlmNotConfiguredError, ResponseMappingNotFoundError
+from convengine.errors import LlmNotConfiguredError, PromptRenderError, ResponseMappingNotFoundError
 from convengine.graph import names
 from convengine.nodes.common import Step, dig
 from convengine.nodes.turn import Turn
@@ -44,11 +42,12 @@ def render_exact(turn: Turn, row: ResponseRecord) -> str:
     """Permissive rendering; a template that fails falls back to context.mcp.finalAnswer, else the raw text."""
     source = row.exact_text or ""
     try:
-        return render_text(source, template_variables(turn, names=referenced_names(source)))
-    except (jinja2.TemplateError, TypeError, ValueError) as exc:
+        return render_text(source, template_variables(turn, names=referenced_names(source)),
+                           template=f"ce_response[{row.response_id}].exact_text")
+    except PromptRenderError as exc:
         fallback = dig(turn.read_context(), "mcp", "finalAnswer")
         turn.audit("EXACT_RESPONSE_RENDERING", {"component": "ResponseResolutionStep", "fallbackUsed": True,
-                                                "errorClass": type(exc).__name__, "errorMessage": str(exc),
+                                                "errorClass": exc.details.get("errorClass"), "errorMessage": exc.message,
                                                 "templatePreview": source[:200]})
         return str(fallback) if fallback else source
 

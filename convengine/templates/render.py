@@ -96,11 +96,19 @@ def resolve_path(variables: Mapping[str, Any], path: str) -> tuple[bool, Any]:
     return True, node
 
 
-def render_text(source: str | None, variables: Mapping[str, Any]) -> str:
-    """Permissive rendering (EXACT responses, verbose messages); raises TemplateError on syntax errors."""
+def render_text(source: str | None, variables: Mapping[str, Any], *, template: str = "template") -> str:
+    """Permissive rendering (EXACT responses, verbose messages): a missing variable renders empty.
+
+    Raises:
+        PromptRenderError: ``PROMPT_RENDER_FAILED`` naming ``template`` when the source does not
+            parse, the sandbox refuses it, or an expression fails (e.g. a division by zero).
+    """
     if not source:
         return ""
-    return _compile(source, False).render(dict(variables))
+    try:
+        return _compile(source, False).render(dict(variables))
+    except Exception as exc:  # noqa: BLE001 - every template failure becomes one clear error
+        raise _render_failed(template, exc) from None
 
 
 def render_prompt(source: str | None, variables: Mapping[str, Any], *, template: str) -> str:
@@ -108,7 +116,7 @@ def render_prompt(source: str | None, variables: Mapping[str, Any], *, template:
 
     Raises:
         PromptRenderError: ``UNRESOLVED_PROMPT_VARIABLE`` naming the variable and ``template``,
-            or ``PROMPT_RENDER_FAILED`` for a template that does not parse.
+            or ``PROMPT_RENDER_FAILED`` for a template that does not parse or fails to render.
     """
     if not source:
         return ""
@@ -123,9 +131,16 @@ def render_prompt(source: str | None, variables: Mapping[str, Any], *, template:
         return _compile(source, True).render(dict(variables))
     except jinja2.UndefinedError as exc:
         raise PromptRenderError(f"{template}: {exc.message}", details={"template": template}) from None
-    except jinja2.TemplateSyntaxError as exc:
-        raise PromptRenderError(f"{template} does not parse: {exc.message} (line {exc.lineno})",
-                                code=ErrorCode.PROMPT_RENDER_FAILED, details={"template": template}) from None
-    except jinja2.exceptions.SecurityError as exc:
-        raise PromptRenderError(f"{template} tried something the sandbox forbids: {exc}",
-                                code=ErrorCode.PROMPT_RENDER_FAILED, details={"template": template}) from None
+    except Exception as exc:  # noqa: BLE001 - every template failure becomes one clear error
+        raise _render_failed(template, exc) from None
+
+
+def _render_failed(template: str, exc: Exception) -> PromptRenderError:
+    if isinstance(exc, jinja2.TemplateSyntaxError):
+        reason = f"does not parse: {exc.message} (line {exc.lineno})"
+    elif isinstance(exc, jinja2.exceptions.SecurityError):
+        reason = f"tried something the sandbox forbids: {exc}"
+    else:
+        reason = f"failed to render: {type(exc).__name__}: {exc}"
+    return PromptRenderError(f"{template} {reason}", code=ErrorCode.PROMPT_RENDER_FAILED,
+                             details={"template": template, "errorClass": type(exc).__name__})
