@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import platform
@@ -21,6 +22,33 @@ from langgraph.graph import END, START, StateGraph
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 EXAMPLES = ROOT / "examples"
+
+
+@dataclass(frozen=True)
+class Flow:
+    """An example conversation to measure: its pack, the messages cycled through, how often a new
+    conversation starts, and whether it needs the pack's scripted (instant) model."""
+
+    name: str
+    pack: Path
+    messages: tuple[str, ...]
+    reset_every: int | None = None
+    scripted: Path | None = None
+
+    def options(self) -> dict[str, Any]:
+        """Fresh engine options (tasks, and a new ScriptedLLM when the flow has one)."""
+        from convengine.cli.support import pack_options
+
+        return pack_options(self.pack, scripted=self.scripted)
+
+
+SUPPORT_DESK = Flow("support_desk (deterministic)", EXAMPLES / "support_desk.yaml",
+                    ("hello", "I want to cancel my order", "it arrived damaged", "no", "where is my order",
+                     "blah blah"))
+LOAN = Flow("loan_application (scripted LLM)", EXAMPLES / "loan_application.yaml",
+            ("I would like a loan", "my name is Ann Lee", "25k over 3 years", "change the amount to 30000", "yes"),
+            reset_every=5, scripted=EXAMPLES / "loan_application_scripted.py")
+FLOWS = (SUPPORT_DESK, LOAN)
 
 
 def machine() -> dict[str, Any]:
@@ -92,7 +120,7 @@ def bare_graph(node_count: int) -> StateGraph[Any, Any, Any, Any]:
     for i, name in enumerate(names):
         graph.add_node(name, make(i))
     graph.add_edge(START, names[0])
-    for a, b in zip(names, names[1:]):
+    for a, b in itertools.pairwise(names):
         graph.add_edge(a, b)
     graph.add_edge(names[-1], END)
     return graph

@@ -1,10 +1,10 @@
-"""Turn overhead: the engine's turn time on example packs, against a bare LangGraph graph.
+"""Turn overhead: the engine's turn time on the example flows, against a bare LangGraph graph.
 
 For each saver (SQLite, PostgreSQL) this prints the engine's median and p99 turn time and the
 ratio to a bare graph with the same number of nodes on the same saver in durability="exit",
 and to the raw floor of one read and one write of the conversation row.
 
-    python bench/turn_overhead.py [--turns 400]
+    python bench/turn_overhead.py [--turns 300]
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (
-    EXAMPLES,
+    FLOWS,
+    Flow,
     Timing,
     bare_graph,
     fresh_database,
@@ -32,39 +33,21 @@ from bench.common import (
 )
 from convengine.engine import Engine
 
-DETERMINISTIC = ["hello", "I want to cancel my order", "it arrived damaged", "no", "where is my order", "blah blah"]
+TITLE = "Turn overhead (durability=exit, same saver; target <= 1.5x the bare graph)"
+HEADER = ["saver", "flow", "engine p50 ms", "engine p99 ms", "bare p50 ms", "engine/bare", "floor p50 ms",
+          "engine/floor"]
 
 
-def flows() -> dict[str, dict[str, Any]]:
-    """Example flows: the pack, how to open the engine, the messages cycled through."""
-    sys.path.insert(0, str(EXAMPLES))
-    from support_desk_tasks import TASKS  # type: ignore[import-not-found]
-
-    found: dict[str, dict[str, Any]] = {
-        "support_desk (deterministic)": {"pack": EXAMPLES / "support_desk.yaml", "options": {"tasks": TASKS},
-                                         "messages": DETERMINISTIC},
-    }
-    try:
-        from bench.llm_flows import llm_flows
-
-        found.update(llm_flows())
-    except ImportError:
-        pass
-    return found
-
-
-async def engine_timing(url: str, flow: dict[str, Any], turns: int) -> tuple[Timing, int]:
-    engine = await Engine.aopen(url, pack=flow["pack"], **flow["options"])
+async def engine_timing(url: str, flow: Flow, turns: int) -> tuple[Timing, int]:
+    engine = await Engine.aopen(url, **flow.options())
     try:
         cid = str(uuid.uuid4())
-        messages = flow["messages"]
-        reset = flow.get("reset_every")
 
         async def turn(i: int) -> None:
             nonlocal cid
-            if reset and i and i % reset == 0:
+            if flow.reset_every and i and i % flow.reset_every == 0:
                 cid = str(uuid.uuid4())
-            await engine.aprocess(messages[i % len(messages)], cid)
+            await engine.aprocess(flow.messages[i % len(flow.messages)], cid)
 
         timing = await time_calls(turn, turns, warmup=30)
         nodes = len(engine.graph.get_graph().nodes) - 2  # without __start__ / __end__
@@ -110,35 +93,33 @@ async def floor_timing(url: str, turns: int) -> Timing:
         await engine.dispose()
 
 
-async def measure(turns: int) -> dict[str, Any]:
+async def measure(turns: int, pg_url: str | None, folder: Path) -> tuple[list[list[Any]], list[dict[str, Any]]]:
     rows: list[list[Any]] = []
     results: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory() as tmp, postgres_server() as pg_url:
-        backends = ["sqlite"] + (["postgres"] if pg_url else [])
-        for backend in backends:
-            floor = await floor_timing(fresh_database(backend, pg_url, Path(tmp)), turns)
-            for name, flow in flows().items():
-                engine, nodes = await engine_timing(fresh_database(backend, pg_url, Path(tmp)), flow, turns)
-                bare = await bare_timing(fresh_database(backend, pg_url, Path(tmp)), nodes, turns)
-                ratio = engine.median_ms / bare.median_ms
-                rows.append([backend, name, f"{engine.median_ms:.2f}", f"{engine.p99_ms:.2f}", f"{bare.median_ms:.2f}",
-                             f"{ratio:.2f}x", f"{floor.median_ms:.2f}", f"{engine.median_ms / floor.median_ms:.1f}x"])
-                results.append({"backend": backend, "flow": name, "nodes": nodes, "engine_median_ms": engine.median_ms,
-                                "engine_p99_ms": engine.p99_ms, "bare_median_ms": bare.median_ms,
-                                "bare_p99_ms": bare.p99_ms, "ratio_to_bare": ratio, "floor_median_ms": floor.median_ms,
-                                "ratio_to_floor": engine.median_ms / floor.median_ms, "turns": turns})
-    print_table("Turn overhead (durability=exit, same saver; target <= 1.5x the bare graph)",
-                ["saver", "flow", "engine p50 ms", "engine p99 ms", "bare p50 ms", "engine/bare", "floor p50 ms",
-                 "engine/floor"], rows)
-    return {"turn_overhead": results}
+    for backend in ["sqlite"] + (["postgres"] if pg_url else []):
+        floor = await floor_timing(fresh_database(backend, pg_url, folder), turns)
+        for flow in FLOWS:
+            engine, nodes = await engine_timing(fresh_database(backend, pg_url, folder), flow, turns)
+            bare = await bare_timing(fresh_database(backend, pg_url, folder), nodes, turns)
+            ratio = engine.median_ms / bare.median_ms
+            rows.append([backend, flow.name, f"{engine.median_ms:.2f}", f"{engine.p99_ms:.2f}",
+                         f"{bare.median_ms:.2f}", f"{ratio:.2f}x", f"{floor.median_ms:.2f}",
+                         f"{engine.median_ms / floor.median_ms:.1f}x"])
+            results.append({"backend": backend, "flow": flow.name, "nodes": nodes, "turns": turns,
+                            "engine_median_ms": engine.median_ms, "engine_p99_ms": engine.p99_ms,
+                            "bare_median_ms": bare.median_ms, "bare_p99_ms": bare.p99_ms, "ratio_to_bare": ratio,
+                            "floor_median_ms": floor.median_ms, "ratio_to_floor": engine.median_ms / floor.median_ms})
+    return rows, results
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--turns", type=int, default=400)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--turns", type=int, default=300)
     args = parser.parse_args()
-    data = asyncio.run(measure(args.turns))
-    print(f"\nwrote {write_results('turn_overhead', data)}")
+    with tempfile.TemporaryDirectory() as tmp, postgres_server() as pg_url:
+        rows, results = asyncio.run(measure(args.turns, pg_url, Path(tmp)))
+    print_table(TITLE, HEADER, rows)
+    print(f"\nwrote {write_results('turn_overhead', {'turn_overhead': results})}")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import json
 import re
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 import jsonschema
@@ -189,9 +190,18 @@ def parse_json(text: str, call_site: str) -> Any:
                                       details={"callSite": call_site}) from None
 
 
+@lru_cache(maxsize=256)
+def _validator(schema_json: str) -> Any:
+    """A checked validator per distinct schema (checking a schema costs more than validating a reply)."""
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
 def validate_reply(value: Any, schema: dict[str, Any], call_site: str) -> None:
     try:
-        jsonschema.validate(value, schema)
+        _validator(json.dumps(schema, sort_keys=True)).validate(value)
     except jsonschema.ValidationError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
         raise LlmSchemaViolationError(
