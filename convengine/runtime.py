@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from convengine.audit import AuditBus, AuditEvent, AuditFilter, TurnAudit
-from convengine.checkpointing import TurnLocks, discard_checkpoint, open_saver
+from convengine.checkpointing import TurnLocks, discard_checkpoint, open_saver, prune_checkpoints
 from convengine.checkpointing.bound import TurnSaver
 from convengine.config_loader import ConfigSnapshot, Extensions, SnapshotHolder, import_pack
 from convengine.db import create_async_sa_engine, create_sync_engine, parse_database_url, upgrade
@@ -100,9 +100,11 @@ class EngineRuntime:
                        "turn_input": {"text": request.text, "params": request.params, "reset": request.reset,
                                       "turn_id": request.turn_id}}
         try:
-            async with self.locks.hold(request.conversation_id) as conn, self.saver.bind(conn):
-                final = await self.graph.ainvoke(graph_input, config, context=ctx, durability="exit")
-                await self._commit(conn, ctx)
+            async with self.locks.hold(request.conversation_id) as conn:
+                async with self.saver.bind(conn):
+                    final = await self.graph.ainvoke(graph_input, config, context=ctx, durability="exit")
+                    await self._commit(conn, ctx)
+                await self._prune(request.conversation_id, int(final.get("turn") or 0), snapshot.settings)
         except ConversationBusyError:
             raise
         except Exception as exc:
@@ -125,6 +127,17 @@ class EngineRuntime:
         """Projection, history and the audit batch in one transaction (which also ends the PG lock)."""
         await self.store.commit_turn(conn, conversation_id=ctx.conversation_id, projection=ctx.commit.projection,
                                      history=ctx.commit.history, events=ctx.audit.events)
+
+    async def _prune(self, conversation_id: str, turn: int, settings: EngineSettings) -> None:
+        """Every ``checkpoint_prune_every`` turns keep only the latest checkpoint, so the saver's reads
+        (which join a thread's blobs) stay as cheap at turn 1,000 as at turn 1. Best effort."""
+        every = settings.checkpoint_prune_every
+        if not every or turn % every:
+            return
+        try:
+            await prune_checkpoints(self.saver.shared, conversation_id)
+        except Exception as exc:  # noqa: BLE001 - a missed prune only delays the next one
+            logger.warning("pruning the checkpoints of %s failed: %s", conversation_id, exc)
 
     async def _failed(self, request: TurnRequest, ctx: TurnContext, exc: BaseException) -> ConvEngineError:
         error = map_failure(exc)

@@ -23,6 +23,7 @@ DEFAULT_TURN_LOCK_TIMEOUT_S = 30.0
 DEFAULT_MAX_MESSAGE_CHARS = 100_000
 DEFAULT_LLM_TIMEOUT_S = 60.0
 DEFAULT_RECURSION_LIMIT = 200
+DEFAULT_CHECKPOINT_PRUNE_EVERY = 25
 
 DEFAULT_POLICY_MATRIX: dict[str, str] = {
     "PENDING_ACTION:AFFIRM": "EXECUTE_PENDING_ACTION",
@@ -342,6 +343,9 @@ class EngineSettings(BaseSettings):
     recursion_limit: int = Field(DEFAULT_RECURSION_LIMIT, ge=30)
     regex_timeout_ms: int = Field(100, ge=1)
     auto_migrate: bool = True
+    checkpoint_prune_every: int = Field(DEFAULT_CHECKPOINT_PRUNE_EVERY, ge=0)
+    """Every N completed turns, drop a conversation's older checkpoints (keep the latest); 0 keeps
+    them all (for time travel in Studio). History and audit live in ce_* tables either way."""
 
     @classmethod
     def build(cls, *, pack_settings: Mapping[str, Any] | None = None, **overrides: Any) -> EngineSettings:

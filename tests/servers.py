@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -24,14 +25,16 @@ def free_port() -> int:
 class Server:
     """A server process on a free port; ready when ``/health`` answers."""
 
-    def __init__(self, url: str, log: Path, *extra: str, pack: Path | None = PACKS / "api_pack.yaml") -> None:
+    def __init__(self, url: str, log: Path, *extra: str, pack: Path | None = PACKS / "api_pack.yaml",
+                 env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = log
         self.log = log.open("w")
         command = [sys.executable, "-m", "convengine.cli", "serve", "--url", url, "--port", str(self.port),
                    "--llm", "none", "--log-level", "warning", *(["--pack", str(pack)] if pack else []), *extra]
-        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT,
+                                        env={**os.environ, **(env or {})})
         self._wait_ready()
 
     def _wait_ready(self) -> None:

@@ -68,6 +68,27 @@ async def discard_checkpoint(saver: BaseCheckpointSaver[str], config: Any) -> bo
     return True
 
 
+async def prune_checkpoints(saver: BaseCheckpointSaver[str], thread_id: str) -> None:
+    """Keep only a conversation's latest checkpoint (the official savers' ``keep_latest``).
+
+    The PostgreSQL saver prunes itself; the SQLite saver keeps checkpoints inline, so deleting
+    the older rows is all it takes.
+    """
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    if not isinstance(saver, AsyncSqliteSaver):
+        await saver.aprune([thread_id], strategy="keep_latest")
+        return
+    async with saver.lock:
+        latest = "(SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '')"
+        for table in ("writes", "checkpoints"):
+            await saver.conn.execute(f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns = '' "
+                                     f"AND checkpoint_id < {latest}", (thread_id, thread_id))
+        await saver.conn.execute("UPDATE checkpoints SET parent_checkpoint_id = NULL WHERE thread_id = ? "
+                                 "AND checkpoint_ns = ''", (thread_id,))
+        await saver.conn.commit()
+
+
 @dataclass
 class TurnLocks:
     """Serialises the turns of one conversation; different conversations run in parallel.

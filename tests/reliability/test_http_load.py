@@ -19,7 +19,8 @@ pytestmark = pytest.mark.asyncio
 
 @pytest.fixture
 def server(db_url: str, tmp_path: Path) -> Iterator[Server]:
-    running = Server(db_url, tmp_path / "server.log")
+    # every checkpoint kept, so the test can check that their chain never forks
+    running = Server(db_url, tmp_path / "server.log", env={"CONVENGINE_CHECKPOINT_PRUNE_EVERY": "0"})
     yield running
     running.stop()
 

@@ -130,7 +130,7 @@ def checkpoint_bytes(db_url: str, cid: str) -> int:
 @pytest.mark.slow
 async def test_checkpoint_bytes_per_turn_stay_flat(db_url: str) -> None:
     # The window of recent turns is bounded (5 here, so it is full from turn 6 on); nothing else grows.
-    data = pack(settings={"flow": {"conversation-history": {"max-turns": 5}}})
+    data = pack(settings={"flow": {"conversation-history": {"max-turns": 5}}, "checkpoint-prune-every": 0})
     async with engine_on(db_url, data) as engine:
         cid = str(uuid.uuid4())
         sizes: dict[int, int] = {}
@@ -144,3 +144,23 @@ async def test_checkpoint_bytes_per_turn_stay_flat(db_url: str) -> None:
         per_turn_10, per_turn_300 = sizes[10], sizes[300]
         assert per_turn_10 > 0
         assert abs(per_turn_300 - per_turn_10) <= 0.10 * per_turn_10, sizes
+
+
+async def test_older_checkpoints_are_pruned_and_the_conversation_carries_on(db_url: str) -> None:
+    async with engine_on(db_url, pack(settings={"checkpoint-prune-every": 10})) as engine:
+        cid = str(uuid.uuid4())
+        for i in range(23):
+            await engine.aprocess("hello" if i % 2 else f"loan {i}", cid)
+        checkpoints = await checkpoint_chain(engine, cid)
+        assert len(checkpoints) == 4  # the one kept at turn 20, then turns 21-23
+        assert_linear(checkpoints)
+        state = await engine.astate(cid)
+        assert state["turn"] == 23 and state["intent"] == "LOAN"
+        assert [t["user"] for t in state["recent_turns"]][-2:] == ["hello", "loan 22"]
+        assert len(await engine.ahistory(cid)) == 23  # history and audit are never pruned
+        assert (await engine.aprocess("hello", cid)).turn == 24
+    async with engine_on(db_url, pack(settings={"checkpoint-prune-every": 0})) as engine:
+        cid = str(uuid.uuid4())
+        for _ in range(12):
+            await engine.aprocess("hello", cid)
+        assert len(await checkpoint_chain(engine, cid)) == 12
