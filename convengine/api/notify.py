@@ -1,8 +1,10 @@
 """Live audit events across server processes through PostgreSQL LISTEN/NOTIFY.
 
-Every event a process produces is sent (in batches, off the turn's path) on the channel
-``convengine_audit``; every process listening publishes what the others sent on its own
-bus, so an SSE client connected to one process sees turns processed by another.
+Every event a process produces is sent (in batches gathered over ``LINGER_S``, off the turn's
+path) on the channel
+``convengine_audit`` as ``<origin>|<JSON list of events>``; every process listening publishes
+what the others sent on its own bus, so an SSE client connected to one process sees turns
+processed by another.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from convengine.audit.events import AuditEvent
 logger = logging.getLogger(__name__)
 CHANNEL = "convengine_audit"
 MAX_PAYLOAD = 7900  # PostgreSQL's NOTIFY limit is 8000 bytes
+LINGER_S = 0.02  # events wait at most this long to be sent together: live enough, a few NOTIFYs a turn
+MAX_BATCH = 500
 
 
 class PgAuditBridge:
@@ -78,13 +82,14 @@ class PgAuditBridge:
                 await asyncio.sleep(1)
 
     def _receive(self, payload: str) -> None:
+        origin, _, body = payload.partition("|")
+        if origin == self.origin:
+            return  # our own events, already published here
         try:
-            message = json.loads(payload)
+            items = json.loads(body)
         except ValueError:
             return
-        if message.get("origin") == self.origin:
-            return
-        for item in message.get("events", []):
+        for item in items if isinstance(items, list) else []:
             event = AuditEvent(item["conversationId"], item["stage"], item.get("payload") or {},
                                datetime.fromisoformat(item["createdAt"]), item.get("step"), item.get("meta"))
             self.bus.publish(event, forward=False)
@@ -95,7 +100,8 @@ class PgAuditBridge:
                 async with await self._connect() as conn:
                     while True:
                         batch = [await self._outbox.get()]
-                        while not self._outbox.empty() and len(batch) < 50:
+                        await asyncio.sleep(LINGER_S)  # let the turn's next events join this batch
+                        while not self._outbox.empty() and len(batch) < MAX_BATCH:
                             batch.append(self._outbox.get_nowait())
                         for chunk in self._chunks(batch):
                             await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, chunk))
@@ -106,25 +112,32 @@ class PgAuditBridge:
                 await asyncio.sleep(1)
 
     def _chunks(self, events: list[AuditEvent]) -> list[str]:
+        """NOTIFY payloads ``<origin>|[event, ...]``, each under PostgreSQL's limit (every event encoded once)."""
+        budget = MAX_PAYLOAD - len(self.origin) - 3
         chunks: list[str] = []
-        current: list[dict[str, Any]] = []
+        current: list[str] = []
+        size = 0
         for event in events:
-            item = _item(event)
-            if len(json.dumps(item, ensure_ascii=False, default=str).encode()) > MAX_PAYLOAD - 100:
-                item["payload"] = {"truncated": True, "note": "payload too large for NOTIFY; see the audit trail"}
-                item["meta"] = None
-            trial = current + [item]
-            if current and len(self._encode(trial).encode()) > MAX_PAYLOAD:
-                chunks.append(self._encode(current))
-                current = [item]
-            else:
-                current = trial
+            encoded = _encode(_item(event))
+            if len(encoded.encode()) > budget:
+                encoded = _encode({**_item(event), "meta": None,
+                                   "payload": {"truncated": True, "note": "payload too large for NOTIFY; see the audit trail"}})
+            length = len(encoded.encode()) + 1
+            if current and size + length > budget:
+                chunks.append(self._wrap(current))
+                current, size = [], 0
+            current.append(encoded)
+            size += length
         if current:
-            chunks.append(self._encode(current))
+            chunks.append(self._wrap(current))
         return chunks
 
-    def _encode(self, items: list[dict[str, Any]]) -> str:
-        return json.dumps({"origin": self.origin, "events": items}, ensure_ascii=False, default=str)
+    def _wrap(self, encoded: list[str]) -> str:
+        return f"{self.origin}|[{','.join(encoded)}]"
+
+
+def _encode(item: dict[str, Any]) -> str:
+    return json.dumps(item, ensure_ascii=False, default=str)
 
 
 def _item(event: AuditEvent) -> dict[str, Any]:
