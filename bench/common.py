@@ -160,6 +160,22 @@ async def time_calls(call: Callable[[int], Awaitable[Any]], count: int, warmup: 
     return Timing(samples)
 
 
+async def time_interleaved(calls: dict[str, Callable[[int], Awaitable[Any]]], count: int, warmup: int,
+                           block: int = 20) -> dict[str, Timing]:
+    """Time several calls in alternating blocks, so drift on a shared machine hits them all alike."""
+    samples: dict[str, list[float]] = {name: [] for name in calls}
+    for call in calls.values():
+        for i in range(warmup):
+            await call(i)
+    for start in range(0, count, block):
+        for name, call in calls.items():
+            for i in range(start, min(start + block, count)):
+                began = time.perf_counter()
+                await call(warmup + i)
+                samples[name].append(time.perf_counter() - began)
+    return {name: Timing(values) for name, values in samples.items()}
+
+
 def print_table(title: str, header: list[str], rows: list[list[Any]]) -> None:
     widths = [max(len(str(x)) for x in [h, *[r[i] for r in rows]]) for i, h in enumerate(header)]
     print(f"\n{title}")

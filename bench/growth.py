@@ -54,13 +54,18 @@ class ByteMeter:
     def __init__(self, url: str, conversation_id: str, *, engine_rows: bool) -> None:
         self.db = create_sync_engine(parse_database_url(url))
         self.cid = conversation_id
-        names = CHECKPOINT_TABLES[self.db.dialect.name]
-        self.checkpoint_tables = [(t, "thread_id") for t in names]
-        self.tables = self.checkpoint_tables + ([(t, "conversation_id") for t in ENGINE_TABLES] if engine_rows else [])
+        self.checkpoint_tables = [(t, "thread_id") for t in CHECKPOINT_TABLES[self.db.dialect.name]]
+        self.engine_tables = [(t, "conversation_id") for t in ENGINE_TABLES] if engine_rows else []
 
-    def total(self, *, checkpoints_only: bool = False) -> int:
+    def checkpoints(self) -> int:
+        return self._sum(self.checkpoint_tables)
+
+    def engine_rows(self) -> int:
+        """The append-only ce_* rows (read once a window: scanning them every turn would disturb the timing)."""
+        return self._sum(self.engine_tables)
+
+    def _sum(self, tables: list[tuple[str, str]]) -> int:
         with self.db.connect() as conn:
-            tables = self.checkpoint_tables if checkpoints_only else self.tables
             return sum(_table_bytes(conn, table, key, self.cid) for table, key in tables)
 
     def close(self) -> None:
@@ -88,19 +93,22 @@ class Window:
 
 async def run_windows(turn: Any, meter: ByteMeter, turns: int, window: int, prune_every: int) -> list[Window]:
     out: list[Window] = []
-    before = await asyncio.to_thread(meter.total)
+    rows_before = await asyncio.to_thread(meter.engine_rows)
+    before = await asyncio.to_thread(meter.checkpoints)
     for start in range(0, turns, window):
         samples, written = [], []
         for i in range(start, min(start + window, turns)):
             began = time.perf_counter()
             await turn(i)
             samples.append(time.perf_counter() - began)
-            after = await asyncio.to_thread(meter.total)
-            if not prune_every or (i + 1) % prune_every:
+            after = await asyncio.to_thread(meter.checkpoints)
+            if not prune_every or (i + 1) % prune_every:  # a pruning turn deletes more than it writes
                 written.append(after - before)
             before = after
-        kept = await asyncio.to_thread(meter.total, checkpoints_only=True)
-        out.append(Window(statistics.median(samples) * 1000, statistics.median(written), kept))
+        rows_after = await asyncio.to_thread(meter.engine_rows)
+        per_turn_rows = (rows_after - rows_before) / len(samples)
+        rows_before = rows_after
+        out.append(Window(statistics.median(samples) * 1000, statistics.median(written) + per_turn_rows, before))
     return out
 
 

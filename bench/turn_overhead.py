@@ -2,7 +2,8 @@
 
 For each saver (SQLite, PostgreSQL) this prints the engine's median and p99 turn time and the
 ratio to a bare graph with the same number of nodes on the same saver in durability="exit",
-and to the raw floor of one read and one write of the conversation row.
+and to the raw floor of one read and one write of the conversation row. The three are timed
+in alternating blocks of turns, so drift on a shared machine affects them alike.
 
     python bench/turn_overhead.py [--turns 300]
 """
@@ -14,6 +15,8 @@ import asyncio
 import sys
 import tempfile
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +25,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import (
     FLOWS,
     Flow,
-    Timing,
     bare_graph,
     fresh_database,
     postgres_server,
     print_table,
     saver_for,
-    time_calls,
+    time_interleaved,
     write_results,
 )
 from convengine.engine import Engine
@@ -38,25 +40,25 @@ HEADER = ["saver", "flow", "engine p50 ms", "engine p99 ms", "bare p50 ms", "eng
           "engine/floor"]
 
 
-async def engine_timing(url: str, flow: Flow, turns: int) -> tuple[Timing, int]:
+@asynccontextmanager
+async def engine_turns(url: str, flow: Flow) -> AsyncIterator[tuple[Callable[[int], Awaitable[Any]], int]]:
     engine = await Engine.aopen(url, **flow.options())
+    cid = str(uuid.uuid4())
+
+    async def turn(i: int) -> None:
+        nonlocal cid
+        if flow.reset_every and i and i % flow.reset_every == 0:
+            cid = str(uuid.uuid4())
+        await engine.aprocess(flow.messages[i % len(flow.messages)], cid)
+
     try:
-        cid = str(uuid.uuid4())
-
-        async def turn(i: int) -> None:
-            nonlocal cid
-            if flow.reset_every and i and i % flow.reset_every == 0:
-                cid = str(uuid.uuid4())
-            await engine.aprocess(flow.messages[i % len(flow.messages)], cid)
-
-        timing = await time_calls(turn, turns, warmup=30)
-        nodes = len(engine.graph.get_graph().nodes) - 2  # without __start__ / __end__
+        yield turn, len(engine.graph.get_graph().nodes) - 2  # without __start__ / __end__
     finally:
         await engine.aclose()
-    return timing, nodes
 
 
-async def bare_timing(url: str, nodes: int, turns: int) -> Timing:
+@asynccontextmanager
+async def bare_turns(url: str, nodes: int) -> AsyncIterator[Callable[[int], Awaitable[Any]]]:
     async with saver_for(url) as saver:
         graph = bare_graph(nodes).compile(checkpointer=saver)
         config = {"configurable": {"thread_id": str(uuid.uuid4())}}
@@ -64,10 +66,11 @@ async def bare_timing(url: str, nodes: int, turns: int) -> Timing:
         async def turn(i: int) -> None:
             await graph.ainvoke({"text": f"message {i}"}, config, durability="exit")
 
-        return await time_calls(turn, turns, warmup=30)
+        yield turn
 
 
-async def floor_timing(url: str, turns: int) -> Timing:
+@asynccontextmanager
+async def floor_turns(url: str) -> AsyncIterator[Callable[[int], Awaitable[Any]]]:
     """One read and one write of the conversation row: the least any persistent turn must do."""
     import sqlalchemy as sa
 
@@ -88,27 +91,31 @@ async def floor_timing(url: str, turns: int) -> Timing:
             await conn.execute(sa.update(table).where(table.c.conversation_id == cid).values(last_user_text=str(i)))
 
     try:
-        return await time_calls(turn, turns, warmup=30)
+        yield turn
     finally:
         await engine.dispose()
 
 
+async def measure_flow(backend: str, flow: Flow, turns: int, pg_url: str | None, folder: Path) -> dict[str, Any]:
+    """Engine, bare graph and floor timed in alternating blocks (each on its own fresh database)."""
+    async with AsyncExitStack() as stack:
+        engine, nodes = await stack.enter_async_context(engine_turns(fresh_database(backend, pg_url, folder), flow))
+        bare = await stack.enter_async_context(bare_turns(fresh_database(backend, pg_url, folder), nodes))
+        floor = await stack.enter_async_context(floor_turns(fresh_database(backend, pg_url, folder)))
+        timings = await time_interleaved({"engine": engine, "bare": bare, "floor": floor}, turns, warmup=30)
+    e, b, f = timings["engine"], timings["bare"], timings["floor"]
+    return {"backend": backend, "flow": flow.name, "nodes": nodes, "turns": turns,
+            "engine_median_ms": e.median_ms, "engine_p99_ms": e.p99_ms, "bare_median_ms": b.median_ms,
+            "bare_p99_ms": b.p99_ms, "ratio_to_bare": e.median_ms / b.median_ms, "floor_median_ms": f.median_ms,
+            "ratio_to_floor": e.median_ms / f.median_ms}
+
+
 async def measure(turns: int, pg_url: str | None, folder: Path) -> tuple[list[list[Any]], list[dict[str, Any]]]:
-    rows: list[list[Any]] = []
-    results: list[dict[str, Any]] = []
-    for backend in ["sqlite"] + (["postgres"] if pg_url else []):
-        floor = await floor_timing(fresh_database(backend, pg_url, folder), turns)
-        for flow in FLOWS:
-            engine, nodes = await engine_timing(fresh_database(backend, pg_url, folder), flow, turns)
-            bare = await bare_timing(fresh_database(backend, pg_url, folder), nodes, turns)
-            ratio = engine.median_ms / bare.median_ms
-            rows.append([backend, flow.name, f"{engine.median_ms:.2f}", f"{engine.p99_ms:.2f}",
-                         f"{bare.median_ms:.2f}", f"{ratio:.2f}x", f"{floor.median_ms:.2f}",
-                         f"{engine.median_ms / floor.median_ms:.1f}x"])
-            results.append({"backend": backend, "flow": flow.name, "nodes": nodes, "turns": turns,
-                            "engine_median_ms": engine.median_ms, "engine_p99_ms": engine.p99_ms,
-                            "bare_median_ms": bare.median_ms, "bare_p99_ms": bare.p99_ms, "ratio_to_bare": ratio,
-                            "floor_median_ms": floor.median_ms, "ratio_to_floor": engine.median_ms / floor.median_ms})
+    results = [await measure_flow(backend, flow, turns, pg_url, folder)
+               for backend in ["sqlite"] + (["postgres"] if pg_url else []) for flow in FLOWS]
+    rows = [[r["backend"], r["flow"], f"{r['engine_median_ms']:.2f}", f"{r['engine_p99_ms']:.2f}",
+             f"{r['bare_median_ms']:.2f}", f"{r['ratio_to_bare']:.2f}x", f"{r['floor_median_ms']:.2f}",
+             f"{r['ratio_to_floor']:.1f}x"] for r in results]
     return rows, results
 
 

@@ -9,7 +9,6 @@ Writes are plain synchronous SQLAlchemy, run in one worker-thread hop on SQLite 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from convengine.audit.events import AuditEvent
 from convengine.db.models import CeAudit, CeConversation, CeConversationHistory, CeLlmCallLog
+from convengine.jsontext import dumps
 
 CONVERSATION = CeConversation.__table__
 HISTORY = CeConversationHistory.__table__
@@ -45,17 +45,27 @@ _TURN_PG = (
     "FROM jsonb_array_elements(%(events)s::jsonb) WITH ORDINALITY AS e(value, idx) ORDER BY e.idx"
 )
 _AUDIT_INSERT_SQLITE = "INSERT INTO ce_audit (conversation_id, stage, payload_json, created_at) VALUES (?, ?, ?, ?)"
+_PROJECTION_COLUMNS = ("status", "intent_code", "state_code", "context_json", "last_user_text", "last_assistant_json",
+                       "input_params_json")
+_UPSERT_SQLITE = (
+    f"INSERT INTO ce_conversation (conversation_id, {', '.join(_PROJECTION_COLUMNS)}, created_at, updated_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in (*_PROJECTION_COLUMNS, "updated_at"))
+)
+_HISTORY_SQLITE = ("INSERT INTO ce_conversation_history (conversation_id, user_input, assistant_output, created_at, "
+                   "modified_at) VALUES (?, ?, ?, ?, ?)")
 
 Write = Callable[[sa.Connection], None]
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+_dumps = dumps
 
 
 def _sqlite_time(value: datetime) -> str:
     """SQLAlchemy's SQLite DateTime text format (naive UTC, microseconds)."""
-    return value.astimezone(UTC).replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
+    if value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    return value.replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
 
 
 def _insert(conn: sa.Connection, table: sa.Table) -> Any:
@@ -105,11 +115,25 @@ def _turn_postgres(conn: sa.Connection, projection: dict[str, Any], history: dic
         "params": _dumps(projection["input_params_json"]), "now": datetime.now(UTC), "events": _events_json(events)})
 
 
+def _turn_sqlite(conn: sa.Connection, projection: dict[str, Any], history: dict[str, Any],
+                 events: Sequence[AuditEvent]) -> None:
+    """The same three writes as on PostgreSQL, as prepared driver statements (no statement building)."""
+    now = _sqlite_time(datetime.now(UTC))
+    cid = projection["conversation_id"]
+    values = [_dumps(projection[c]) if c.endswith("_json") and projection[c] is not None else projection[c]
+              for c in _PROJECTION_COLUMNS]
+    conn.exec_driver_sql(_UPSERT_SQLITE, (cid, *values, now, now))
+    assistant = history.get("assistant_output")
+    conn.exec_driver_sql(_HISTORY_SQLITE, (history["conversation_id"], history["user_input"],
+                                           None if assistant is None else _dumps(assistant), now, now))
+    insert_events(conn, events)
+
+
 def turn_writes(projection: dict[str, Any] | None, history: dict[str, Any] | None,
                 events: Sequence[AuditEvent], conversation_id: str) -> Write:
     def write(conn: sa.Connection) -> None:
-        if projection is not None and history is not None and conn.dialect.name == "postgresql":
-            _turn_postgres(conn, projection, history, events)
+        if projection is not None and history is not None:
+            (_turn_postgres if conn.dialect.name == "postgresql" else _turn_sqlite)(conn, projection, history, events)
             return
         if projection is not None:
             upsert_projection(conn, projection)

@@ -16,6 +16,8 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from convengine.jsontext import dumps
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -30,7 +32,7 @@ class JsonText(TypeDecorator[Any]):
     def process_bind_param(self, value: Any, dialect: sa.Dialect) -> str | None:
         if value is None:
             return None
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+        return dumps(value)
 
     def process_result_value(self, value: Any, dialect: sa.Dialect) -> Any:
         if value is None or value == "":

@@ -1,0 +1,94 @@
+"""Every benchmark in one run (under 10 minutes on 2 cores): prints each table, writes JSON, and a
+Markdown summary; ``--update-docs`` also puts the summary into docs/performance.md.
+
+    python bench/run_all.py [--quick] [--update-docs]
+
+PostgreSQL comes from CONVENGINE_BENCH_PG_URL (or CONVENGINE_TEST_PG_URL); otherwise a throwaway
+server is started with scripts/pg-server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import growth, llm_economy, throughput, turn_overhead
+from bench.common import RESULTS, ROOT, machine, postgres_server, print_table, write_results
+
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+async def run(args: argparse.Namespace, pg_url: str | None, folder: Path) -> list[tuple[str, list[str], list[list[Any]]]]:
+    sizes = {"turns": 100, "growth": 300, "window": 50, "seconds": 2.0, "conversations": 5} if args.quick else \
+            {"turns": 300, "growth": 1000, "window": 100, "seconds": 5.0, "conversations": 20}
+    tables = []
+    steps: list[tuple[str, Any, list[str], str]] = [
+        ("turn_overhead", lambda: turn_overhead.measure(sizes["turns"], pg_url, folder), turn_overhead.HEADER,
+         turn_overhead.TITLE),
+        ("growth", lambda: growth.measure(sizes["growth"], sizes["window"], pg_url, folder), growth.HEADER,
+         growth.TITLE),
+        ("throughput", lambda: throughput.measure([1, 4, 16, 64], sizes["seconds"], pg_url, folder),
+         throughput.HEADER, throughput.TITLE),
+        ("llm_economy", lambda: llm_economy.measure(sizes["conversations"], folder), llm_economy.HEADER,
+         llm_economy.TITLE),
+    ]
+    for name, measure, header, title in steps:
+        began = time.perf_counter()
+        rows, results = await measure()
+        print_table(f"{title}  [{time.perf_counter() - began:.0f} s]", header, rows)
+        write_results(name, {name: results})
+        tables.append((title, header, rows))
+    return tables
+
+
+def summary(tables: list[tuple[str, list[str], list[list[Any]]]], seconds: float) -> str:
+    info = machine()
+    parts = [(f"Measured by `python bench/run_all.py` on {time.strftime('%Y-%m-%d')}: {info['cpus']} CPUs "
+             f"({info['processor']}), Python {info['python']}, {info['platform']}; total {seconds:.0f} s. "
+             "JSON in `bench/results/`.")]
+    for title, header, rows in tables:
+        parts.append(f"### {title}\n\n{markdown_table(header, rows)}")
+    return "\n\n".join(parts) + "\n"
+
+
+def update_docs(text: str) -> None:
+    path = ROOT / "docs" / "performance.md"
+    doc = path.read_text(encoding="utf-8")
+    if START not in doc or END not in doc:
+        raise SystemExit(f"{path} has no {START} ... {END} section")
+    head, rest = doc.split(START, 1)
+    _, tail = rest.split(END, 1)
+    path.write_text(f"{head}{START}\n{text}{END}{tail}", encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smaller runs (a smoke test, not figures to quote)")
+    parser.add_argument("--update-docs", action="store_true", help="write the summary into docs/performance.md")
+    args = parser.parse_args()
+    began = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp, postgres_server() as pg_url:
+        tables = asyncio.run(run(args, pg_url, Path(tmp)))
+    text = summary(tables, time.perf_counter() - began)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "summary.md").write_text(text, encoding="utf-8")
+    if args.update_docs:
+        update_docs(text)
+    print(f"\nall benchmarks done in {time.perf_counter() - began:.0f} s; summary in {RESULTS / 'summary.md'}")
+
+
+if __name__ == "__main__":
+    main()
