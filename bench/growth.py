@@ -20,6 +20,8 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,8 +93,9 @@ class Window:
     """Checkpoint bytes stored for the conversation at the end of the window."""
 
 
-async def run_windows(turn: Any, meter: ByteMeter, turns: int, window: int, prune_every: int) -> list[Window]:
-    out: list[Window] = []
+async def run_windows(turn: Any, meter: ByteMeter, turns: int, window: int,
+                      prune_every: int) -> AsyncIterator[Window]:
+    """One Window per ``window`` turns, yielded as each completes."""
     rows_before = await asyncio.to_thread(meter.engine_rows)
     before = await asyncio.to_thread(meter.checkpoints)
     for start in range(0, turns, window):
@@ -108,42 +111,52 @@ async def run_windows(turn: Any, meter: ByteMeter, turns: int, window: int, prun
         rows_after = await asyncio.to_thread(meter.engine_rows)
         per_turn_rows = (rows_after - rows_before) / len(samples)
         rows_before = rows_after
-        out.append(Window(statistics.median(samples) * 1000, statistics.median(written) + per_turn_rows, before))
-    return out
+        yield Window(statistics.median(samples) * 1000, statistics.median(written) + per_turn_rows, before)
 
 
-async def engine_windows(url: str, turns: int, window: int) -> tuple[list[Window], int]:
+@asynccontextmanager
+async def engine_subject(url: str, turns: int, window: int) -> AsyncIterator[tuple[AsyncIterator[Window], int]]:
     engine = await Engine.aopen(url, **SUPPORT_DESK.options())
+    cid = str(uuid.uuid4())
+    meter = ByteMeter(url, cid, engine_rows=True)
+
+    async def turn(i: int) -> None:
+        await engine.aprocess(SUPPORT_DESK.messages[i % len(SUPPORT_DESK.messages)], cid)
+
     try:
-        cid = str(uuid.uuid4())
-
-        async def turn(i: int) -> None:
-            await engine.aprocess(SUPPORT_DESK.messages[i % len(SUPPORT_DESK.messages)], cid)
-
         nodes = len(engine.graph.get_graph().nodes) - 2
-        meter = ByteMeter(url, cid, engine_rows=True)
-        try:
-            return await run_windows(turn, meter, turns, window, engine.settings.checkpoint_prune_every), nodes
-        finally:
-            meter.close()
+        yield run_windows(turn, meter, turns, window, engine.settings.checkpoint_prune_every), nodes
     finally:
+        meter.close()
         await engine.aclose()
 
 
-async def bare_windows(url: str, nodes: int, turns: int, window: int) -> list[Window]:
+@asynccontextmanager
+async def bare_subject(url: str, nodes: int, turns: int, window: int) -> AsyncIterator[AsyncIterator[Window]]:
     async with saver_for(url) as saver:
         graph = bare_graph(nodes).compile(checkpointer=saver)
         cid = str(uuid.uuid4())
         config = {"configurable": {"thread_id": cid}}
+        meter = ByteMeter(url, cid, engine_rows=False)
 
         async def turn(i: int) -> None:
             await graph.ainvoke({"text": f"message {i}"}, config, durability="exit")
 
-        meter = ByteMeter(url, cid, engine_rows=False)
         try:
-            return await run_windows(turn, meter, turns, window, 0)
+            yield run_windows(turn, meter, turns, window, 0)
         finally:
             meter.close()
+
+
+async def both_windows(backend: str, turns: int, window: int, pg_url: str | None,
+                       folder: Path) -> list[tuple[Window, Window]]:
+    """Engine and bare graph window by window in turn, so drift on a shared machine hits both alike."""
+    async with AsyncExitStack() as stack:
+        engine, nodes = await stack.enter_async_context(
+            engine_subject(fresh_database(backend, pg_url, folder), turns, window))
+        bare = await stack.enter_async_context(bare_subject(fresh_database(backend, pg_url, folder), nodes, turns,
+                                                            window))
+        return [(e, await anext(bare)) async for e in engine]
 
 
 async def measure(turns: int, window: int, pg_url: str | None,
@@ -151,9 +164,8 @@ async def measure(turns: int, window: int, pg_url: str | None,
     rows: list[list[Any]] = []
     results: list[dict[str, Any]] = []
     for backend in ["sqlite"] + (["postgres"] if pg_url else []):
-        engine, nodes = await engine_windows(fresh_database(backend, pg_url, folder), turns, window)
-        bare = await bare_windows(fresh_database(backend, pg_url, folder), nodes, turns, window)
-        for index, (e, b) in enumerate(zip(engine, bare, strict=True)):
+        pairs = await both_windows(backend, turns, window, pg_url, folder)
+        for index, (e, b) in enumerate(pairs):
             first, last = index * window + 1, min((index + 1) * window, turns)
             rows.append([backend, f"{first}-{last}", f"{e.median_ms:.2f}", f"{b.median_ms:.2f}",
                          f"{e.median_ms / b.median_ms:.2f}x", f"{e.bytes_written:,.0f}", f"{b.bytes_written:,.0f}",
@@ -164,8 +176,9 @@ async def measure(turns: int, window: int, pg_url: str | None,
                             "bare_bytes_per_turn": b.bytes_written,
                             "engine_checkpoint_bytes_kept": e.checkpoint_bytes_kept,
                             "bare_checkpoint_bytes_kept": b.checkpoint_bytes_kept})
-        print(f"{backend}: last window / first window turn time = {engine[-1].median_ms / engine[0].median_ms:.2f}x; "
-              f"bytes written per turn {engine[0].bytes_written:,.0f} -> {engine[-1].bytes_written:,.0f}")
+        first_w, last_w = pairs[0][0], pairs[-1][0]
+        print(f"{backend}: last window / first window turn time = {last_w.median_ms / first_w.median_ms:.2f}x; "
+              f"bytes written per turn {first_w.bytes_written:,.0f} -> {last_w.bytes_written:,.0f}")
     return rows, results
 
 
