@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import os
@@ -12,7 +13,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
@@ -149,17 +150,6 @@ class Timing:
         return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
 
 
-async def time_calls(call: Callable[[int], Awaitable[Any]], count: int, warmup: int) -> Timing:
-    for i in range(warmup):
-        await call(i)
-    samples = []
-    for i in range(count):
-        started = time.perf_counter()
-        await call(warmup + i)
-        samples.append(time.perf_counter() - started)
-    return Timing(samples)
-
-
 async def time_interleaved(calls: dict[str, Callable[[int], Awaitable[Any]]], count: int, warmup: int,
                            block: int = 20) -> dict[str, Timing]:
     """Time several calls in alternating blocks, so drift on a shared machine hits them all alike."""
@@ -190,3 +180,16 @@ def write_results(name: str, data: dict[str, Any]) -> Path:
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps({"machine": machine(), "at": time.strftime("%Y-%m-%dT%H:%M:%S"), **data}, indent=2))
     return path
+
+
+Measured = tuple[list[list[Any]], list[dict[str, Any]]]
+
+
+def run_and_report(name: str, title: str, header: list[str],
+                   measure: Callable[[Path, str | None], Awaitable[Measured]], *, postgres: bool = True) -> None:
+    """A benchmark's ``main``: measure in a temporary folder (with a PostgreSQL server), print, write JSON."""
+    server: AbstractContextManager[str | None] = postgres_server() if postgres else nullcontext(None)
+    with tempfile.TemporaryDirectory() as tmp, server as pg_url:
+        rows, results = asyncio.run(measure(Path(tmp), pg_url))
+    print_table(title, header, rows)
+    print(f"\nwrote {write_results(name, {name: results})}")
