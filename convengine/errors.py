@@ -23,6 +23,7 @@ Every error is a :class:`ConvEngineError` with an :class:`ErrorCode`, a message 
     │   └── LlmSchemaViolationError
     ├── ToolError                     tool execution, SQL and HTTP guards
     └── PersistenceError              database or checkpointer unavailable
+        └── UnsafeCheckpointError     a checkpoint holds what the engine never stores
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ __all__ = [
     "RuleError",
     "StepError",
     "ToolError",
+    "UnsafeCheckpointError",
     "Violation",
 ]
 
@@ -115,13 +117,20 @@ class ErrorCode(str, enum.Enum):
     TOOL_NOT_FOUND = "TOOL_NOT_FOUND"
     TOOL_EXECUTION_FAILED = "TOOL_EXECUTION_FAILED"
     TOOL_ADAPTER_NOT_CONFIGURED = "TOOL_ADAPTER_NOT_CONFIGURED"
+    TOOL_RESULT_TOO_LARGE = "TOOL_RESULT_TOO_LARGE"
     UNSAFE_SQL = "UNSAFE_SQL"
     URL_NOT_ALLOWED = "URL_NOT_ALLOWED"
     CIRCUIT_OPEN = "CIRCUIT_OPEN"
     REGEX_TIMEOUT = "REGEX_TIMEOUT"
     DATABASE_UNAVAILABLE = "DATABASE_UNAVAILABLE"
     CHECKPOINT_FAILED = "CHECKPOINT_FAILED"
+    CHECKPOINT_REJECTED = "CHECKPOINT_REJECTED"
     UNKNOWN_STEP = "UNKNOWN_STEP"
+    # HTTP API refusals (never raised by the engine itself)
+    UNAUTHORIZED = "UNAUTHORIZED"
+    FORBIDDEN = "FORBIDDEN"
+    HOST_NOT_ALLOWED = "HOST_NOT_ALLOWED"
+    TOO_MANY_STREAMS = "TOO_MANY_STREAMS"
 
     @property
     def recoverable(self) -> bool:
@@ -308,3 +317,9 @@ class ToolError(StepError):
 
 class PersistenceError(ConvEngineError):
     default_code = ErrorCode.DATABASE_UNAVAILABLE
+
+
+class UnsafeCheckpointError(PersistenceError):
+    """A stored checkpoint holds something the engine never writes; it is refused unread."""
+
+    default_code = ErrorCode.CHECKPOINT_REJECTED

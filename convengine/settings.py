@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from convengine.errors import ConfigError, ErrorCode
+from convengine.security.env_refs import resolve_env_refs
+from convengine.security.redact import remember_settings_secrets
 
 DEFAULT_DATABASE_URL = "sqlite:///convengine.db"
 DEFAULT_MAX_PASSES = 5
@@ -24,6 +26,7 @@ DEFAULT_MAX_MESSAGE_CHARS = 100_000
 DEFAULT_LLM_TIMEOUT_S = 60.0
 DEFAULT_RECURSION_LIMIT = 200
 DEFAULT_CHECKPOINT_PRUNE_EVERY = 25
+DEFAULT_MAX_INPUT_DEPTH = 32
 
 DEFAULT_POLICY_MATRIX: dict[str, str] = {
     "PENDING_ACTION:AFFIRM": "EXECUTE_PENDING_ACTION",
@@ -72,6 +75,9 @@ class ActionLifecycleSettings(_Section):
 
 class ToolOrchestrationSettings(_Section):
     enabled: bool = True
+    allow_caller_requests: bool = True
+    """Run a caller's ``tool_request`` param (seed 001's consumer contract), always limited to the
+    enabled ce_mcp_tool rows in scope; false refuses every caller tool request."""
 
 
 class GuardrailSettings(_Section):
@@ -169,7 +175,8 @@ class AuditSettings(_Section):
 
 class SseSettings(_Section):
     enabled: bool = True
-    emitter_timeout_ms: int = 1_800_000
+    emitter_timeout_ms: int = Field(600_000, ge=1000)
+    """How long one stream lives (ConvEngine's default was 30 minutes; clients reconnect)."""
 
 
 class StompBrokerSettings(_Section):
@@ -269,6 +276,11 @@ class DbSettings(_Section):
     blocked_keywords: list[str] = Field(default_factory=list)
     blocked_functions: list[str] = Field(default_factory=list)
     allowed_functions: list[str] = Field(default_factory=list)
+    raw_sql_enabled: bool = False
+    """Let the raw-SQL tools (postgres.query, db.query, sql.query) run at all; each still needs an
+    enabled ce_mcp_tool row in scope, and a database from ``tool_databases``."""
+    raw_sql_on_engine_database: bool = False
+    """Allow raw-SQL tools on the engine's own database (it holds every conversation)."""
 
 
 class McpServerSettings(_Section):
@@ -285,6 +297,10 @@ class McpServerSettings(_Section):
 
 class McpSettings(_Section):
     tool_max_loops: int = Field(5, ge=1)
+    max_result_rows: int = Field(200, ge=1)
+    """Rows a DB tool returns at most."""
+    max_result_bytes: int = Field(262_144, ge=1024)
+    """Bytes (as JSON) any tool result may take; larger results fail the call with TOOL_RESULT_TOO_LARGE."""
     tool_call_delay_ms: int = 0
     tool_call_delay_after_calls: int = 4
     tool_call_delay_after_ms: int = 2000
@@ -312,9 +328,45 @@ class LlmSettings(_Section):
     """Also write every call to ce_llm_call_log."""
 
 
+class AuthSettings(_Section):
+    mode: Literal["auto", "on", "off"] = "auto"
+    """auto: on when keys are configured or the server listens beyond loopback; off only on loopback."""
+    api_keys: list[str] = Field(default_factory=list)
+    """Keys for the conversation endpoints (``Authorization: Bearer <key>`` or ``X-API-Key``)."""
+    admin_keys: list[str] = Field(default_factory=list)
+    """Keys that may also use the admin endpoints (cache refresh/analyze) and read any conversation."""
+    conversation_ownership: bool = True
+    """With authentication on, a conversation belongs to the caller that created it; others get 404."""
+
+
+class CorsSettings(_Section):
+    allowed_origins: list[str] = Field(default_factory=list)
+    """Origins allowed to call the API from a browser (none by default)."""
+
+
+class StreamLimits(_Section):
+    max_total: int = Field(256, ge=1)
+    max_per_caller: int = Field(16, ge=1)
+    max_per_conversation: int = Field(4, ge=1)
+    idle_timeout_s: float = Field(60.0, gt=0)
+    """A stream of a conversation that has not started is closed when no turn arrives in this time."""
+
+
 class ApiSettings(_Section):
     max_message_chars: int = Field(DEFAULT_MAX_MESSAGE_CHARS, ge=1)
     max_body_bytes: int = Field(2_000_000, ge=1024)
+    max_input_depth: int = Field(DEFAULT_MAX_INPUT_DEPTH, ge=1, le=500)
+    """How deeply inputParams (and context) may nest."""
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+    cors: CorsSettings = Field(default_factory=CorsSettings)
+    trusted_hosts: list[str] = Field(default_factory=list)
+    """Host headers the server answers; empty: loopback names when serving on loopback, any otherwise."""
+    streams: StreamLimits = Field(default_factory=StreamLimits)
+    max_concurrency: int = Field(512, ge=1)
+    """Connections the HTTP server serves at once (more get 503)."""
+    max_header_bytes: int = Field(16_384, ge=1024)
+    header_timeout_s: float = Field(10.0, gt=0)
+    """A connection must send a complete request head within this time (slow-header connections are dropped)."""
 
 
 class EngineSettings(BaseSettings):
@@ -342,6 +394,9 @@ class EngineSettings(BaseSettings):
     max_rule_passes: int = Field(DEFAULT_MAX_PASSES, ge=1)
     recursion_limit: int = Field(DEFAULT_RECURSION_LIMIT, ge=30)
     regex_timeout_ms: int = Field(100, ge=1)
+    template_timeout_ms: int = Field(1000, ge=1)
+    """Longest a template may take to render (responses, prompts, HTTP tool requests)."""
+    template_max_output_chars: int = Field(200_000, ge=1)
     auto_migrate: bool = True
     checkpoint_prune_every: int = Field(DEFAULT_CHECKPOINT_PRUNE_EVERY, ge=0)
     """Every N completed turns, drop a conversation's older checkpoints (keep the latest); 0 keeps
@@ -352,15 +407,18 @@ class EngineSettings(BaseSettings):
         """Settings from keyword args > environment > pack ``settings:`` > defaults.
 
         Raises:
-            ConfigError: a value has the wrong type or an unknown key was given.
+            ConfigError: a value has the wrong type, an unknown key was given or a ``${env:NAME}``
+                reference names an unset variable (see :mod:`convengine.security.env_refs`).
         """
         try:
             from_env = cls().model_dump(exclude_unset=True, by_alias=True)
             merged = deep_merge(normalise_keys(cls, pack_settings or {}), from_env)
             merged = deep_merge(merged, normalise_keys(cls, overrides))
-            return cls(**merged)
+            settings = cls(**resolve_env_refs(merged))
         except ValidationError as exc:
             raise ConfigError(_describe(exc), code=ErrorCode.SETTINGS_INVALID) from None
+        remember_settings_secrets(settings.model_dump())
+        return settings
 
 
 def _describe(exc: ValidationError) -> str:

@@ -21,7 +21,7 @@ def test_defaults_match_convengine() -> None:
     assert s.mcp.tool_max_loops == 5
     assert s.mcp.http_api.defaults.retry_status_codes == [429, 502, 503, 504]
     assert s.mcp.http_api.defaults.circuit_failure_threshold == 5
-    assert s.audit.level == "ALL" and s.transport.sse.emitter_timeout_ms == 1_800_000
+    assert s.audit.level == "ALL" and s.transport.sse.emitter_timeout_ms == 600_000
     assert s.database_url == "sqlite:///convengine.db"
 
 

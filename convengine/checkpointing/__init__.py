@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from convengine.checkpointing.serde import StrictSerializer
 from convengine.db.url import DatabaseUrl
 from convengine.errors import ConversationBusyError, PersistenceError
 
@@ -45,7 +46,7 @@ async def _sqlite_saver(url: DatabaseUrl) -> AsyncIterator[BaseCheckpointSaver[s
         await conn.execute("PRAGMA journal_mode=WAL")
         await conn.execute("PRAGMA synchronous=NORMAL")
         await conn.execute("PRAGMA busy_timeout=30000")
-        saver = AsyncSqliteSaver(conn)
+        saver = AsyncSqliteSaver(conn, serde=StrictSerializer())
         await saver.setup()
         yield saver
     finally:

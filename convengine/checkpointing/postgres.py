@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from convengine.checkpointing.serde import StrictSerializer
 from convengine.db.url import DatabaseUrl
 
 
@@ -23,7 +24,7 @@ async def postgres_saver(url: DatabaseUrl, *, pool_size: int = 20) -> AsyncItera
         kwargs={"autocommit": True, "row_factory": dict_row, "prepare_threshold": 0}, max_lifetime=600)
     await pool.open(wait=True, timeout=30)
     try:
-        saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+        saver = AsyncPostgresSaver(pool, serde=StrictSerializer())  # type: ignore[arg-type]
         await saver.setup()
         # The saver guards every call with one lock even on a pool (langgraph #7259); pool
         # connections are independent, so let half the pool work at once.
