@@ -19,6 +19,8 @@ from convengine.errors import (
     MessageTooLargeError,
     PersistenceError,
 )
+from convengine.security.redact import redact_error, redact_text, redact_value, scrub_chain
+from convengine.settings import DEFAULT_MAX_INPUT_DEPTH
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +53,7 @@ def check_request(message: Any, conversation_id: Any, input_params: Any, reset: 
     cid = normalise_conversation_id(conversation_id) if conversation_id is not None else str(uuid.uuid4())
     if not isinstance(reset, bool):
         raise InvalidInputError(f"reset must be true or false, got {type(reset).__name__}")
-    return TurnRequest(text, cid, _check_params(input_params), reset)
+    return TurnRequest(text, cid, check_params(input_params, settings.api.max_input_depth), reset)
 
 
 def _check_message(message: Any, limit: int, reset: bool) -> str:
@@ -73,28 +75,50 @@ def _check_message(message: Any, limit: int, reset: bool) -> str:
     return message
 
 
-def _check_params(params: Any) -> dict[str, Any]:
+def check_params(params: Any, max_depth: int = DEFAULT_MAX_INPUT_DEPTH, *, name: str = "input_params") -> dict[str, Any]:
+    """A caller's params as plain JSON values, or InvalidInputError naming what was wrong."""
     if params is None:
         return {}
     if not isinstance(params, Mapping):
-        raise InvalidInputError(f"input_params must be an object (a mapping of name -> value), got "
+        raise InvalidInputError(f"{name} must be an object (a mapping of name -> value), got "
                                 f"{type(params).__name__}")
     bad = [k for k in params if not isinstance(k, str)]
     if bad:
-        raise InvalidInputError(f"input_params keys must be strings, got {bad[0]!r}")
+        raise InvalidInputError(f"{name} keys must be strings, got {bad[0]!r}")
+    depth = nesting_depth(params, max_depth + 1)
+    if depth > max_depth:
+        raise InvalidInputError(f"{name} nests deeper than {max_depth} levels (settings.api.max_input_depth)")
     try:
         return json.loads(json.dumps(dict(params), allow_nan=False))
     except (TypeError, ValueError) as exc:
-        raise InvalidInputError(f"input_params must be JSON values: {exc}") from None
+        raise InvalidInputError(f"{name} must be JSON values: {exc}") from None
+
+
+def nesting_depth(value: Any, stop_at: int) -> int:
+    """How deeply lists and mappings nest in ``value`` (iterative; stops counting at ``stop_at``)."""
+    deepest = 0
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if not isinstance(item, (Mapping, list, tuple)):
+            continue
+        deepest = max(deepest, depth)
+        if deepest >= stop_at:
+            return deepest
+        children = item.values() if isinstance(item, Mapping) else item
+        pending.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 _DB_ERRORS: tuple[type[BaseException], ...] = (sa.exc.OperationalError, sa.exc.InterfaceError, OSError)
 
 
 def map_failure(exc: BaseException) -> ConvEngineError:
-    """Any failure -> a ConvEngineError with ConvEngine's code and recoverable flag."""
+    """Any failure -> a ConvEngineError with ConvEngine's code and recoverable flag, secrets redacted
+    (in the error and, as far as their text comes from their arguments, in the exceptions it chains)."""
+    scrub_chain(exc)
     if isinstance(exc, ConvEngineError):
-        return exc
+        return redact_error(exc)
     if _is_database_error(exc):
         return PersistenceError(f"the database is unavailable: {_first_line(exc)}")
     return ConvEngineError(f"internal error: {type(exc).__name__}: {_first_line(exc)}", code=ErrorCode.INTERNAL_ERROR)
@@ -112,11 +136,12 @@ def _is_database_error(exc: BaseException) -> bool:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(getattr(exc, "orig", None) or exc).strip()
+    text = redact_text(str(getattr(exc, "orig", None) or exc).strip())
     return text.splitlines()[0] if text else type(exc).__name__
 
 
 def failure_event(conversation_id: str, error: ConvEngineError, *, known: bool) -> AuditEvent:
     stage = "ENGINE_KNOWN_FAILURE" if known else "ENGINE_UNKNOWN_FAILURE"
-    return AuditEvent(conversation_id, stage, {**error.to_payload(), "step": error.details.get("step"),
-                                               "details": {k: str(v) for k, v in error.details.items()}})
+    payload = {**error.to_payload(), "step": error.details.get("step"),
+               "details": {k: str(v) for k, v in error.details.items()}}
+    return AuditEvent(conversation_id, stage, redact_value(payload))

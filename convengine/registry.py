@@ -15,7 +15,7 @@ arguments).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -55,8 +55,9 @@ class TaskContext:
         return self._turn.user_text
 
     @property
-    def params(self) -> dict[str, Any]:
-        return self._turn.params
+    def params(self) -> MutableMapping[str, Any]:
+        """The turn's params; values a task sets persist into later turns (engine keys excepted)."""
+        return KeptParams(self._turn)
 
     @property
     def context(self) -> dict[str, Any]:
@@ -67,6 +68,33 @@ class TaskContext:
 
     def set_intent(self, value: str) -> None:
         self._turn.set_intent(value.strip().upper(), cause="task")
+
+
+class KeptParams(MutableMapping[str, Any]):
+    """The turn's params as a task sees them: reads fall through, writes are kept for later turns."""
+
+    __slots__ = ("_turn",)
+
+    def __init__(self, turn: Turn) -> None:
+        self._turn = turn
+
+    def __getitem__(self, key: str) -> Any:
+        return self._turn.read_params()[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._turn.keep_params({key: value})
+
+    def __delitem__(self, key: str) -> None:
+        del self._turn.params[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict(self._turn.read_params()))
+
+    def __len__(self) -> int:
+        return len(self._turn.read_params())
+
+    def __repr__(self) -> str:
+        return f"KeptParams({dict(self._turn.read_params())!r})"
 
 
 @dataclass

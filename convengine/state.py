@@ -12,6 +12,7 @@ bounded by ``flow.conversation_history.max_turns``; full history lives in
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from typing_extensions import TypedDict
@@ -64,6 +65,8 @@ class EngineState(TypedDict, total=False):
     payload: dict[str, Any] | None
     mcp_loop: dict[str, Any]
     last_llm: dict[str, Any]
+    kept_params: list[str]
+    """Params a rule (SET_INPUT_PARAM) or a task set this turn: they persist with the caller's."""
 
 
 CONVERSATION_KEYS: tuple[str, ...] = (
@@ -90,18 +93,25 @@ def turn_defaults() -> dict[str, Any]:
         "payload": None,
         "mcp_loop": {},
         "last_llm": {},
+        "kept_params": [],
     }
 
 
 TURN_KEYS: tuple[str, ...] = ("turn_input", *turn_defaults())
 
-# Params the engine computes each turn, or that a caller means for one turn only.
-TURN_PARAM_KEYS: frozenset[str] = frozenset(
+# Params a caller may send for the turn they come with (seed 001's consumer keys and ConvEngine's
+# request switches); they act within what the pack grants and are never persisted.
+REQUEST_PARAM_KEYS: frozenset[str] = frozenset(
     {
-        # request-only
         "reset", "restart", "conversation_reset", "tool_request", "pending_action_key", "pending_action_task",
         "approval_granted", "approvalGranted", "force_intent_resolution", "resolve_intent", "switch_intent",
         "switch_flow", "switch_mode",
+    }
+)
+
+# Params only the engine computes: dropped (and audited) when a caller sends them, never persisted.
+ENGINE_PARAM_KEYS: frozenset[str] = frozenset(
+    {
         # dialogue act
         "dialogue_act", "dialogue_act_confidence", "dialogue_act_source", "dialogue_act_regex",
         "dialogue_act_regex_confidence", "dialogue_act_llm_candidate", "dialogue_act_llm_confidence",
@@ -127,9 +137,24 @@ TURN_PARAM_KEYS: frozenset[str] = frozenset(
     }
 )
 
+TURN_PARAM_KEYS: frozenset[str] = REQUEST_PARAM_KEYS | ENGINE_PARAM_KEYS
+"""Params that never carry over to the next turn."""
+
 RESET_PARAM_KEYS: tuple[str, ...] = ("reset", "restart", "conversation_reset")
 
 
-def persistent_params(params: dict[str, Any]) -> dict[str, Any]:
-    """The params that carry over to the next turn (caller params and rule-set values)."""
-    return {k: v for k, v in params.items() if k not in TURN_PARAM_KEYS}
+def caller_params(params: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A caller's params without the engine-computed keys, and the keys that were dropped."""
+    dropped = sorted(k for k in params if k in ENGINE_PARAM_KEYS)
+    return {k: v for k, v in params.items() if k not in ENGINE_PARAM_KEYS}, dropped
+
+
+def persistent_params(params: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
+    """The params that carry over to the next turn: an allow-list of ``keys`` (the persisted params,
+    the caller's and those a rule or task chose to keep), never a turn-only key."""
+    return {k: params[k] for k in dict.fromkeys(keys) if k in params and k not in TURN_PARAM_KEYS}
+
+
+def changed_params(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+    """Params host code (a custom step or rule action) set or replaced: they persist like a rule's."""
+    return {k: v for k, v in after.items() if k not in before or before[k] is not v}

@@ -16,7 +16,8 @@ from convengine.graph.plan import StepPlan
 from convengine.nodes.common import Step
 from convengine.nodes.context import StepHook, TurnContext
 from convengine.nodes.turn import Turn
-from convengine.state import EngineState
+from convengine.security.redact import redact_error, redact_text
+from convengine.state import EngineState, changed_params
 
 Node = Callable[[EngineState, Runtime[TurnContext]], Awaitable[Command[Any]]]
 ContextProvider = Callable[[EngineState], Awaitable[TurnContext]]
@@ -37,18 +38,21 @@ def make_node(step: Step, plan: StepPlan, provider: ContextProvider | None = Non
         started = time.perf_counter()
         turn.audit("STEP_ENTER", {"step": step.name, "stepClass": java_class})
         await _hooks(ctx, turn, "before")
+        before = dict(turn.read_params()) if step.before or step.after else None
         try:
             outcome = step.run(turn)
             if inspect.isawaitable(outcome):
                 await outcome
+            if before is not None and (changed := changed_params(before, turn.read_params())):
+                turn.keep_params(changed)  # a host's custom step: its params persist like a rule's
         except Exception as exc:
             millis = (time.perf_counter() - started) * 1000
             ctx.audit.record_timing(step.name, millis)
             turn.audit("STEP_ERROR", {"step": step.name, "stepClass": java_class, "errorType": type(exc).__name__,
-                                      "errorMessage": str(exc), "durationMs": round(millis, 3)})
+                                      "errorMessage": redact_text(str(exc)), "durationMs": round(millis, 3)})
             await _hooks(ctx, turn, "on_error", exc)
             ctx.audit.current_step = None
-            error = _as_step_error(exc, step.name)
+            error = redact_error(_as_step_error(exc, step.name))  # before LangGraph stores or logs it
             if error is exc:
                 raise
             raise error from exc

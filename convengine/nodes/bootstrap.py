@@ -3,12 +3,13 @@ audit_user_input."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from convengine.graph import names
 from convengine.nodes.common import Step, truthy
 from convengine.nodes.turn import Turn
-from convengine.state import RESET_PARAM_KEYS, turn_defaults
+from convengine.state import RESET_PARAM_KEYS, caller_params, persistent_params, turn_defaults
 from convengine.vocab import UNKNOWN
 
 RESET_COMMANDS = frozenset({"reset", "restart", "/reset", "/restart", "start over", "/start-over"})
@@ -26,11 +27,23 @@ async def load_or_create_conversation(turn: Turn) -> None:
         _create(turn)
     elif turn.get("status") != "RUNNING":
         turn.set("status", "RUNNING")  # a BLOCKED conversation runs again on its next turn
-    persisted = dict(turn.get("input_params") or {})
-    turn.set("params", {**persisted, **dict(request.get("params") or {})})
+    persisted = persistent_params(turn.get("input_params") or {}, turn.get("input_params") or {})
+    turn.set("params", {**persisted, **accepted_params(turn, request.get("params") or {})})
     turn.set("user_text", str(request.get("text") or ""))
     turn.set("turn", int(turn.get("turn") or 0) + 1)
     turn.set("turn_start", {"intent": turn.intent, "state": turn.state, "turn": turn.get("turn")})
+
+
+def accepted_params(turn: Turn, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The request's params a caller may set: engine-computed keys (and, when the settings say so, a
+    ``tool_request``) are dropped, and the drop is audited."""
+    accepted, dropped = caller_params(params)
+    if dropped:
+        turn.audit("INPUT_PARAMS_REJECTED", {"keys": dropped, "reason": "ENGINE_COMPUTED"})
+    if "tool_request" in accepted and not turn.settings.flow.tool_orchestration.allow_caller_requests:
+        accepted.pop("tool_request")
+        turn.audit("INPUT_PARAMS_REJECTED", {"keys": ["tool_request"], "reason": "CALLER_TOOL_REQUESTS_DISABLED"})
+    return accepted
 
 
 def _create(turn: Turn) -> None:
@@ -87,7 +100,7 @@ async def persist_conversation_bootstrap(turn: Turn) -> None:
     """Insert the ce_conversation row of a new conversation before anything else is written."""
     store = turn.ctx.services.store
     if turn.ctx.is_new and store is not None:
-        await store.ensure_conversation(turn.conversation_id, user_text=turn.user_text)
+        await store.ensure_conversation(turn.conversation_id, user_text=turn.user_text, owner=turn.ctx.owner)
 
 
 async def audit_user_input(turn: Turn) -> None:

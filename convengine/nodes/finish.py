@@ -77,7 +77,7 @@ async def persist_conversation(turn: Turn) -> None:
                         code=ErrorCode.PIPELINE_NO_RESPONSE_PAYLOAD)
     blocked = turn.get("status") == "BLOCKED"
     context = json_safe(turn.read_context())
-    params = json_safe(persistent_params(dict(turn.read_params())))
+    params = json_safe(persistent_params(turn.read_params(), _kept_keys(turn)))
     turn.replace_context(context)
     turn.set("input_params", params)
     turn.set("status", "BLOCKED" if blocked else "RUNNING")
@@ -88,6 +88,12 @@ async def persist_conversation(turn: Turn) -> None:
     _prepare_commit(turn, payload, context, params, blocked)
     turn.audit("ENGINE_RETURN", {"intent": turn.intent, "state": turn.state, "payload": payload,
                                  "status": "BLOCKED" if blocked else "RUNNING"})
+
+
+def _kept_keys(turn: Turn) -> list[str]:
+    """Params that persist: those persisted before, the caller's of this turn, those a rule or task kept."""
+    request = (turn.get("turn_input") or {}).get("params") or {}
+    return [*(turn.get("input_params") or {}), *request, *(turn.get("kept_params") or [])]
 
 
 def _window_value(payload: dict[str, Any]) -> Any:

@@ -111,6 +111,13 @@ class Turn:
             self._update["params"] = dict(self._state.get("params") or {})
         return self._update["params"]  # type: ignore[no-any-return]
 
+    def keep_params(self, values: Mapping[str, Any]) -> None:
+        """Set params that persist into later turns (SET_INPUT_PARAM, tasks); engine keys never do."""
+        self.params.update(values)
+        kept = list(self.get("kept_params") or [])
+        kept.extend(k for k in values if k not in kept)
+        self.set("kept_params", kept)
+
     def read_params(self) -> Mapping[str, Any]:
         return self._update.get("params") or self._state.get("params") or {}
 

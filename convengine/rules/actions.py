@@ -98,7 +98,7 @@ def set_input_param(rule: RuleRecord, session: RuleSession, env: ActionEnv) -> d
     if not raw:
         raise RuleError(f"ce_rule[{rule.rule_id}]: SET_INPUT_PARAM needs a value", code=ErrorCode.INVALID_RULE_ACTION)
     values = parse_input_params(raw)
-    session.params.update(values)
+    session.keep_params(values)
     return {"ruleId": rule.rule_id, "params": values}
 
 
@@ -111,14 +111,14 @@ def set_json(rule: RuleRecord, session: RuleSession, env: ActionEnv) -> dict[str
     path = path.strip() or "$"
     values = compile_jsonpath(path).find(session.facts())
     value = values[0] if values else None
-    session.params[name] = value
+    session.keep_params({name: value})
     return {"ruleId": rule.rule_id, "param": name, "path": path, "value": value}
 
 
 def _getter(default: str, produce: Callable[[RuleSession], Any]) -> ActionHandler:
     def handler(rule: RuleRecord, session: RuleSession, env: ActionEnv) -> dict[str, Any]:
         name = _value(rule) or default
-        session.params[name] = produce(session)
+        session.keep_params({name: produce(session)})
         return {"ruleId": rule.rule_id, "param": name}
 
     return handler

@@ -15,6 +15,7 @@ from convengine.config_loader.records import RuleRecord
 from convengine.errors import ConvEngineError, RuleError
 from convengine.rules.actions import BUILTIN_ACTIONS, ActionEnv, ActionHandler, TaskRunner
 from convengine.rules.model import Emit, PhaseResult, RuleSession
+from convengine.state import changed_params
 from convengine.textmatch import RegexTimeoutError
 from convengine.vocab import ANY
 
@@ -146,9 +147,12 @@ class PhaseRun:
         if handler is None:
             self._audit("RULE_NO_MATCH", {**described, "reason": "ACTION_RESOLVER_MISSING"})
             return
+        before = None if rule.action in BUILTIN_ACTIONS else dict(self.session.params)
         try:
             outcome = handler(rule, self.session, env)
             payload = await outcome if inspect.isawaitable(outcome) else outcome
+            if before is not None:
+                self._keep_changes(before)
         except ConvEngineError:
             raise
         except Exception as exc:
@@ -156,6 +160,13 @@ class PhaseRun:
                             details={"ruleId": rule.rule_id}) from exc
         self.emit(rule.action, payload)
         self._audit("RULE_APPLIED", {**described, "actionValue": _parsed(rule.action_value), **self._where()})
+
+
+    def _keep_changes(self, before: Mapping[str, Any]) -> None:
+        """Params a host's own action set persist, as SET_INPUT_PARAM's do (engine keys never)."""
+        changed = changed_params(before, self.session.params)
+        if changed:
+            self.session.keep_params(changed)
 
 
 def _parsed(value: str | None) -> Any:
