@@ -16,9 +16,12 @@ async def tool_orchestration(turn: Turn) -> None:
 
 
 def _tool_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
-    if turn.read_params().get("tool_request") and turn.settings.flow.tool_orchestration.enabled:
-        return None
-    return "TOOL_ORCHESTRATION_SKIPPED", {"reason": "NO_TOOL_REQUEST"}
+    params = turn.read_params()
+    if not params.get("tool_request") or not turn.settings.flow.tool_orchestration.enabled:
+        return "TOOL_ORCHESTRATION_SKIPPED", {"reason": "NO_TOOL_REQUEST"}
+    if params.get("skip_tool_execution") or params.get("guardrail_blocked"):
+        return "TOOL_ORCHESTRATION_SKIPPED", {"reason": "BLOCKED_BY_GUARDRAIL"}  # a denied turn runs no tool
+    return None
 
 
 async def mcp_planner(turn: Turn) -> None:

@@ -9,6 +9,7 @@ from convengine.config_loader.records import ToolRecord
 from convengine.errors import ConvEngineError
 from convengine.nodes.common import run_rules
 from convengine.tools.base import tool_meta
+from convengine.tools.runner import ToolRunner
 from convengine.vocab import POST_TOOL_EXECUTION, canonical_tool_group
 
 if TYPE_CHECKING:
@@ -33,22 +34,33 @@ def parse_request(raw: Any) -> dict[str, Any]:
     return {"tool_code": str(raw.get("tool_code") or "").strip(), "tool_group": raw.get("tool_group"), "args": args}
 
 
-def _resolve(turn: Turn, request: dict[str, Any]) -> tuple[ToolRecord, bool]:
-    """(tool, in_scope); a request with only a group gets a synthetic tool for the group's adapter."""
+def _resolve(turn: Turn, request: dict[str, Any]) -> ToolRecord:
+    """The granted tool a caller's request names: an enabled ce_mcp_tool row (or a configured MCP
+    server's tool) by code, or the one such row of the requested group in scope. Nothing else runs."""
     runner = turn.ctx.services.tools
     assert runner is not None
     code = request["tool_code"]
     group = canonical_tool_group(request["tool_group"]) if request["tool_group"] else None
-    tool = runner.find(turn, code) if code else None
+    if not code:
+        return _only_tool_of_group(turn, group)
+    tool = runner.find(turn, code)
     if tool is None:
-        if group is None:
-            raise ToolRequestError(f"tool_group is required when tool_code is not resolvable (tool_code={code!r})")
-        return ToolRecord(tool_id=0, tool_code=code, tool_group=group, group=group), True
+        raise ToolRequestError(f"no enabled tool {code!r}: a tool_request may only name a tool the configuration "
+                               "defines (ce_mcp_tool)")
     if group and group != tool.group:
-        tool = ToolRecord(**{**{f: getattr(tool, f) for f in ("tool_id", "tool_code", "intent_code", "state_code",
-                                                               "enabled", "description", "created_at")},
-                             "tool_group": group, "group": group})
-    return tool, runner.in_scope(turn, tool)
+        raise ToolRequestError(f"tool {code!r} is in group {tool.group}, not {group}")
+    return tool
+
+
+def _only_tool_of_group(turn: Turn, group: str | None) -> ToolRecord:
+    if group is None:
+        raise ToolRequestError("tool_request needs a tool_code, or a tool_group with exactly one enabled tool in scope")
+    tools = [t for t in turn.snapshot.tools if t.enabled and t.group == group and ToolRunner.in_scope(turn, t)]
+    if len(tools) != 1:
+        found = ", ".join(t.tool_code for t in tools) or "none"
+        raise ToolRequestError(f"tool_group {group} without a tool_code needs exactly one enabled {group} tool for "
+                               f"{turn.intent}/{turn.state}; found {found}")
+    return tools[0]
 
 
 async def run_tool_request(turn: Turn) -> None:
@@ -60,11 +72,11 @@ async def run_tool_request(turn: Turn) -> None:
         return
     turn.audit("TOOL_ORCHESTRATION_REQUEST", request)
     try:
-        tool, in_scope = _resolve(turn, request)
+        tool = _resolve(turn, request)
     except ToolRequestError as exc:
         _error(turn, None, request, str(exc))
         return
-    if not in_scope:
+    if not ToolRunner.in_scope(turn, tool):
         _scope_mismatch(turn, tool)
         return
     try:

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from convengine.config_loader.records import ToolRecord
+from convengine.errors import ErrorCode, ToolError
+from convengine.jsontext import dumps
 from convengine.nodes.common import in_scope
 from convengine.registry import Registries
 from convengine.tools.base import (
@@ -70,6 +72,10 @@ class ToolRunner:
     # --- execution --------------------------------------------------------------------
 
     async def execute(self, turn: Turn, tool: ToolRecord, args: dict[str, Any]) -> Any:
+        """Run a granted tool; its result is capped at ``mcp.max_result_bytes`` (as JSON)."""
+        return capped(await self._run(turn, tool, args), turn.settings.mcp.max_result_bytes, tool.tool_code)
+
+    async def _run(self, turn: Turn, tool: ToolRecord, args: dict[str, Any]) -> Any:
         ctx = ToolContext.of(turn, tool)
         if tool.group == "MCP_SERVER" or split_code(tool.tool_code):
             return normalise_result(await self.mcp.call(tool.tool_code, args))
@@ -103,3 +109,12 @@ class ToolRunner:
         handlers = self.registries.tool_handlers
         return handlers.get(tool_code) or next((h for code, h in handlers.items() if code.lower() == tool_code.lower()),
                                                None)
+
+
+def capped(result: Any, limit: int, tool_code: str) -> Any:
+    """The result, or TOOL_RESULT_TOO_LARGE when its JSON form exceeds ``limit`` bytes."""
+    size = len(dumps(result))
+    if size > limit:
+        raise ToolError(f"tool {tool_code} returned {size} bytes; the limit is {limit} (mcp.max_result_bytes)",
+                        code=ErrorCode.TOOL_RESULT_TOO_LARGE, recoverable=False)
+    return result

@@ -33,6 +33,8 @@ TOOLS = [
 DB_TOOLS = [{"tool_id": 2, "sql_template": "SELECT order_id, status FROM ${table} WHERE customer_id = :customer "
              "ORDER BY order_id LIMIT :limit", "param_schema": {}, "max_rows": 2,
              "allowed_identifiers": {"table": ["orders", "orders_archive"]}}]
+# Raw-SQL tools are off by default and never run on the engine's own database unless told to.
+RAW_SQL_ON_ENGINE_DB = {"raw-sql-enabled": True, "raw-sql-on-engine-database": True}
 
 
 @pytest.fixture
@@ -105,7 +107,9 @@ async def test_a_tool_out_of_scope_is_skipped(orders_db: str) -> None:
     ({"tool_code": "crm.lookup", "args": {}}, "No HttpApiToolHandler or HttpApiExecutorAdapter configured for "
                                                "tool_code=CRM.LOOKUP"),
     ({"tool_code": "risk.score", "args": {}}, "No CalculatorTransformExecutorAdapter configured for tool_code=RISK.SCORE"),
-    ({"tool_code": "nope.nothing", "args": {}}, "tool_group is required when tool_code is not resolvable"),
+    ({"tool_code": "nope.nothing", "args": {}}, "no enabled tool 'nope.nothing'"),
+    ({"tool_code": "nope.nothing", "tool_group": "DB", "args": {}}, "no enabled tool 'nope.nothing'"),
+    ({"tool_code": "crm.lookup", "tool_group": "DB", "args": {}}, "tool 'crm.lookup' is in group HTTP_API, not DB"),
     ({"tool_code": "crm.lookup", "args": "x"}, "tool_request.args must be an object"),
     ("{not json", "tool_request is not valid JSON"),
 ])
@@ -127,10 +131,11 @@ async def test_adapters_by_group_and_group_only_requests(orders_db: str) -> None
                                                                                          "args": {"a": 21}}})
         shaped = payload_of(await turn_events(engine, first.conversation_id), "TOOL_ORCHESTRATION_RESULT")
         assert shaped["result"] == {"score": 42, "tool": "risk.score"}
+        # a group without a code resolves among the granted rows: here the one calculator tool in scope
         await engine.aprocess("y", first.conversation_id,
                               input_params={"tool_request": {"tool_group": "calc", "args": {"a": 1}}})
         shaped = payload_of(await turn_events(engine, first.conversation_id), "TOOL_ORCHESTRATION_RESULT")
-        assert shaped["result"] == {"score": 2, "tool": ""}
+        assert shaped["result"] == {"score": 2, "tool": "risk.score"}
 
 
 async def test_db_template_tool_binds_values_and_checks_identifiers(orders_db: str) -> None:
@@ -173,11 +178,11 @@ async def test_db_template_tool_binds_values_and_checks_identifiers(orders_db: s
     ("SELECT * INTO copy_of_orders FROM orders", "SELECT ... INTO is not allowed"),
     ("SELECT pg_sleep(10)", "function pg_sleep() is not allowed"),
     ("SELECT $$ x $$", "dollar-quoted strings are not allowed"),
-    ("SELECT 'unterminated", "unterminated ' quote"),
+    ("SELECT 'unterminated", "unterminated quoted string"),
     ("", "SQL must be a non-empty string"),
 ])
 async def test_raw_sql_from_the_planner_is_guarded(orders_db: str, sql: str, message: str) -> None:
-    async with engine_on(orders_db, tool_pack()) as engine:
+    async with engine_on(orders_db, tool_pack(settings={"mcp": {"db": RAW_SQL_ON_ENGINE_DB}})) as engine:
         first = await engine.aprocess("loan")
         await engine.aprocess("x", first.conversation_id,
                               input_params={"tool_request": {"tool_code": "postgres.query", "args": {"sql": sql}}})
@@ -187,7 +192,7 @@ async def test_raw_sql_from_the_planner_is_guarded(orders_db: str, sql: str, mes
 
 
 async def test_raw_sql_that_passes_the_guard_reads_with_bound_params(orders_db: str) -> None:
-    async with engine_on(orders_db, tool_pack()) as engine:
+    async with engine_on(orders_db, tool_pack(settings={"mcp": {"db": RAW_SQL_ON_ENGINE_DB}})) as engine:
         first = await engine.aprocess("loan")
         sql = "SELECT status FROM orders WHERE customer_id = :c AND status IN :statuses ORDER BY order_id"
         await engine.aprocess("x", first.conversation_id, input_params={"tool_request": {
@@ -345,19 +350,24 @@ async def test_malformed_plans_become_safe_answers(orders_db: str, raw: Any, ans
         assert (await engine.aprocess("loan help", first.conversation_id)).payload.value == answer
 
 
-@pytest.mark.parametrize(("text", "params", "status"), [
-    ("hello there", {}, "SKIPPED_GREETING"),
-    ("no", {}, "SKIPPED_DIALOGUE_ACT"),
-    ("x", {"skip_tool_execution": True}, "SKIPPED_BY_GUARDRAIL"),
+# A rule (the pack's own guardrail) may set skip_tool_execution; a caller may not (tests/security).
+SKIP_RULE = [{"rule_id": 90, "phase": "PRE_AGENT_MCP", "intent_code": "ANY", "state_code": "ANY",
+              "rule_type": "EXACT", "match_pattern": "x", "action": "SET_INPUT_PARAM",
+              "action_value": "skip_tool_execution:true"}]
+
+
+@pytest.mark.parametrize(("text", "status"), [
+    ("hello there", "SKIPPED_GREETING"),
+    ("no", "SKIPPED_DIALOGUE_ACT"),
+    ("x", "SKIPPED_BY_GUARDRAIL"),
 ])
-async def test_skip_checks_run_in_order_without_a_planner_call(orders_db: str, text: str, params: dict,
-                                                               status: str) -> None:
+async def test_skip_checks_run_in_order_without_a_planner_call(orders_db: str, text: str, status: str) -> None:
     llm = ScriptedLLM({"MCP_PLANNER": plan({"action": "ANSWER", "answer": "first"})},
                       default={"dialogueAct": "NEW_REQUEST", "confidence": 0.9})
-    async with engine_on(orders_db, planner_pack(), llm=llm, tools=handlers()) as engine:
+    async with engine_on(orders_db, planner_pack(ce_rule=SKIP_RULE), llm=llm, tools=handlers()) as engine:
         first = await engine.aprocess("loan")
         assert llm.count("MCP_PLANNER") == 1
-        result = await engine.aprocess(text, first.conversation_id, input_params=params)
+        result = await engine.aprocess(text, first.conversation_id)
         assert llm.count("MCP_PLANNER") == 1
         assert result.context["mcp"]["lifecycle"]["status"] == status
 
@@ -424,7 +434,7 @@ async def test_db_handlers_by_tool_code_win_over_templates(orders_db: str) -> No
 async def test_long_queries_are_stopped_by_the_statement_timeout(orders_db: str) -> None:
     slow = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 500000000) "
             "SELECT count(*) AS n FROM c")
-    data = tool_pack(settings={"mcp": {"db": {"statement-timeout-ms": 300}}})
+    data = tool_pack(settings={"mcp": {"db": {"statement-timeout-ms": 300, **RAW_SQL_ON_ENGINE_DB}}})
     async with engine_on(orders_db, data) as engine:
         first = await engine.aprocess("loan")
         await engine.aprocess("x", first.conversation_id, input_params={"tool_request": {
@@ -451,7 +461,8 @@ async def test_db_tools_can_run_on_a_named_database(orders_db: str, tmp_path: An
 
 
 async def test_custom_blocked_keywords_and_function_allow_lists(orders_db: str) -> None:
-    data = tool_pack(settings={"mcp": {"db": {"blocked-keywords": ["union"], "allowed-functions": ["my_fn"]}}})
+    data = tool_pack(settings={"mcp": {"db": {"blocked-keywords": ["union"], "allowed-functions": ["my_fn"],
+                                              **RAW_SQL_ON_ENGINE_DB}}})
     async with engine_on(orders_db, data) as engine:
         first = await engine.aprocess("loan")
         for sql, message in [("SELECT 1 UNION SELECT 2", "keyword UNION is not allowed"),
