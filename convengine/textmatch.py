@@ -23,6 +23,9 @@ _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False
 _RE2_OPTIONS.case_sensitive = False
 _RE2_OPTIONS.max_mem = 64 << 20
+_RE2_EXACT = re2.Options()
+_RE2_EXACT.log_errors = False
+_RE2_EXACT.max_mem = 64 << 20
 
 
 class RegexTimeoutError(ConvEngineError):
@@ -99,6 +102,21 @@ def compile_regex(pattern: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Safe
 def cached_regex(pattern: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> SafeRegex:
     """:func:`compile_regex` for patterns that come from settings (compiled once per pattern)."""
     return compile_regex(pattern, timeout_s=timeout_s)
+
+
+@lru_cache(maxsize=1024)
+def linear_regex(pattern: str) -> Any:
+    """``pattern`` compiled by RE2 (linear time, case-sensitive, like Java's and Python's defaults).
+
+    For patterns that run with no time bound of their own (JSONPath ``=~`` and ``sub()``, JSON
+    Schema ``pattern``). Raises :class:`PatternError` when RE2 cannot run it (look-arounds,
+    back-references).
+    """
+    try:
+        return re2.compile(pattern, _RE2_EXACT)
+    except (re2.error, TypeError) as exc:
+        raise PatternError(f"{pattern!r} needs a backtracking regex engine ({exc}); only linear-time (RE2) "
+                           "patterns are allowed here") from None
 
 
 MATCH_KINDS = ("REGEX", "CONTAINS", "STARTS_WITH", "EXACT")

@@ -3,6 +3,12 @@
 A pack's ``settings:`` block is stored as ce_config rows of type ``EngineSettings`` (key =
 dotted path, value = JSON), so importing a pack into a database and exporting it again
 gives back the same pack.
+
+Reading a pack file is bounded before anything is built: at most :data:`MAX_PACK_BYTES` bytes,
+:data:`MAX_ALIASES` aliases, :data:`MAX_DEPTH` levels of nesting and :data:`MAX_EXPANDED_NODES`
+values once aliases are expanded (what a "billion laughs" pack of nested aliases would blow up
+to), each refused with ``PACK_INVALID`` naming the limit. :func:`redact_pack` hides the secrets
+of an exported pack (see :mod:`convengine.security.redact`).
 """
 
 from __future__ import annotations
@@ -19,8 +25,82 @@ from convengine.config_loader.build import flatten_settings, settings_from_confi
 from convengine.config_loader.snapshot import SETTINGS_CONFIG_TYPE
 from convengine.db.models import CONTROL_TABLES
 from convengine.errors import PackError
+from convengine.security.redact import mask_setting, redact_text
 
 SETTINGS_KEY = "settings"
+MAX_PACK_BYTES = 8 * 1024 * 1024
+MAX_ALIASES = 1_000
+MAX_DEPTH = 64
+MAX_EXPANDED_NODES = 1_000_000
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that counts aliases and nesting while it composes the document."""
+
+    def __init__(self, stream: str, origin: str) -> None:
+        super().__init__(stream)
+        self.origin, self.depth, self.aliases = origin, 0, 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            _limit(self.aliases > MAX_ALIASES, self.origin, f"more than {MAX_ALIASES} aliases (*name)")
+        self.depth += 1
+        _limit(self.depth > MAX_DEPTH, self.origin, f"nests deeper than {MAX_DEPTH} levels")
+        try:
+            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        finally:
+            self.depth -= 1
+
+
+def _limit(exceeded: bool, origin: str, what: str) -> None:
+    if exceeded:
+        raise PackError(f"{origin} is refused: it {what} (packs are bounded so that loading one stays fast "
+                        "and small)")
+
+
+def _expanded_size(node: yaml.Node, origin: str, memo: dict[int, int], path: tuple[int, ...] = ()) -> int:
+    """How many values ``node`` stands for once every alias is expanded (shared nodes counted per use)."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    _limit(key in path, origin, "has a recursive alias (an alias inside the node it refers to)")
+    _limit(len(path) >= MAX_DEPTH, origin, f"nests deeper than {MAX_DEPTH} levels once aliases are expanded")
+    children: list[yaml.Node] = []
+    if isinstance(node, yaml.SequenceNode):
+        children = list(node.value)
+    elif isinstance(node, yaml.MappingNode):
+        children = [item for pair in node.value for item in pair]
+    size = 1
+    for child in children:
+        size += _expanded_size(child, origin, memo, (*path, key))
+        _limit(size > MAX_EXPANDED_NODES, origin, f"expands to more than {MAX_EXPANDED_NODES} values "
+                                                  "through its aliases")
+    memo[key] = size
+    return size
+
+
+def load_yaml(text: str, origin: str) -> Any:
+    """One YAML document, safely and within the limits above.
+
+    Raises:
+        PackError: ``PACK_INVALID`` for invalid YAML or a document over a limit (named).
+    """
+    _limit(len(text) > MAX_PACK_BYTES, origin, f"is larger than {MAX_PACK_BYTES} bytes")
+    try:
+        loader = _BoundedLoader(text, origin)
+    except yaml.YAMLError as exc:
+        raise PackError(f"{origin} is not valid YAML: {exc}") from None
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_size(node, origin, {})
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        raise PackError(f"{origin} is not valid YAML: {exc}") from None
+    finally:
+        loader.dispose()
 
 
 def read_pack(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
@@ -39,10 +119,9 @@ def read_pack(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
         if not path.is_file():
             raise PackError(f"pack file not found: {path}")
         origin = str(path)
+        _limit(path.stat().st_size > MAX_PACK_BYTES, origin, f"is larger than {MAX_PACK_BYTES} bytes")
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as exc:
-            raise PackError(f"{origin} is not valid YAML: {exc}") from None
+            data = load_yaml(path.read_text(encoding="utf-8"), origin)
         except UnicodeDecodeError as exc:
             raise PackError(f"{origin} is not UTF-8 text: {exc}") from None
     if data is None:
@@ -110,6 +189,55 @@ def _clean(row: Mapping[str, Any]) -> dict[str, Any]:
             value = float(value)
         out[key] = value
     return out
+
+
+def redact_pack(pack: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
+    """A copy of ``pack`` with its secrets masked as ``***``, and how many values were masked.
+
+    Secret settings (database URLs' passwords, API keys, sensitive MCP headers and env...) are
+    masked unless they are ``${env:NAME}`` references; every other string loses what looks like
+    a secret (URL passwords, ``Bearer`` tokens, ``password=`` values, known secret values).
+    """
+    changed = [0]
+    out: dict[str, Any] = {}
+    for key, value in pack.items():
+        if key == SETTINGS_KEY and isinstance(value, Mapping):
+            out[key] = _masked_settings(value, changed)
+        else:
+            out[key] = _masked_strings(value, changed)
+    return out, changed[0]
+
+
+def _masked_settings(settings: Mapping[str, Any], changed: list[int], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, Mapping):
+            out[key] = _masked_settings(value, changed, path)
+        elif isinstance(value, list):
+            out[key] = [_masked_leaf(path, item, changed) for item in value]
+        else:
+            out[key] = _masked_leaf(path, value, changed)
+    return out
+
+
+def _masked_leaf(path: str, value: Any, changed: list[int]) -> Any:
+    masked = mask_setting(path, value)
+    masked = redact_text(masked) if isinstance(masked, str) else masked
+    changed[0] += masked != value
+    return masked
+
+
+def _masked_strings(value: Any, changed: list[int]) -> Any:
+    if isinstance(value, str):
+        masked = redact_text(value)
+        changed[0] += masked != value
+        return masked
+    if isinstance(value, Mapping):
+        return {key: _masked_strings(item, changed) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_masked_strings(item, changed) for item in value]
+    return value
 
 
 class _PackDumper(yaml.SafeDumper):

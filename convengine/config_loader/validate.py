@@ -24,6 +24,7 @@ from convengine.config_loader.records import (
     VerboseRecord,
 )
 from convengine.errors import Violation
+from convengine.jsonschemas import checked_validator
 from convengine.rules.jsonpath import compile_jsonpath
 from convengine.textmatch import PatternError, TextMatcher, compile_regex
 from convengine.vocab import (
@@ -268,7 +269,7 @@ def _check_json_schema(v: Validation, rec: Record, column: str, schema: Any) -> 
         v.bad(rec, rec.row_id, column, f"must be a JSON schema object, got {type(schema).__name__}")
         return
     try:
-        jsonschema.validators.validator_for(schema).check_schema(schema)
+        checked_validator(schema)
     except jsonschema.SchemaError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
         v.bad(rec, rec.row_id, column, f"is not a valid JSON schema at {where}: {exc.message}")

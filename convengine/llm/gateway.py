@@ -27,6 +27,7 @@ from convengine.errors import (
     LlmSchemaViolationError,
     LlmTimeoutError,
 )
+from convengine.jsonschemas import checked_validator
 from convengine.llm.scripted import LlmCall, ScriptedLLM, UnscriptedCallError, reply_text
 from convengine.settings import LlmSettings
 
@@ -193,10 +194,7 @@ def parse_json(text: str, call_site: str) -> Any:
 @lru_cache(maxsize=256)
 def _validator(schema_json: str) -> Any:
     """A checked validator per distinct schema (checking a schema costs more than validating a reply)."""
-    schema = json.loads(schema_json)
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
-    return cls(schema)
+    return checked_validator(json.loads(schema_json))
 
 
 def validate_reply(value: Any, schema: dict[str, Any], call_site: str) -> None:

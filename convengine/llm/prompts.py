@@ -17,7 +17,7 @@ def render_for(turn: Turn, source: str | None, *, template: str, extra: dict[str
     if not source:
         return ""
     variables = template_variables(turn, extra, names=referenced_names(source))
-    return render_prompt(source, variables, template=template)
+    return render_prompt(source, variables, template=template, limits=turn.settings)
 
 
 def config_prompt(turn: Turn, component: str, key: str, default: str) -> tuple[str, str]:

@@ -43,7 +43,7 @@ def render_exact(turn: Turn, row: ResponseRecord) -> str:
     source = row.exact_text or ""
     try:
         return render_text(source, template_variables(turn, names=referenced_names(source)),
-                           template=f"ce_response[{row.response_id}].exact_text")
+                           template=f"ce_response[{row.response_id}].exact_text", limits=turn.settings)
     except PromptRenderError as exc:
         fallback = dig(turn.read_context(), "mcp", "finalAnswer")
         turn.audit("EXACT_RESPONSE_RENDERING", {"component": "ResponseResolutionStep", "fallbackUsed": True,

@@ -11,7 +11,12 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from jsonpath_ng import JSONPath
+from jsonpath_ng.ext import filter as _filter
 from jsonpath_ng.ext import parse as _parse
+from jsonpath_ng.ext.string import Sub
+
+from convengine.textmatch import PatternError, linear_regex
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,4 +61,44 @@ def compile_jsonpath(source: str) -> JsonPathMatcher:
             expression = _parse(text)
     except Exception as exc:  # noqa: BLE001 - the parser raises several unrelated types
         raise ValueError(f"invalid JSONPath {text!r}: {exc}") from None
+    _bound_regexes(expression)
     return JsonPathMatcher(text, expression, text.startswith("$[?"))
+
+
+def _bound_regexes(node: Any) -> None:
+    """Every regex in the path (``=~`` literals, ``sub(/re/, ...)``) must run in linear time: RE2
+    compiles it now, or the path is refused with the reason."""
+    for item in _nodes(node):
+        try:
+            if isinstance(item, _filter.Expression) and item.op == "=~" and isinstance(item.value, str):
+                linear_regex(item.value)
+            elif isinstance(item, Sub):
+                item.regex = linear_regex(item.expr)
+        except PatternError as exc:
+            raise ValueError(f"invalid JSONPath regex: {exc}") from None
+
+
+def _nodes(root: Any) -> list[Any]:
+    """The nodes of a parsed path (a path is small; walked iteratively)."""
+    found, pending = [], [root]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, (list, tuple)):
+            pending.extend(item)
+        elif isinstance(item, JSONPath):
+            found.append(item)
+            pending.extend(v for v in vars(item).values() if isinstance(v, (JSONPath, list, tuple)))
+    return found
+
+
+def _linear_search(text: Any, pattern: Any) -> bool:
+    """JSONPath's ``=~`` on RE2: a pattern from a pack or from the document itself runs in linear time."""
+    if not isinstance(text, str) or not isinstance(pattern, str):
+        return False
+    try:
+        return linear_regex(pattern).search(text) is not None
+    except PatternError:
+        return False
+
+
+_filter.OPERATOR_MAP["=~"] = _linear_search  # jsonpath-ng calls re.search (backtracking) here

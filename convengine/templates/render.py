@@ -5,6 +5,11 @@ Jinja2's sandbox renders ``{{var}}`` and dotted paths; ConvEngine's other syntax
 are rewritten to it first. Maps and lists render as JSON. EXACT texts render
 permissively (a missing variable renders empty); prompts are strict: every plain
 ``{{path}}`` must resolve, otherwise ``UNRESOLVED_PROMPT_VARIABLE`` names it.
+
+Every render is bounded (:mod:`convengine.templates.sandbox`): it stops with
+``PROMPT_RENDER_FAILED`` after ``settings.template_timeout_ms`` or before building more than
+``settings.template_max_output_chars`` characters. The syntax rewrite uses RE2, so it takes linear
+time whatever the source.
 """
 
 from __future__ import annotations
@@ -12,23 +17,44 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 import jinja2
 import jinja2.meta
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+import re2
 
 from convengine.errors import ErrorCode, PromptRenderError
+from convengine.settings import EngineSettings
+from convengine.templates.sandbox import BoundedSandbox, TemplateBudgetError, budget_for
 
 _CONVENGINE_FORMS = [
-    (re.compile(r"\[\(\$\{(.+?)\}\)\]", re.DOTALL), r"{{ \1 }}"),
-    (re.compile(r"\[\[\$\{(.+?)\}\]\]", re.DOTALL), r"{{ (\1) | e }}"),
-    (re.compile(r"\[\$\{(.+?)\}\]", re.DOTALL), r"{{ \1 }}"),
-    (re.compile(r"#\{(.+?)\}", re.DOTALL), r"{{ \1 }}"),
+    (re2.compile(r"(?s)\[\(\$\{(.+?)\}\)\]"), r"{{ \1 }}"),
+    (re2.compile(r"(?s)\[\[\$\{(.+?)\}\]\]"), r"{{ (\1) | e }}"),
+    (re2.compile(r"(?s)\[\$\{(.+?)\}\]"), r"{{ \1 }}"),
+    (re2.compile(r"(?s)#\{(.+?)\}"), r"{{ \1 }}"),
 ]
-_EXPR = re.compile(r"\{\{(.+?)\}\}", re.DOTALL)
+_EXPR = re2.compile(r"(?s)\{\{(.+?)\}\}")
 _PLAIN_PATH = re.compile(r"^\s*([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*)\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateLimits:
+    """How long one render may take and how many characters it may build."""
+
+    timeout_ms: float = EngineSettings.model_fields["template_timeout_ms"].default
+    max_chars: int = EngineSettings.model_fields["template_max_output_chars"].default
+
+    @classmethod
+    def of(cls, source: Any = None) -> TemplateLimits:
+        """Limits from settings (``template_timeout_ms``, ``template_max_output_chars``), or the defaults."""
+        if source is None or isinstance(source, TemplateLimits):
+            return source or DEFAULT_LIMITS
+        return cls(source.template_timeout_ms, source.template_max_output_chars)
+
+
+DEFAULT_LIMITS = TemplateLimits()
 
 
 def _finalize(value: Any) -> Any:
@@ -46,10 +72,10 @@ class _LenientUndefined(jinja2.ChainableUndefined):
         return ""
 
 
-_LENIENT = ImmutableSandboxedEnvironment(undefined=_LenientUndefined, finalize=_finalize, autoescape=False,
-                                         keep_trailing_newline=True)
-_STRICT = ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined, finalize=_finalize, autoescape=False,
-                                        keep_trailing_newline=True)
+_LENIENT = BoundedSandbox(undefined=_LenientUndefined, finalize=_finalize, autoescape=False,
+                          keep_trailing_newline=True)
+_STRICT = BoundedSandbox(undefined=jinja2.StrictUndefined, finalize=_finalize, autoescape=False,
+                         keep_trailing_newline=True)
 
 
 def translate(source: str) -> str:
@@ -96,27 +122,47 @@ def resolve_path(variables: Mapping[str, Any], path: str) -> tuple[bool, Any]:
     return True, node
 
 
-def render_text(source: str | None, variables: Mapping[str, Any], *, template: str = "template") -> str:
+def _render(source: str, strict: bool, variables: Mapping[str, Any], limits: Any) -> str:
+    """Compile (cached) and render under a budget, counting the output as it is produced."""
+    bounds = TemplateLimits.of(limits)
+    with budget_for(bounds.timeout_ms, bounds.max_chars) as budget:
+        parts: list[str] = []
+        total = 0
+        for chunk in _compile(source, strict).generate(dict(variables)):
+            total += len(chunk)
+            if total > bounds.max_chars:
+                budget.fits(total, "an output")
+            parts.append(chunk)
+        return "".join(parts)
+
+
+def render_text(source: str | None, variables: Mapping[str, Any], *, template: str = "template",
+                limits: Any = None) -> str:
     """Permissive rendering (EXACT responses, verbose messages): a missing variable renders empty.
+
+    ``limits``: :class:`TemplateLimits` or the settings to take them from (default limits if omitted).
 
     Raises:
         PromptRenderError: ``PROMPT_RENDER_FAILED`` naming ``template`` when the source does not
-            parse, the sandbox refuses it, or an expression fails (e.g. a division by zero).
+            parse, the sandbox refuses it, an expression fails (e.g. a division by zero), or the
+            render goes over its time or size limit.
     """
     if not source:
         return ""
     try:
-        return _compile(source, False).render(dict(variables))
+        return _render(source, False, variables, limits)
     except Exception as exc:  # noqa: BLE001 - every template failure becomes one clear error
         raise _render_failed(template, exc) from None
 
 
-def render_prompt(source: str | None, variables: Mapping[str, Any], *, template: str) -> str:
-    """Strict rendering for prompts.
+def render_prompt(source: str | None, variables: Mapping[str, Any], *, template: str,
+                  limits: Any = None) -> str:
+    """Strict rendering for prompts (``limits`` as for :func:`render_text`).
 
     Raises:
         PromptRenderError: ``UNRESOLVED_PROMPT_VARIABLE`` naming the variable and ``template``,
-            or ``PROMPT_RENDER_FAILED`` for a template that does not parse or fails to render.
+            or ``PROMPT_RENDER_FAILED`` for a template that does not parse, fails to render or
+            goes over its time or size limit.
     """
     if not source:
         return ""
@@ -128,7 +174,7 @@ def render_prompt(source: str | None, variables: Mapping[str, Any], *, template:
             details={"template": template, "missingPromptVars": list(dict.fromkeys(missing))},
         )
     try:
-        return _compile(source, True).render(dict(variables))
+        return _render(source, True, variables, limits)
     except jinja2.UndefinedError as exc:
         raise PromptRenderError(f"{template}: {exc.message}", details={"template": template}) from None
     except Exception as exc:  # noqa: BLE001 - every template failure becomes one clear error
@@ -136,6 +182,9 @@ def render_prompt(source: str | None, variables: Mapping[str, Any], *, template:
 
 
 def _render_failed(template: str, exc: Exception) -> PromptRenderError:
+    if isinstance(exc, TemplateBudgetError):
+        return PromptRenderError(f"{template} {exc}", code=ErrorCode.PROMPT_RENDER_FAILED,
+                                 details={"template": template, "errorClass": exc.kind})
     if isinstance(exc, jinja2.TemplateSyntaxError):
         reason = f"does not parse: {exc.message} (line {exc.lineno})"
     elif isinstance(exc, jinja2.exceptions.SecurityError):
