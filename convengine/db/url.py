@@ -14,6 +14,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from convengine.errors import ConfigError
+from convengine.security.redact import redact_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +43,7 @@ class DatabaseUrl:
 
     def redacted(self) -> str:
         """The URL for messages: the password hidden, the driver suffix dropped."""
-        return self.sync_url.set(drivername=self.backend).render_as_string(hide_password=True)
+        return redact_text(self.sync_url.set(drivername=self.backend).render_as_string(hide_password=True))
 
 
 def parse_database_url(raw: str) -> DatabaseUrl:
@@ -56,7 +57,7 @@ def parse_database_url(raw: str) -> DatabaseUrl:
     try:
         url = make_url(raw.strip())
     except ArgumentError as exc:
-        raise ConfigError(f"malformed database URL {raw!r}: {exc}") from None
+        raise ConfigError(f"malformed database URL {redact_text(raw)!r}: {redact_text(str(exc))}") from None
     backend = url.get_backend_name()
     if backend == "postgres":
         backend = "postgresql"
@@ -64,14 +65,15 @@ def parse_database_url(raw: str) -> DatabaseUrl:
         return _sqlite(raw, url)
     if backend == "postgresql":
         return _postgres(raw, url)
-    raise ConfigError(f"unsupported database URL {raw!r}: use sqlite:///FILE or postgresql://USER@HOST/DB")
+    raise ConfigError(f"unsupported database URL {redact_text(raw)!r}: use sqlite:///FILE or "
+                      "postgresql://USER@HOST/DB")
 
 
 def _sqlite(raw: str, url: sa.URL) -> DatabaseUrl:
     database = url.database or ""
     if database in ("", ":memory:") or database.startswith("file:"):
         raise ConfigError(
-            f"database URL {raw!r} is an in-memory SQLite database; the engine needs a file "
+            f"database URL {redact_text(raw)!r} is an in-memory SQLite database; the engine needs a file "
             "shared by the checkpointer and the ce_* tables, e.g. sqlite:///convengine.db"
         )
     path = Path(database).expanduser()

@@ -4,23 +4,49 @@ Timeouts, retries with exponential backoff on 429/502/503/504 and I/O errors, a 
 breaker, auth NONE / API_KEY / BEARER, response mapping RAW_JSON / JSON_PATH / FIELD_TEMPLATE /
 TEXT, and no requests to loopback, private, link-local or reserved addresses unless the host is
 allow-listed (``mcp.http_api.allowed_hosts``: names or CIDR ranges). Redirects are not followed.
+
+The address check cannot be raced by DNS: the client's network backend (:class:`PinnedBackend`)
+resolves the host itself when it opens a connection, checks every address and connects to a
+checked one, so a resolver that answers a public address to the check and a private one to the
+connection (DNS rebinding) reaches nothing. The Host header, TLS SNI and certificate verification
+still use the URL's host name. Environment proxies are not used (a proxy would resolve names itself).
+Auth values and sensitive headers are remembered as secrets and never appear in error messages; a
+header value with a line break or control character is refused before anything is sent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
+import re
 import socket
+import ssl
 import time
+from collections.abc import Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpcore
 import httpx
 
 from convengine.errors import ErrorCode, ToolError
 from convengine.rules.jsonpath import compile_jsonpath
+from convengine.security.redact import (
+    SENSITIVE_NAME,
+    redact_text,
+    remember_secret,
+    remember_url_password,
+    scrub_chain,
+)
 from convengine.settings import HttpApiDefaults, HttpApiSettings
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+_ALLOWED_HOSTS: ContextVar[tuple[str, ...]] = ContextVar("convengine_http_allowed_hosts", default=())
+"""``mcp.http_api.allowed_hosts`` of the request being sent (read by :class:`PinnedBackend`)."""
+_CONTROL_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 class UrlNotAllowedError(ToolError):
@@ -73,11 +99,60 @@ class Breaker:
     open_until: float = 0.0
 
 
+class PinnedBackend(httpcore.AsyncNetworkBackend):
+    """An httpcore network backend that connects only to addresses it checked.
+
+    ``connect_tcp`` resolves the host once (bounded by the connect timeout), refuses the connection
+    when any address is loopback, private, link-local or reserved and not allow-listed, and then
+    connects to the checked addresses themselves; httpcore still starts TLS with the host name.
+    """
+
+    def __init__(self, inner: httpcore.AsyncNetworkBackend | None = None) -> None:
+        self.inner = inner or httpcore.AnyIOBackend()
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                          local_address: str | None = None,
+                          socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
+        allowed = list(_ALLOWED_HOSTS.get())
+        if _host_allowed(host.lower(), allowed):
+            return await self.inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        failure: httpcore.ConnectError | None = None
+        for address in await _checked_addresses(host, port, allowed, timeout):
+            try:
+                return await self.inner.connect_tcp(str(address), port, timeout, local_address,
+                                                    socket_options)
+            except httpcore.ConnectError as exc:
+                failure = exc
+        raise failure or httpcore.ConnectError(f"{host} has no address")
+
+    async def connect_unix_socket(self, path: str, timeout: float | None = None,
+                                  socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
+        raise UrlNotAllowedError("HTTP tools connect over TCP only, not to a Unix socket")
+
+    async def sleep(self, seconds: float) -> None:
+        await self.inner.sleep(seconds)
+
+
+class PinnedTransport(httpx.AsyncHTTPTransport):
+    """httpx's transport over a connection pool whose network backend is :class:`PinnedBackend`."""
+
+    def __init__(self, verify: ssl.SSLContext | bool = True) -> None:
+        super().__init__(verify=verify, trust_env=False)
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=httpx.create_ssl_context(verify=verify, trust_env=False), max_connections=100,
+            max_keepalive_connections=20, keepalive_expiry=5.0, network_backend=PinnedBackend())
+
+
+def pinned_client(verify: ssl.SSLContext | bool = True) -> httpx.AsyncClient:
+    """The HTTP tools' client: pinned connections, no redirects, no environment proxies."""
+    return httpx.AsyncClient(transport=PinnedTransport(verify), follow_redirects=False, trust_env=False)
+
+
 class HttpRunner:
     """Executes :class:`HttpRequest` specs (one shared httpx client, one breaker per tool code)."""
 
     def __init__(self, client: httpx.AsyncClient | None = None) -> None:
-        self.client = client or httpx.AsyncClient(follow_redirects=False)
+        self.client = client or pinned_client()
         self.breakers: dict[str, Breaker] = {}
 
     async def aclose(self) -> None:
@@ -85,10 +160,15 @@ class HttpRunner:
 
     async def execute(self, tool_code: str, spec: HttpRequest, settings: HttpApiSettings) -> dict[str, Any]:
         policy = spec.policy or settings.defaults
+        headers = request_headers(spec, tool_code)
         await check_destination(spec.url, settings.allowed_hosts)
         breaker = self._breaker(tool_code, policy)
         started = time.perf_counter()
-        response, attempt = await self._with_retries(spec, policy, tool_code, breaker)
+        allowed = _ALLOWED_HOSTS.set(tuple(settings.allowed_hosts))
+        try:
+            response, attempt = await self._with_retries(spec, headers, policy, tool_code, breaker)
+        finally:
+            _ALLOWED_HOSTS.reset(allowed)
         if response.status_code >= 400:
             self._failed(breaker, policy)
             raise ToolError(f"HTTP {response.status_code} from {spec.method} {_safe_url(spec.url)} for tool {tool_code}")
@@ -108,19 +188,17 @@ class HttpRunner:
         if policy.circuit_breaker_enabled and breaker.failures >= policy.circuit_failure_threshold:
             breaker.open_until = time.monotonic() + policy.circuit_open_ms / 1000
 
-    async def _with_retries(self, spec: HttpRequest, policy: HttpApiDefaults, tool_code: str,
-                            breaker: Breaker) -> tuple[httpx.Response, int]:
+    async def _with_retries(self, spec: HttpRequest, headers: dict[str, str], policy: HttpApiDefaults,
+                            tool_code: str, breaker: Breaker) -> tuple[httpx.Response, int]:
         delay = policy.initial_backoff_ms / 1000
         for attempt in range(1, policy.max_attempts + 1):
             last = attempt == policy.max_attempts
             try:
-                response = await self._send(spec, policy)
+                response = await self._send(spec, headers, policy)
             except httpx.TransportError as exc:
                 if last or not policy.retry_on_io_exception:
                     self._failed(breaker, policy)
-                    tries = f"after {attempt} attempt{'s' if attempt > 1 else ''}"
-                    raise ToolError(f"{spec.method} {_safe_url(spec.url)} failed for tool {tool_code} {tries}: "
-                                    f"{type(exc).__name__}: {exc or 'no detail'}") from exc
+                    raise _transport_failed(spec, tool_code, attempt, exc) from exc
             else:
                 if last or response.status_code not in policy.retry_status_codes:
                     return response, attempt
@@ -128,8 +206,8 @@ class HttpRunner:
             delay = min(delay * policy.backoff_multiplier, policy.max_backoff_ms / 1000)
         raise AssertionError("unreachable")
 
-    async def _send(self, spec: HttpRequest, policy: HttpApiDefaults) -> httpx.Response:
-        headers = {**spec.headers, **_auth_headers(spec.auth)}
+    async def _send(self, spec: HttpRequest, headers: dict[str, str],
+                    policy: HttpApiDefaults) -> httpx.Response:
         timeout = httpx.Timeout(policy.read_timeout_ms / 1000, connect=policy.connect_timeout_ms / 1000)
         method = spec.method.upper()
         kwargs: dict[str, Any] = {"params": spec.query or None, "headers": headers, "timeout": timeout}
@@ -138,10 +216,46 @@ class HttpRunner:
         return await self.client.request(method, spec.url, **kwargs)
 
 
+def _transport_failed(spec: HttpRequest, tool_code: str, attempt: int,
+                      exc: httpx.TransportError) -> ToolError:
+    scrub_chain(exc)
+    tries = f"after {attempt} attempt{'s' if attempt > 1 else ''}"
+    return ToolError(f"{spec.method} {_safe_url(spec.url)} failed for tool {tool_code} {tries}: "
+                     f"{type(exc).__name__}: {redact_text(str(exc)) or 'no detail'}")
+
+
+def request_headers(spec: HttpRequest, tool_code: str) -> dict[str, str]:
+    """The headers to send (auth included); sensitive values are remembered as secrets first.
+
+    Raises:
+        ToolError: a header value is not text or holds a line break or control character (named
+            by header, never by value).
+    """
+    remember_url_password(spec.url, dynamic=True)
+    headers = {**spec.headers, **_auth_headers(spec.auth)}
+    for name, value in headers.items():
+        if SENSITIVE_NAME.search(str(name)):
+            remember_secret(value, dynamic=True)
+    for name, value in headers.items():
+        if not isinstance(value, str) or _CONTROL_CHARS.search(value):
+            raise ToolError(f"header {name} of tool {tool_code} is not a valid header value: "
+                            f"{_header_problem(value)} (the value is not shown)", recoverable=False)
+    return headers
+
+
+def _header_problem(value: Any) -> str:
+    if not isinstance(value, str):
+        return f"it is {type(value).__name__}, not text"
+    if value.rstrip("\r\n") != value and not _CONTROL_CHARS.search(value.rstrip("\r\n")):
+        return "it ends with a line break (a token read from a file keeps its trailing newline: strip it)"
+    return "it contains a line break or control character"
+
+
 def _auth_headers(auth: HttpAuth) -> dict[str, str]:
     kind = auth.type.upper()
     if kind == "NONE" or not auth.value:
         return {}
+    remember_secret(auth.value, dynamic=True)
     if kind == "API_KEY":
         return {auth.header or "X-API-KEY": auth.value}
     if kind in ("BEARER", "BEARER_STATIC"):
@@ -174,20 +288,40 @@ def map_response(response: httpx.Response, mapping: HttpMapping) -> Any:
 
 
 async def check_destination(url: str, allowed_hosts: list[str]) -> None:
-    """Refuse non-HTTP schemes and addresses that are loopback, private, link-local or reserved."""
+    """Refuse non-HTTP schemes and addresses that are loopback, private, link-local or reserved.
+
+    An early, clear refusal; the connection itself is checked again by :class:`PinnedBackend`.
+    """
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UrlNotAllowedError(f"only http(s) URLs with a host are allowed, got {_safe_url(url)!r}")
     host = parts.hostname.lower()
     if _host_allowed(host, allowed_hosts):
         return
-    for address in await _resolve(host, parts.port or (443 if parts.scheme == "https" else 80)):
-        if _internal(address) and not _address_allowed(address, allowed_hosts):
-            raise UrlNotAllowedError(f"refusing {_safe_url(url)}: {host} resolves to {address}, a private, loopback "
+    _refuse_internal(host, await _resolve(host, parts.port or (443 if parts.scheme == "https" else 80)),
+                     allowed_hosts, _safe_url(url))
+
+
+async def _checked_addresses(host: str, port: int, allowed: list[str],
+                             timeout: float | None) -> list[Address]:
+    """The host's addresses (each once, in resolver order) once every one of them passed the check."""
+    try:
+        async with asyncio.timeout(timeout):
+            addresses = list(dict.fromkeys(await _resolve(host, port)))
+    except TimeoutError:
+        raise httpcore.ConnectTimeout(f"resolving {host} took longer than the connect timeout") from None
+    _refuse_internal(host, addresses, allowed, f"a connection to {host}:{port}")
+    return addresses
+
+
+def _refuse_internal(host: str, addresses: list[Address], allowed: list[str], what: str) -> None:
+    for address in addresses:
+        if _internal(address) and not _address_allowed(address, allowed):
+            raise UrlNotAllowedError(f"refusing {what}: {host} resolves to {address}, a private, loopback "
                                      "or link-local address (add it to mcp.http_api.allowed_hosts to allow it)")
 
 
-async def _resolve(host: str, port: int) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+async def _resolve(host: str, port: int) -> list[Address]:
     try:
         return [ipaddress.ip_address(host)]
     except ValueError:
@@ -199,7 +333,7 @@ async def _resolve(host: str, port: int) -> list[ipaddress.IPv4Address | ipaddre
     return [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
 
 
-def _internal(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+def _internal(address: Address) -> bool:
     mapped = getattr(address, "ipv4_mapped", None)
     target = mapped or address
     return bool(target.is_private or target.is_loopback or target.is_link_local or target.is_reserved
@@ -210,7 +344,7 @@ def _host_allowed(host: str, allowed: list[str]) -> bool:
     return any(host == entry.lower() for entry in allowed if "/" not in entry)
 
 
-def _address_allowed(address: ipaddress.IPv4Address | ipaddress.IPv6Address, allowed: list[str]) -> bool:
+def _address_allowed(address: Address, allowed: list[str]) -> bool:
     for entry in allowed:
         try:
             if address in ipaddress.ip_network(entry, strict=False):

@@ -1,0 +1,1 @@
+"""Security helpers shared by the engine: secret redaction, environment references, log hygiene."""
