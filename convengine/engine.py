@@ -22,6 +22,7 @@ from convengine.audit import AuditBus, AuditEvent, Subscription
 from convengine.audit.trace import build_trace
 from convengine.config_loader import ConfigSnapshot
 from convengine.engine_io import check_request, normalise_conversation_id
+from convengine.errors import InvalidInputError
 from convengine.nodes.common import Step
 from convengine.nodes.context import StepHook
 from convengine.settings import DEFAULT_DATABASE_URL
@@ -153,16 +154,22 @@ class Engine:
     # --- turns ------------------------------------------------------------------------
 
     def process(self, message: str, conversation_id: str | None = None, input_params: Mapping[str, Any] | None = None,
-                reset: bool = False) -> TurnResult:
-        """Process one user message; returns the turn's result or raises a ConvEngineError."""
-        return self._portal.call(self._runtime.process(check_request(
-            message, conversation_id, input_params, reset, self.settings)))
+                reset: bool = False, *, owner: str | None = None) -> TurnResult:
+        """Process one user message; returns the turn's result or raises a ConvEngineError.
+
+        ``owner`` (an opaque caller identity, e.g. from the HTTP API's authentication) is stored with a
+        new conversation; a turn by another owner on an existing conversation raises
+        ConversationNotFoundError before anything runs or is written. None (host code) skips the check.
+        """
+        request = check_request(message, conversation_id, input_params, reset, self.settings)
+        return self._portal.call(self._runtime.process(request, _owner(owner)))
 
     async def aprocess(self, message: str, conversation_id: str | None = None,
-                       input_params: Mapping[str, Any] | None = None, reset: bool = False) -> TurnResult:
+                       input_params: Mapping[str, Any] | None = None, reset: bool = False, *,
+                       owner: str | None = None) -> TurnResult:
         """Async :meth:`process`."""
         request = check_request(message, conversation_id, input_params, reset, self.settings)
-        return await self._portal.acall(self._runtime.process(request))
+        return await self._portal.acall(self._runtime.process(request, _owner(owner)))
 
     def seed(self, conversation_id: str, *, context: Mapping[str, Any] | None = None,
              input_params: Mapping[str, Any] | None = None) -> str:
@@ -171,43 +178,55 @@ class Engine:
 
     async def aseed(self, conversation_id: str, *, context: Mapping[str, Any] | None = None,
                     input_params: Mapping[str, Any] | None = None) -> str:
-        from convengine.engine_io import _check_params
+        from convengine.engine_io import check_params
 
         cid = _cid(conversation_id)
-        values = {"context": _check_params(context), "input_params": _check_params(input_params)}
+        depth = self.settings.api.max_input_depth
+        values = {"context": check_params(context, depth, name="context"),
+                  "input_params": check_params(input_params, depth)}
         return await self._portal.acall(self._runtime.seed(cid, values))
 
     # --- reading ----------------------------------------------------------------------
 
-    def audit(self, conversation_id: str) -> list[AuditEvent]:
+    # Every read takes an optional ``owner``: with one, a conversation of another owner (or of host
+    # code) raises ConversationNotFoundError, exactly as one that does not exist.
+
+    def check_access(self, conversation_id: str, owner: str | None = None) -> bool:
+        """Whether the conversation exists; ConversationNotFoundError if it belongs to someone else."""
+        return self._portal.call(self._runtime.check_access(_cid(conversation_id), _owner(owner)))
+
+    async def acheck_access(self, conversation_id: str, owner: str | None = None) -> bool:
+        return await self._portal.acall(self._runtime.check_access(_cid(conversation_id), _owner(owner)))
+
+    def audit(self, conversation_id: str, owner: str | None = None) -> list[AuditEvent]:
         """Every stored audit event of a conversation, in order."""
-        return self._portal.call(self._runtime.audit(_cid(conversation_id)))
+        return self._portal.call(self._runtime.audit(_cid(conversation_id), _owner(owner)))
 
-    async def aaudit(self, conversation_id: str) -> list[AuditEvent]:
-        return await self._portal.acall(self._runtime.audit(_cid(conversation_id)))
+    async def aaudit(self, conversation_id: str, owner: str | None = None) -> list[AuditEvent]:
+        return await self._portal.acall(self._runtime.audit(_cid(conversation_id), _owner(owner)))
 
-    def trace(self, conversation_id: str) -> dict[str, Any]:
+    def trace(self, conversation_id: str, owner: str | None = None) -> dict[str, Any]:
         """The step tree of the audit trail (ConvEngine's trace shape)."""
         cid = _cid(conversation_id)
-        return build_trace(cid, self.audit(cid))
+        return build_trace(cid, self.audit(cid, owner))
 
-    async def atrace(self, conversation_id: str) -> dict[str, Any]:
+    async def atrace(self, conversation_id: str, owner: str | None = None) -> dict[str, Any]:
         cid = _cid(conversation_id)
-        return build_trace(cid, await self.aaudit(cid))
+        return build_trace(cid, await self.aaudit(cid, owner))
 
-    def history(self, conversation_id: str) -> list[dict[str, Any]]:
+    def history(self, conversation_id: str, owner: str | None = None) -> list[dict[str, Any]]:
         """One row per completed turn: user_input, assistant_output, created_at."""
-        return self._portal.call(self._runtime.history(_cid(conversation_id)))
+        return self._portal.call(self._runtime.history(_cid(conversation_id), _owner(owner)))
 
-    async def ahistory(self, conversation_id: str) -> list[dict[str, Any]]:
-        return await self._portal.acall(self._runtime.history(_cid(conversation_id)))
+    async def ahistory(self, conversation_id: str, owner: str | None = None) -> list[dict[str, Any]]:
+        return await self._portal.acall(self._runtime.history(_cid(conversation_id), _owner(owner)))
 
-    def state(self, conversation_id: str) -> EngineState:
+    def state(self, conversation_id: str, owner: str | None = None) -> EngineState:
         """The conversation's checkpointed state after its last completed turn."""
-        return self._portal.call(self._runtime.checkpointed_state(_cid(conversation_id)))
+        return self._portal.call(self._runtime.checkpointed_state(_cid(conversation_id), _owner(owner)))
 
-    async def astate(self, conversation_id: str) -> EngineState:
-        return await self._portal.acall(self._runtime.checkpointed_state(_cid(conversation_id)))
+    async def astate(self, conversation_id: str, owner: str | None = None) -> EngineState:
+        return await self._portal.acall(self._runtime.checkpointed_state(_cid(conversation_id), _owner(owner)))
 
     def reload(self) -> ConfigSnapshot:
         """Re-read the control tables; on failure keep the current snapshot and raise why."""
@@ -258,5 +277,18 @@ def _options(options: Mapping[str, Any]) -> EngineOptions:
 
 def _cid(conversation_id: str) -> str:
     return normalise_conversation_id(conversation_id)
+
+
+MAX_OWNER_CHARS = 200
+
+
+def _owner(owner: Any) -> str | None:
+    """A caller identity: None or a non-empty string of at most MAX_OWNER_CHARS characters."""
+    if owner is None:
+        return None
+    if not isinstance(owner, str) or not owner or len(owner) > MAX_OWNER_CHARS:
+        raise InvalidInputError(f"owner must be a non-empty string of at most {MAX_OWNER_CHARS} characters, "
+                                f"got {type(owner).__name__} {str(owner)[:40]!r}")
+    return owner
 
 

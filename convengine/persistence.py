@@ -75,20 +75,15 @@ def _insert(conn: sa.Connection, table: sa.Table) -> Any:
 # --- synchronous writes (one implementation for both backends) ---------------------------
 
 
-def insert_conversation(conn: sa.Connection, conversation_id: str, user_text: str | None = None) -> None:
-    """The row of a new conversation (UNKNOWN/UNKNOWN); nothing if it exists."""
+def insert_conversation(conn: sa.Connection, conversation_id: str, user_text: str | None = None,
+                        owner: str | None = None) -> None:
+    """The row of a new conversation (UNKNOWN/UNKNOWN, owned by ``owner``); nothing if it exists."""
     now = datetime.now(UTC)
     conn.execute(_insert(conn, CONVERSATION).values(
         conversation_id=conversation_id, status="RUNNING", intent_code="UNKNOWN", state_code="UNKNOWN",
         context_json={}, input_params_json={}, last_user_text=user_text, created_at=now, updated_at=now,
+        owner_id=owner,
     ).on_conflict_do_nothing(index_elements=["conversation_id"]))
-
-
-def upsert_projection(conn: sa.Connection, row: dict[str, Any]) -> None:
-    now = datetime.now(UTC)
-    stmt = _insert(conn, CONVERSATION).values(**row, created_at=now, updated_at=now)
-    updates = {k: stmt.excluded[k] for k in (*row, "updated_at") if k != "conversation_id"}
-    conn.execute(stmt.on_conflict_do_update(index_elements=["conversation_id"], set_=updates))
 
 
 def _events_json(events: Sequence[AuditEvent]) -> str:
@@ -130,18 +125,14 @@ def _turn_sqlite(conn: sa.Connection, projection: dict[str, Any], history: dict[
 
 
 def turn_writes(projection: dict[str, Any] | None, history: dict[str, Any] | None,
-                events: Sequence[AuditEvent], conversation_id: str) -> Write:
+                events: Sequence[AuditEvent], conversation_id: str, owner: str | None = None) -> Write:
+    """A completed turn (projection and history, as persist_conversation prepares them together) with its
+    audit batch; without them (a failed turn) just the conversation row, if new, and the audit batch."""
     def write(conn: sa.Connection) -> None:
         if projection is not None and history is not None:
             (_turn_postgres if conn.dialect.name == "postgresql" else _turn_sqlite)(conn, projection, history, events)
             return
-        if projection is not None:
-            upsert_projection(conn, projection)
-        else:
-            insert_conversation(conn, conversation_id)
-        if history is not None:
-            now = datetime.now(UTC)
-            conn.execute(sa.insert(HISTORY).values(**history, created_at=now, modified_at=now))
+        insert_conversation(conn, conversation_id, owner=owner)
         insert_events(conn, events)
 
     return write
@@ -168,8 +159,9 @@ class ConversationStore:
         with self.sync_engine.begin() as conn:
             write(conn)
 
-    async def ensure_conversation(self, conversation_id: str, *, user_text: str | None = None) -> None:
-        await self.run(lambda c: insert_conversation(c, conversation_id, user_text))
+    async def ensure_conversation(self, conversation_id: str, *, user_text: str | None = None,
+                                  owner: str | None = None) -> None:
+        await self.run(lambda c: insert_conversation(c, conversation_id, user_text, owner))
 
     async def commit_turn(self, conn: AsyncConnection | None, *, conversation_id: str,
                           projection: dict[str, Any] | None, history: dict[str, Any] | None,
@@ -179,9 +171,10 @@ class ConversationStore:
         if conn is not None:
             await conn.commit()
 
-    async def write_failure(self, conversation_id: str, events: Sequence[AuditEvent]) -> None:
-        """A failed turn's audit (the conversation row is created if the first turn failed)."""
-        await self.run(turn_writes(None, None, events, conversation_id))
+    async def write_failure(self, conversation_id: str, events: Sequence[AuditEvent],
+                            owner: str | None = None) -> None:
+        """A failed turn's audit (the conversation row is created, owned by ``owner``, if the first turn failed)."""
+        await self.run(turn_writes(None, None, events, conversation_id, owner))
 
     async def write_llm_calls(self, rows: Sequence[dict[str, Any]]) -> None:
         if rows:
@@ -194,6 +187,17 @@ class ConversationStore:
             found = await conn.execute(sa.select(CONVERSATION.c.conversation_id)
                                        .where(CONVERSATION.c.conversation_id == conversation_id))
             return found.first() is not None
+
+    async def ownership(self, conversation_id: str,
+                        conn: AsyncConnection | None = None) -> tuple[bool, str | None]:
+        """Whether the conversation's row exists, and its owner (on ``conn``, e.g. under the turn lock)."""
+        query = sa.select(CONVERSATION.c.owner_id).where(CONVERSATION.c.conversation_id == conversation_id)
+        if conn is not None:
+            row = (await conn.execute(query)).first()
+        else:
+            async with self.engine.connect() as own:
+                row = (await own.execute(query)).first()
+        return row is not None, (row[0] if row is not None else None)
 
     async def projection(self, conversation_id: str) -> dict[str, Any] | None:
         async with self.engine.connect() as conn:

@@ -88,23 +88,19 @@ class EngineRuntime:
 
     # --- a turn -----------------------------------------------------------------------
 
-    async def process(self, request: TurnRequest) -> Any:
+    async def process(self, request: TurnRequest, owner: str | None = None) -> Any:
+        """One turn; with an ``owner``, only on a conversation that is new or belongs to that owner
+        (checked under the turn lock: another owner's turn raises ConversationNotFoundError unrun)."""
         from convengine.engine import Payload, TurnResult
 
         snapshot = self.holder.current
-        ctx = self._context(request, snapshot)
-        config = {"configurable": {"thread_id": request.conversation_id},
-                  "metadata": {"convengine_turn": request.turn_id},
-                  "recursion_limit": snapshot.settings.recursion_limit}
-        graph_input = {"conversation_id": request.conversation_id,
-                       "turn_input": {"text": request.text, "params": request.params, "reset": request.reset,
-                                      "turn_id": request.turn_id}}
+        ctx = self._context(request, snapshot, owner)
+        refused: ConversationNotFoundError | None = None
         try:
             async with self.locks.hold(request.conversation_id) as conn:
-                async with self.saver.bind(conn):
-                    final = await self.graph.ainvoke(graph_input, config, context=ctx, durability="exit")
-                    await self._commit(conn, ctx)
-                await self._prune(request.conversation_id, int(final.get("turn") or 0), snapshot.settings)
+                refused = await self._refusal(conn, request.conversation_id, owner)
+                if refused is None:
+                    final = await self._run(conn, request, ctx, snapshot)
         except ConversationBusyError:
             raise
         except Exception as exc:
@@ -112,16 +108,44 @@ class EngineRuntime:
             if error is exc:
                 raise
             raise error from exc
+        if refused is not None:
+            raise refused
         payload = await self._final_transform(final, ctx)
         return TurnResult(request.conversation_id, final["intent"], final["state"],
                           Payload(payload.get("type", "TEXT"), payload.get("value")), dict(final.get("context") or {}),
                           int(final.get("turn") or 0), final.get("status") or "RUNNING")
 
-    def _context(self, request: TurnRequest, snapshot: ConfigSnapshot) -> TurnContext:
+    async def _run(self, conn: AsyncConnection | None, request: TurnRequest, ctx: TurnContext,
+                   snapshot: ConfigSnapshot) -> dict[str, Any]:
+        """The graph run and its commit, under the conversation's lock."""
+        config = {"configurable": {"thread_id": request.conversation_id},
+                  "metadata": {"convengine_turn": request.turn_id},
+                  "recursion_limit": snapshot.settings.recursion_limit}
+        graph_input = {"conversation_id": request.conversation_id,
+                       "turn_input": {"text": request.text, "params": request.params, "reset": request.reset,
+                                      "turn_id": request.turn_id}}
+        async with self.saver.bind(conn):
+            final: dict[str, Any] = await self.graph.ainvoke(graph_input, config, context=ctx, durability="exit")
+            await self._commit(conn, ctx)
+        await self._prune(request.conversation_id, int(final.get("turn") or 0), snapshot.settings)
+        return final
+
+    async def _refusal(self, conn: AsyncConnection | None, conversation_id: str,
+                       owner: str | None) -> ConversationNotFoundError | None:
+        """Why ``owner`` may not run a turn here (another owner's conversation), or None."""
+        if owner is None:
+            return None
+        try:
+            await self.check_access(conversation_id, owner, conn)
+        except ConversationNotFoundError as refused:
+            return refused
+        return None
+
+    def _context(self, request: TurnRequest, snapshot: ConfigSnapshot, owner: str | None) -> TurnContext:
         audit = TurnAudit(request.conversation_id, audit_filter=self.audit_filter, bus=self.bus,
                           persist_meta=snapshot.settings.audit.persist_meta)
         return TurnContext(snapshot=snapshot, services=self.services, audit=audit,
-                           conversation_id=request.conversation_id, turn_id=request.turn_id)
+                           conversation_id=request.conversation_id, turn_id=request.turn_id, owner=owner)
 
     async def _commit(self, conn: AsyncConnection | None, ctx: TurnContext) -> None:
         """Projection, history and the audit batch in one transaction (which also ends the PG lock)."""
@@ -148,7 +172,7 @@ class EngineRuntime:
         event = failure_event(request.conversation_id, error, known=known)
         self.bus.publish(event)
         try:
-            await self.store.write_failure(request.conversation_id, [*ctx.audit.events, event])
+            await self.store.write_failure(request.conversation_id, [*ctx.audit.events, event], ctx.owner)
         except Exception as write_error:  # noqa: BLE001 - the original failure is what the caller needs
             logger.warning("could not store the audit of a failed turn of %s: %s", request.conversation_id, write_error)
         if not known:
@@ -201,23 +225,43 @@ class EngineRuntime:
 
     # --- reads ------------------------------------------------------------------------
 
-    async def audit(self, conversation_id: str) -> list[AuditEvent]:
+    async def check_access(self, conversation_id: str, owner: str | None,
+                           conn: AsyncConnection | None = None) -> bool:
+        """Whether the conversation exists; ConversationNotFoundError when it exists but ``owner`` (None:
+        anyone) is not its owner, exactly as for a conversation that does not exist."""
+        exists, stored = await self.store.ownership(conversation_id, conn)
+        if exists and owner is not None and stored != owner:
+            raise _not_found(conversation_id)
+        return exists
+
+    async def _readable(self, conversation_id: str, owner: str | None) -> None:
+        if owner is not None and not await self.check_access(conversation_id, owner):
+            raise _not_found(conversation_id)
+
+    async def audit(self, conversation_id: str, owner: str | None = None) -> list[AuditEvent]:
+        await self._readable(conversation_id, owner)
         events = await self.store.audit(conversation_id)
         if not events and not await self.store.exists(conversation_id):
-            raise ConversationNotFoundError(f"no conversation {conversation_id}")
+            raise _not_found(conversation_id)
         return events
 
-    async def history(self, conversation_id: str) -> list[dict[str, Any]]:
+    async def history(self, conversation_id: str, owner: str | None = None) -> list[dict[str, Any]]:
+        await self._readable(conversation_id, owner)
         rows = await self.store.history(conversation_id)
         if not rows and not await self.store.exists(conversation_id):
-            raise ConversationNotFoundError(f"no conversation {conversation_id}")
+            raise _not_found(conversation_id)
         return rows
 
-    async def checkpointed_state(self, conversation_id: str) -> EngineState:
+    async def checkpointed_state(self, conversation_id: str, owner: str | None = None) -> EngineState:
+        await self._readable(conversation_id, owner)
         snap = await self.graph.aget_state({"configurable": {"thread_id": conversation_id}})
         if not snap.values:
-            raise ConversationNotFoundError(f"no conversation {conversation_id}")
+            raise _not_found(conversation_id)
         return snap.values  # type: ignore[no-any-return]
+
+
+def _not_found(conversation_id: str) -> ConversationNotFoundError:
+    return ConversationNotFoundError(f"no conversation {conversation_id}")
 
 
 def _check_tables(settings: EngineSettings) -> None:

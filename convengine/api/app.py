@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import logging
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -10,45 +11,92 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import convengine
+from convengine.api.auth import Authenticate
+from convengine.api.config import DEFAULT_HOST, ApiConfig, resolve_api
+from convengine.api.middleware import Authentication, BodyLimit, Cors, HeadLimit, TrustedHosts
+from convengine.api.refusals import ApiRefusal, error_response
 from convengine.api.routes import router
-from convengine.api.schemas import ErrorBody
+from convengine.api.streams import StreamRegistry
 from convengine.engine import Engine
 from convengine.errors import (
     ConvEngineError,
     ConversationNotFoundError,
+    ErrorCode,
     InvalidInputError,
     MessageTooLargeError,
 )
 from convengine.settings import DEFAULT_DATABASE_URL
 
+logger = logging.getLogger(__name__)
 DEFAULT_MAX_BODY = 2_000_000
+PUBLIC_PATHS = ("/health",)
 
 
-def create_app(url: str = DEFAULT_DATABASE_URL, *, engine: Engine | None = None, **options: Any) -> FastAPI:
-    """An app that opens ``Engine.aopen(url, **options)`` at startup (or serves a given engine)."""
+def create_app(url: str = DEFAULT_DATABASE_URL, *, engine: Engine | None = None, host: str = DEFAULT_HOST,
+               authenticate: Authenticate | None = None, cors_origins: Sequence[str] = (),
+               close_engine: bool = False, **options: Any) -> FastAPI:
+    """An app that opens ``Engine.aopen(url, **options)`` at startup (or serves a given engine).
+
+    Args:
+        host: the interface the server listens on; beyond loopback, authentication is required
+            (``api.auth``) and any Host header is answered unless ``api.trusted_hosts`` says otherwise.
+        authenticate: ``authenticate(request) -> Principal | None`` (sync or async) replacing the
+            built-in API keys; None refuses the request with 401.
+        cors_origins: origins allowed to call the API from a browser, besides ``api.cors.allowed_origins``.
+        close_engine: close the given ``engine`` when the app shuts down.
+
+    Raises (at startup): ConfigError when serving on ``host`` would be unsafe, saying what to set.
+    """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        owned = engine is None
-        app.state.engine = engine or await Engine.aopen(url, **options)
-        bridge = await _start_bridge(app.state.engine)
+        owned = engine is None or close_engine
+        served = engine or await Engine.aopen(url, **options)
         try:
-            yield
+            app.state.api = _resolve(served, host, authenticate, cors_origins)
+            app.state.engine = served
+            bridge = await _start_bridge(served)
+            try:
+                yield
+            finally:
+                if bridge is not None:
+                    await bridge.stop()
         finally:
-            if bridge is not None:
-                await bridge.stop()
             if owned:
-                await app.state.engine.aclose()
+                await served.aclose()
 
     app = FastAPI(title="convengine", version=convengine.__version__, lifespan=lifespan,
                   description="ConvEngine-compatible conversation API (message, audit, trace, SSE stream, cache).")
     app.include_router(router)
-    app.add_middleware(BodyLimit, limit=lambda: _body_limit(app))
+    app.state.streams = StreamRegistry()
+    _middleware(app)
     _handlers(app)
     return app
+
+
+def _resolve(engine: Engine, host: str, authenticate: Authenticate | None, cors_origins: Sequence[str]) -> ApiConfig:
+    config = resolve_api(engine.settings, host=host, authenticate=authenticate, cors_origins=cors_origins)
+    for warning in config.warnings:
+        logger.warning(warning)
+    return config
+
+
+def _middleware(app: FastAPI) -> None:
+    """Outermost first: head limit, trusted hosts, CORS, authentication, body limit (added innermost first)."""
+
+    def config() -> ApiConfig | None:
+        return getattr(app.state, "api", None)
+
+    public = [*PUBLIC_PATHS, *(p for p in (app.openapi_url, app.docs_url, app.redoc_url) if p)]
+    if app.docs_url:
+        public.append(app.docs_url + "/oauth2-redirect")
+    app.add_middleware(BodyLimit, limit=lambda: _body_limit(app))
+    app.add_middleware(Authentication, config=config, public=public)
+    app.add_middleware(Cors, config=config)
+    app.add_middleware(TrustedHosts, config=config)
+    app.add_middleware(HeadLimit, config=config)
 
 
 async def _start_bridge(engine: Engine) -> Any:
@@ -67,12 +115,9 @@ def _body_limit(app: FastAPI) -> int:
     return engine.settings.api.max_body_bytes if engine is not None else DEFAULT_MAX_BODY
 
 
-def _error(status: int, code: str, message: str, details: list[dict[str, Any]] | None = None) -> JSONResponse:
-    return JSONResponse(status_code=status, content=ErrorBody(errorCode=code, message=message,
-                                                              details=details or []).model_dump())
-
-
-HTTP_CODES = {400: "INVALID_INPUT", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "MESSAGE_TOO_LARGE"}
+# HTTP-level failures (no engine involved) keep the error shape; engine codes where one fits.
+HTTP_CODES = {400: ErrorCode.INVALID_INPUT.value, 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED",
+              413: ErrorCode.MESSAGE_TOO_LARGE.value, 422: ErrorCode.INVALID_INPUT.value}
 
 
 def _handlers(app: FastAPI) -> None:
@@ -80,26 +125,34 @@ def _handlers(app: FastAPI) -> None:
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400 and "parsing the body" in str(exc.detail):
             # FastAPI's answer to a body that is not UTF-8: a malformed request like any other
-            return _error(422, "INVALID_INPUT", "invalid request: the body is not valid UTF-8 JSON")
-        response = _error(exc.status_code, HTTP_CODES.get(exc.status_code, "HTTP_ERROR"), str(exc.detail))
-        response.headers.update(exc.headers or {})
-        return response
+            return error_response(422, ErrorCode.INVALID_INPUT, "invalid request: the body is not valid UTF-8 JSON")
+        return error_response(exc.status_code, HTTP_CODES.get(exc.status_code, "HTTP_ERROR"), str(exc.detail),
+                              headers=exc.headers)
+
+    @app.exception_handler(ApiRefusal)
+    async def refused(_: Request, exc: ApiRefusal) -> JSONResponse:
+        return exc.response()
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         problems = [_problem(e) for e in exc.errors()]
         details = [{"loc": [str(p) for p in e["loc"]], "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
-        return _error(422, "INVALID_INPUT", "invalid request: " + "; ".join(problems), details)
+        return error_response(422, ErrorCode.INVALID_INPUT, "invalid request: " + "; ".join(problems),
+                              details=details)
 
     @app.exception_handler(ConvEngineError)
     async def engine_error(_: Request, exc: ConvEngineError) -> JSONResponse:
-        if isinstance(exc, MessageTooLargeError):
-            return _error(413, exc.code.value, exc.message)
-        if isinstance(exc, ConversationNotFoundError):
-            return _error(404, exc.code.value, exc.message)
-        if isinstance(exc, InvalidInputError):
-            return _error(422, exc.code.value, exc.message)
-        return _error(500, exc.code.value, exc.message)
+        return error_response(_status(exc), exc.code, exc.message)
+
+
+def _status(exc: ConvEngineError) -> int:
+    if isinstance(exc, MessageTooLargeError):
+        return 413
+    if isinstance(exc, ConversationNotFoundError):
+        return 404
+    if isinstance(exc, InvalidInputError):
+        return 422
+    return 500
 
 
 def _problem(error: Any) -> str:
@@ -107,45 +160,3 @@ def _problem(error: Any) -> str:
         reason = (error.get("ctx") or {}).get("error") or error["msg"]
         return f"the body is not valid JSON: {reason} at position {error['loc'][-1]}"
     return f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}"
-
-
-class BodyLimit:
-    """413 for request bodies over the limit (by Content-Length and by what actually arrives)."""
-
-    def __init__(self, app: ASGIApp, limit: Callable[[], int]) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        limit = self.limit()
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            await _too_large(send, limit)
-            return
-        received = 0
-
-        async def counted() -> Message:
-            nonlocal received
-            message = await receive()
-            received += len(message.get("body", b""))
-            if received > limit:
-                raise _TooLarge
-            return message
-
-        try:
-            await self.app(scope, counted, send)
-        except _TooLarge:
-            await _too_large(send, limit)
-
-
-class _TooLarge(Exception):
-    pass
-
-
-async def _too_large(send: Send, limit: int) -> None:
-    response = _error(413, "MESSAGE_TOO_LARGE", f"request body exceeds {limit} bytes (settings.api.max_body_bytes)")
-    await send({"type": "http.response.start", "status": 413, "headers": [(b"content-type", b"application/json")]})
-    await send({"type": "http.response.body", "body": response.body})

@@ -2,32 +2,72 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from sse_starlette.sse import EventSourceResponse
+from starlette.types import Receive, Scope, Send
 
+from convengine.api.auth import Principal
+from convengine.api.body import DepthCheckedRoute
+from convengine.api.config import ApiConfig
+from convengine.api.refusals import ApiRefusal, error_response
 from convengine.api.schemas import AuditRow, ErrorBody, MessageRequest, MessageResponse
+from convengine.api.streams import Lease, StreamRegistry, Watch
 from convengine.audit.events import AuditEvent
 from convengine.engine import Engine
 from convengine.engine_io import normalise_conversation_id
-from convengine.errors import ConfigValidationError, ConvEngineError
+from convengine.errors import (
+    ConfigValidationError,
+    ConvEngineError,
+    ConversationNotFoundError,
+    ErrorCode,
+    InvalidInputError,
+)
 
-router = APIRouter()
+router = APIRouter(route_class=DepthCheckedRoute)
 # Declared as a UUID in the OpenAPI schema but checked by the engine, so a bad id gets
 # ConvEngine's INVALID_CONVERSATION_ID error rather than FastAPI's generic one.
 ConversationId = Annotated[str, Path(description="The conversation's UUID.", json_schema_extra={"format": "uuid"})]
+REFUSALS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (401, 404, 422)}
 
 
 def engine_of(request: Request) -> Engine:
     return request.app.state.engine  # type: ignore[no-any-return]
 
 
+@dataclass(frozen=True, slots=True)
+class Caller:
+    principal: Principal
+    owner: str | None
+    """What the engine checks conversations against; None: any conversation (admin, or ownership off)."""
+
+
+def caller_of(request: Request) -> Caller:
+    principal: Principal = request.state.principal
+    config: ApiConfig = request.app.state.api
+    owner = principal.identity if config.ownership and not principal.admin else None
+    return Caller(principal, owner)
+
+
+def admin_of(request: Request) -> Caller:
+    caller = caller_of(request)
+    if not caller.principal.admin:
+        raise ApiRefusal(403, ErrorCode.FORBIDDEN, "this endpoint needs an admin key (settings api.auth.admin_keys)")
+    return caller
+
+
 EngineDep = Annotated[Engine, Depends(engine_of)]
+CallerDep = Annotated[Caller, Depends(caller_of)]
+AdminDep = Annotated[Caller, Depends(admin_of)]
+
+
+def streams_of(request: Request) -> StreamRegistry:
+    return request.app.state.streams  # type: ignore[no-any-return]
 
 
 def error_reply(conversation_id: str | None, error: ConvEngineError) -> MessageResponse:
@@ -39,38 +79,42 @@ def error_reply(conversation_id: str | None, error: ConvEngineError) -> MessageR
 
 
 @router.post("/api/v1/conversation/message", response_model=MessageResponse, tags=["conversation"],
-             responses={413: {"model": ErrorBody}, 422: {"model": ErrorBody}})
-async def post_message(body: MessageRequest, engine: EngineDep) -> MessageResponse:
+             responses={**REFUSALS, 413: {"model": ErrorBody}})
+async def post_message(body: MessageRequest, request: Request, engine: EngineDep, caller: CallerDep) -> MessageResponse:
     """Process one user message (one turn)."""
     try:
-        result = await engine.aprocess(body.message, body.conversationId, body.inputParams, body.reset)
+        _check_reservation(request, body.conversationId, caller)
+        result = await engine.aprocess(body.message, body.conversationId, body.inputParams, body.reset,
+                                       owner=caller.owner)
     except ConvEngineError as exc:
-        if _caller_mistake(exc):
-            raise
+        if isinstance(exc, (InvalidInputError, ConversationNotFoundError)):
+            raise  # the caller's mistake (4xx)
         return error_reply(exc.details.get("conversationId") or body.conversationId, exc)
     return MessageResponse(success=True, conversationId=result.conversation_id, intent=result.intent,
                            state=result.state, payload={"type": result.payload.type, "value": result.payload.value},
                            context=json.dumps(result.context, ensure_ascii=False, default=str))
 
 
-def _caller_mistake(exc: ConvEngineError) -> bool:
-    from convengine.errors import InvalidInputError
-
-    return isinstance(exc, InvalidInputError)
+def _check_reservation(request: Request, conversation_id: str | None, caller: Caller) -> None:
+    """404 for an id another caller's stream holds before its first turn (ownership on)."""
+    if conversation_id is None or caller.owner is None:
+        return
+    cid = normalise_conversation_id(conversation_id)
+    if streams_of(request).reserved_by_other(cid, caller.owner):
+        raise ConversationNotFoundError(f"no conversation {cid}")
 
 
 @router.get("/api/v1/conversation/audit/{conversation_id}", response_model=list[AuditRow], tags=["audit"],
-            responses={404: {"model": ErrorBody}, 422: {"model": ErrorBody}})
-async def get_audit(conversation_id: ConversationId, engine: EngineDep) -> list[dict[str, Any]]:
+            responses=REFUSALS)
+async def get_audit(conversation_id: ConversationId, engine: EngineDep, caller: CallerDep) -> list[dict[str, Any]]:
     """Every audit row of a conversation, oldest first."""
-    return [e.to_dict() for e in await engine.aaudit(conversation_id)]
+    return [e.to_dict() for e in await engine.aaudit(conversation_id, owner=caller.owner)]
 
 
-@router.get("/api/v1/conversation/audit/{conversation_id}/trace", tags=["audit"],
-            responses={404: {"model": ErrorBody}, 422: {"model": ErrorBody}})
-async def get_trace(conversation_id: ConversationId, engine: EngineDep) -> dict[str, Any]:
+@router.get("/api/v1/conversation/audit/{conversation_id}/trace", tags=["audit"], responses=REFUSALS)
+async def get_trace(conversation_id: ConversationId, engine: EngineDep, caller: CallerDep) -> dict[str, Any]:
     """The audit trail as a tree of steps and their stages."""
-    return await engine.atrace(conversation_id)
+    return await engine.atrace(conversation_id, owner=caller.owner)
 
 
 def sse_event(event: AuditEvent) -> dict[str, str]:
@@ -79,40 +123,58 @@ def sse_event(event: AuditEvent) -> dict[str, str]:
     return {"event": event.stage, "data": json.dumps(data, ensure_ascii=False, default=str)}
 
 
-@router.get("/api/v1/conversation/stream/{conversation_id}", tags=["conversation"],
-            responses={404: {"model": ErrorBody}, 422: {"model": ErrorBody}})
-async def stream(conversation_id: ConversationId, request: Request, engine: EngineDep) -> EventSourceResponse:
-    """Server-sent events: ``CONNECTED`` first, then every audit event of the conversation as it happens."""
-    if not engine.settings.transport.sse.enabled:
-        return JSONResponse(status_code=404, content=ErrorBody(errorCode="NOT_FOUND",
-                                                               message="SSE streaming is disabled").model_dump())
-    cid = normalise_conversation_id(conversation_id)
-    subscription = engine.subscribe(cid)
-    timeout = engine.settings.transport.sse.emitter_timeout_ms / 1000
+class LeasedStream(EventSourceResponse):
+    """An SSE response that gives its stream's slot back however it ends."""
 
-    async def events() -> AsyncIterator[dict[str, str]]:
+    def __init__(self, content: AsyncIterator[dict[str, str]], lease: Lease) -> None:
+        super().__init__(content, ping=15)
+        self.lease = lease
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            yield {"event": "CONNECTED", "data": json.dumps({"conversationId": cid, "transport": "SSE"})}
-            deadline = asyncio.get_running_loop().time() + timeout
-            while not await request.is_disconnected():
-                remaining = deadline - asyncio.get_running_loop().time()
-                if remaining <= 0:
-                    break
-                try:
-                    event = await asyncio.wait_for(subscription.queue.get(), timeout=min(remaining, 1.0))
-                except TimeoutError:
-                    continue
-                yield sse_event(event)
+            await super().__call__(scope, receive, send)
         finally:
-            engine.bus.unsubscribe(subscription)
+            self.lease.release()
 
-    return EventSourceResponse(events(), ping=15)
+
+@router.get("/api/v1/conversation/stream/{conversation_id}", tags=["conversation"],
+            responses={**REFUSALS, 429: {"model": ErrorBody}})
+async def stream(conversation_id: ConversationId, request: Request, engine: EngineDep, caller: CallerDep) -> Any:
+    """Server-sent events: ``CONNECTED`` first, then every audit event of the conversation as it happens.
+
+    A conversation that has not started yet may be streamed (the stream closes when no turn arrives
+    within ``api.streams.idle_timeout_s``); with ownership on, the id is then reserved to the caller.
+    """
+    settings = engine.settings
+    if not settings.transport.sse.enabled:
+        return error_response(404, "NOT_FOUND", "SSE streaming is disabled")
+    cid = normalise_conversation_id(conversation_id)
+    _check_reservation(request, cid, caller)
+    exists = await engine.acheck_access(cid, caller.owner)
+    pending = not exists and caller.owner is not None
+    lease = streams_of(request).open(settings.api.streams, caller.principal.identity, cid, reserve=pending)
+    return LeasedStream(_events(engine, request, cid, caller, exists), lease)
+
+
+async def _events(engine: Engine, request: Request, cid: str, caller: Caller,
+                  exists: bool) -> AsyncIterator[dict[str, str]]:
+    settings = engine.settings
+    subscription = engine.subscribe(cid)
+    try:
+        yield {"event": "CONNECTED", "data": json.dumps({"conversationId": cid, "transport": "SSE"})}
+        watch = Watch(subscription.queue, settings.transport.sse.emitter_timeout_ms / 1000,
+                      None if exists else settings.api.streams.idle_timeout_s,
+                      None if exists or caller.owner is None else lambda: engine.acheck_access(cid, caller.owner))
+        async for event in watch.events(request.is_disconnected):
+            yield sse_event(event)
+    finally:
+        engine.bus.unsubscribe(subscription)
 
 
 @router.post("/api/v1/cache/refresh", response_class=PlainTextResponse, tags=["cache"],
-             responses={422: {"model": ErrorBody}})
-async def refresh(engine: EngineDep) -> Any:
-    """Reload and re-validate the control tables; on failure the current configuration stays."""
+             responses={**REFUSALS, 403: {"model": ErrorBody}})
+async def refresh(engine: EngineDep, _: AdminDep) -> Any:
+    """Reload and re-validate the control tables; on failure the current configuration stays (admin)."""
     try:
         snapshot = await engine.areload()
     except ConfigValidationError as exc:
@@ -122,9 +184,9 @@ async def refresh(engine: EngineDep) -> Any:
     return f"Cache refreshed: configuration version {snapshot.version}"
 
 
-@router.get("/api/v1/cache/analyze", tags=["cache"])
-async def analyze(engine: EngineDep) -> dict[str, Any]:
-    """Statistics of the loaded configuration snapshot."""
+@router.get("/api/v1/cache/analyze", tags=["cache"], responses={401: {"model": ErrorBody}, 403: {"model": ErrorBody}})
+async def analyze(engine: EngineDep, _: AdminDep) -> dict[str, Any]:
+    """Statistics of the loaded configuration snapshot (admin)."""
     return {"snapshot": engine.snapshot.statistics(), "database": engine.database_label,
             "settings": {"dialogueAct": engine.settings.flow.dialogue_act.resolute,
                          "auditLevel": engine.settings.audit.level, "sse": engine.settings.transport.sse.enabled}}
@@ -132,5 +194,5 @@ async def analyze(engine: EngineDep) -> dict[str, Any]:
 
 @router.get("/health", tags=["health"])
 async def health(engine: EngineDep) -> dict[str, Any]:
-    """Liveness and the configuration version in use."""
-    return {"status": "ok", "configVersion": engine.snapshot.version, "database": engine.database_label}
+    """Liveness and the configuration version in use (no authentication, nothing about the database)."""
+    return {"status": "ok", "configVersion": engine.snapshot.version}

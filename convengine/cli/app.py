@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from convengine.errors import ConvEngineError
+from convengine.security.redact import redact_text
 from convengine.settings import DEFAULT_DATABASE_URL
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, help="convengine: a data-driven conversational engine.")
@@ -26,7 +27,8 @@ UrlOption = Annotated[str, typer.Option("--url", help="Database URL (sqlite:///F
 
 
 def fail(exc: ConvEngineError) -> None:
-    err.print(f"[red]error[/red] [{exc.code.value}] {exc.message}", markup=True, highlight=False)
+    err.print(f"[red]error[/red] [{exc.code.value}] {redact_text(exc.message)}", markup=True, highlight=False,
+              soft_wrap=True)
     raise typer.Exit(1)
 
 
@@ -83,17 +85,25 @@ def pack_import(
 def pack_export(
     url: UrlOption = DEFAULT_DATABASE_URL,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to FILE instead of stdout")] = None,
+    include_secrets: Annotated[bool, typer.Option(
+        "--include-secrets", help="Write secrets (database URL passwords, API keys, tokens) as stored "
+                                  "instead of ***; ${env:NAME} references are always kept")] = False,
 ) -> None:
-    """Write the control tables as a pack (YAML)."""
+    """Write the control tables as a pack (YAML), secrets masked unless --include-secrets."""
     from convengine.config_loader import dump_pack, export_pack
+    from convengine.config_loader.packs import redact_pack
     from convengine.db import create_sync_engine, parse_database_url
 
     try:
         engine = create_sync_engine(parse_database_url(url))
-        text = dump_pack(export_pack(engine))
+        pack, masked = (export_pack(engine), 0) if include_secrets else redact_pack(export_pack(engine))
+        text = dump_pack(pack)
         engine.dispose()
     except ConvEngineError as exc:
         fail(exc)
+    if masked:
+        err.print(f"masked {masked} secret value{'s' if masked > 1 else ''} as ***; use ${{env:NAME}} "
+                  "references in the pack, or --include-secrets to export them", highlight=False)
     if output is None:
         sys.stdout.write(text)
     else:
@@ -137,20 +147,24 @@ def serve(
     scripted: Annotated[Path | None, typer.Option("--scripted", help="Python file defining LLM")] = None,
     llm: Annotated[str, typer.Option("--llm", help="auto, openai or none")] = "auto",
     log_level: Annotated[str, typer.Option("--log-level")] = "info",
+    cors_origin: Annotated[list[str] | None, typer.Option(
+        "--cors-origin", help="Origin allowed to call the API from a browser (repeatable; also "
+                              "api.cors.allowed_origins)")] = None,
 ) -> None:
-    """Serve ConvEngine's REST API (message, audit, trace, SSE stream, cache) with OpenAPI docs at /docs."""
-    import uvicorn
+    """Serve ConvEngine's REST API (message, audit, trace, SSE stream, cache) with OpenAPI docs at /docs.
 
-    from convengine.api import create_app
+    Beyond loopback (--host 0.0.0.0) authentication is required: set CONVENGINE_API__AUTH__API_KEYS
+    (see docs/security.md)."""
+    from convengine.api.serving import serve as serve_api
     from convengine.cli.support import choose_llm, pack_options
 
     try:
         options = pack_options(pack, tasks, scripted) if pack else {}
         if "llm" not in options and (chosen := choose_llm(llm)) is not None:
             options["llm"] = chosen
+        serve_api(url, options, host=host, port=port, log_level=log_level, cors_origins=cors_origin or ())
     except ConvEngineError as exc:
         fail(exc)
-    uvicorn.run(create_app(url, **options), host=host, port=port, log_level=log_level)
 
 
 @app.command("test")

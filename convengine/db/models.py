@@ -331,6 +331,8 @@ class CeConversation(Base):
     input_params_json: Mapped[Any] = mapped_column(JSON, nullable=False, default=dict)
     created_at: Mapped[datetime | None] = _created()
     updated_at: Mapped[datetime | None] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
+    owner_id: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    """The HTTP caller that created the conversation (an identity digest); NULL when host code did."""
 
 
 class CeAudit(Base):

@@ -56,6 +56,8 @@ class TurnContext:
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     commit: PendingCommit = field(default_factory=PendingCommit)
     is_new: bool = False
+    owner: str | None = None
+    """The HTTP caller this turn runs for (stored on a new conversation); None for host code."""
     autocommit: bool = False
     """Commit projection, history and audit at the end of the graph run (Studio: no Engine around it)."""
     extras: dict[str, Any] = field(default_factory=dict)

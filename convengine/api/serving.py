@@ -1,0 +1,112 @@
+"""``convengine serve``: the engine opened first (so bad settings fail with one line before the server
+starts), then uvicorn with the API's limits: connections served at once, request-head size and time.
+
+uvicorn's h11 protocol enforces the head size (``h11_max_incomplete_event_size``); this module's
+subclass also drops a connection that has not sent a complete request head within
+``api.header_timeout_s`` (uvicorn itself only times out idle keep-alive connections) and answers
+an oversized head with 431 in ConvEngine's error shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import h11
+import uvicorn
+from uvicorn.loops.auto import auto_loop_factory
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from convengine.api.app import create_app
+from convengine.api.config import resolve_api
+from convengine.api.refusals import error_response
+from convengine.engine import Engine
+from convengine.errors import ErrorCode
+from convengine.security.logs import server_log_config
+from convengine.settings import ApiSettings
+
+
+class BoundedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a deadline for each request head."""
+
+    head_timeout_s = 10.0
+    _head_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
+        super().connection_made(transport)  # type: ignore[arg-type]
+        self._arm_head_timer()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE:
+            self._cancel_head_timer()  # the head is complete
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._arm_head_timer()  # the next request's head has the same deadline
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_head_timer()
+        super().connection_lost(exc)
+
+    def send_400_response(self, msg: str) -> None:
+        """A malformed or oversized request head, answered in ConvEngine's error shape."""
+        limit = self.config.h11_max_incomplete_event_size or 0
+        if limit and len(self.conn.trailing_data[0]) > limit:
+            status, code = 431, ErrorCode.INVALID_INPUT
+            msg = f"request head exceeds {limit} bytes (settings api.max_header_bytes)"
+        else:
+            status, code = 400, ErrorCode.INVALID_INPUT
+        body = error_response(status, code, msg).body
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                   (b"connection", b"close")]
+        for event in (h11.Response(status_code=status, headers=headers), h11.Data(data=body), h11.EndOfMessage()):
+            self.transport.write(self.conn.send(event) or b"")
+        self.transport.close()
+
+    def _arm_head_timer(self) -> None:
+        self._cancel_head_timer()
+        self._head_timer = self.loop.call_later(self.head_timeout_s, self._head_timeout)
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timeout(self) -> None:
+        self._head_timer = None
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            self.transport.close()
+
+
+def bounded_protocol(head_timeout_s: float) -> type[BoundedH11Protocol]:
+    return type("BoundedH11Protocol", (BoundedH11Protocol,), {"head_timeout_s": head_timeout_s})
+
+
+def server_config(app: Any, api: ApiSettings, *, host: str, port: int, log_level: str) -> uvicorn.Config:
+    """uvicorn's configuration with the API's limits (``api.max_concurrency``, ``max_header_bytes``,
+    ``header_timeout_s``)."""
+    return uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on",
+                          http=bounded_protocol(api.header_timeout_s), limit_concurrency=api.max_concurrency,
+                          h11_max_incomplete_event_size=api.max_header_bytes, log_config=server_log_config(log_level))
+
+
+def serve(url: str, options: dict[str, Any], *, host: str, port: int, log_level: str,
+          cors_origins: Sequence[str] = ()) -> None:
+    """Open the engine, check the API's settings for ``host`` (ConfigError: one line saying what to set),
+    then serve until interrupted."""
+    with asyncio.Runner(loop_factory=auto_loop_factory()) as runner:
+        runner.run(_serve(url, options, host=host, port=port, log_level=log_level, cors_origins=cors_origins))
+
+
+async def _serve(url: str, options: dict[str, Any], *, host: str, port: int, log_level: str,
+                 cors_origins: Sequence[str]) -> None:
+    engine = await Engine.aopen(url, **options)
+    try:
+        api = resolve_api(engine.settings, host=host, cors_origins=cors_origins)
+        app = create_app(engine=engine, host=host, cors_origins=cors_origins, close_engine=True)
+        await uvicorn.Server(server_config(app, api.settings, host=host, port=port, log_level=log_level)).serve()
+    finally:
+        await engine.aclose()
