@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -30,15 +29,7 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import (
-    SUPPORT_DESK,
-    bare_graph,
-    fresh_database,
-    postgres_server,
-    print_table,
-    saver_for,
-    write_results,
-)
+from bench.common import SUPPORT_DESK, bare_graph, fresh_database, run_and_report, saver_for
 from convengine.db import create_sync_engine, parse_database_url
 from convengine.engine import Engine
 
@@ -187,10 +178,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=1000)
     parser.add_argument("--window", type=int, default=100)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, postgres_server() as pg_url:
-        rows, results = asyncio.run(measure(args.turns, args.window, pg_url, Path(tmp)))
-    print_table(TITLE, HEADER, rows)
-    print(f"\nwrote {write_results('growth', {'growth': results})}")
+    run_and_report("growth", TITLE, HEADER, lambda folder, pg_url: measure(args.turns, args.window, pg_url, folder))
 
 
 if __name__ == "__main__":

@@ -13,10 +13,8 @@ calls, so the baseline for every figure here is zero.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
-import tempfile
 import uuid
 from collections import defaultdict
 from pathlib import Path
@@ -27,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
-from bench.common import FLOWS, Flow, fresh_database, print_table, write_results
+from bench.common import FLOWS, Flow, fresh_database, run_and_report
 from convengine.engine import Engine
 from convengine.llm import LlmCall
 
@@ -80,10 +78,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--conversations", type=int, default=20)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        rows, results = asyncio.run(measure(args.conversations, Path(tmp)))
-    print_table(TITLE, HEADER, rows)
-    print(f"\nwrote {write_results('llm_economy', {'llm_economy': results})}")
+    run_and_report("llm_economy", TITLE, HEADER, lambda folder, _: measure(args.conversations, folder), postgres=False)
 
 
 if __name__ == "__main__":

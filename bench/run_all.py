@@ -19,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import growth, llm_economy, throughput, turn_overhead
+from bench import growth, llm_economy, security_overhead, throughput, turn_overhead
 from bench.common import RESULTS, ROOT, machine, postgres_server, print_table, write_results
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
@@ -44,6 +44,8 @@ async def run(args: argparse.Namespace, pg_url: str | None, folder: Path) -> lis
          throughput.HEADER, throughput.TITLE),
         ("llm_economy", lambda: llm_economy.measure(sizes["conversations"], folder), llm_economy.HEADER,
          llm_economy.TITLE),
+        ("security_overhead", lambda: security_overhead.measure(sizes["turns"], pg_url, folder),
+         security_overhead.HEADER, security_overhead.TITLE),
     ]
     for name, measure, header, title in steps:
         began = time.perf_counter()

@@ -17,7 +17,6 @@ import asyncio
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -29,15 +28,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import (
-    SUPPORT_DESK,
-    bare_graph,
-    fresh_database,
-    postgres_server,
-    print_table,
-    saver_for,
-    write_results,
-)
+from bench.common import SUPPORT_DESK, bare_graph, fresh_database, run_and_report, saver_for
 from convengine.engine import Engine
 
 TITLE = "Throughput on PostgreSQL (support desk; each worker its own conversation)"
@@ -189,10 +180,7 @@ def main() -> None:
     parser.add_argument("--levels", default="1,4,16,64")
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
-    with tempfile.TemporaryDirectory() as tmp, postgres_server() as pg_url:
-        rows, results = asyncio.run(measure(levels, args.seconds, pg_url, Path(tmp)))
-    print_table(TITLE, HEADER, rows)
-    print(f"\nwrote {write_results('throughput', {'throughput': results})}")
+    run_and_report("throughput", TITLE, HEADER, lambda folder, pg_url: measure(levels, args.seconds, pg_url, folder))
 
 
 if __name__ == "__main__":

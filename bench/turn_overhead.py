@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -27,11 +26,9 @@ from bench.common import (
     Flow,
     bare_graph,
     fresh_database,
-    postgres_server,
-    print_table,
+    run_and_report,
     saver_for,
     time_interleaved,
-    write_results,
 )
 from convengine.engine import Engine
 
@@ -123,10 +120,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=300)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, postgres_server() as pg_url:
-        rows, results = asyncio.run(measure(args.turns, pg_url, Path(tmp)))
-    print_table(TITLE, HEADER, rows)
-    print(f"\nwrote {write_results('turn_overhead', {'turn_overhead': results})}")
+    run_and_report("turn_overhead", TITLE, HEADER, lambda folder, pg_url: measure(args.turns, pg_url, folder))
 
 
 if __name__ == "__main__":
