@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -26,6 +26,7 @@ from convengine.errors import (
 )
 from convengine.graph.builder import build_graph, compile_graph
 from convengine.nodes.context import Services, TurnContext
+from convengine.owners import KnownOwners
 from convengine.persistence import ConversationStore
 from convengine.registry import Registries, TaskRegistry
 from convengine.rules.engine import RuleRegistry
@@ -49,6 +50,7 @@ class EngineRuntime:
     services: Services
     bus: AuditBus
     audit_filter: AuditFilter
+    owners: KnownOwners = field(default_factory=KnownOwners)
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -229,7 +231,11 @@ class EngineRuntime:
                            conn: AsyncConnection | None = None) -> bool:
         """Whether the conversation exists; ConversationNotFoundError when it exists but ``owner`` (None:
         anyone) is not its owner, exactly as for a conversation that does not exist."""
-        exists, stored = await self.store.ownership(conversation_id, conn)
+        stored = self.owners.get(conversation_id)
+        exists = stored is not None
+        if not exists:
+            exists, stored = await self.store.ownership(conversation_id, conn)
+            self.owners.remember(conversation_id, stored)
         if exists and owner is not None and stored != owner:
             raise _not_found(conversation_id)
         return exists
