@@ -110,9 +110,10 @@ def set_json(rule: RuleRecord, session: RuleSession, env: ActionEnv) -> dict[str
     name = name.strip() or "llm_json"
     path = path.strip() or "$"
     values = compile_jsonpath(path).find(session.facts())
-    value = values[0] if values else None
-    session.keep_params({name: value})
-    return {"ruleId": rule.rule_id, "param": name, "path": path, "value": value}
+    if not values:  # ConvEngine leaves the target as it was when the path finds nothing
+        return {"ruleId": rule.rule_id, "param": name, "path": path, "matched": False}
+    session.keep_params({name: values[0]})
+    return {"ruleId": rule.rule_id, "param": name, "path": path, "matched": True, "value": values[0]}
 
 
 def _getter(default: str, produce: Callable[[RuleSession], Any]) -> ActionHandler:

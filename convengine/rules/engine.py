@@ -109,6 +109,9 @@ class PhaseRun:
             if (self.session.intent, self.session.state) == before:
                 break
             result.changed = True
+        else:  # every pass moved intent or state: the rules may be ping-ponging
+            self._audit("RULE_PASS_LIMIT_REACHED", {"phase": self.phase, "passes": result.passes,
+                                                    "maxPasses": self.max_passes, **self._where()})
         return result
 
     def _stamp(self) -> None:

@@ -81,6 +81,16 @@ async def test_passes_stop_at_the_limit(db_url: str) -> None:
         moves = [e for e in events if e.stage == "SET_STATE" and e.step == "rules"]
         assert len(moves) == 3
         assert result.state == "REVIEW"
+        limit = payload_of(events, "RULE_PASS_LIMIT_REACHED (RulesStep)")
+        assert (limit["passes"], limit["maxPasses"], limit["state"]) == (3, 3, "REVIEW")
+
+
+async def test_rules_that_settle_before_the_limit_report_no_limit(db_url: str) -> None:
+    rules = [rule("SET_STATE", "REVIEW", state="START")]
+    async with engine_on(db_url, pack(ce_rule=rules, ce_response=STATES[:1], settings={"max_rule_passes": 3})) as engine:
+        result = await engine.aprocess("loan")
+        stages = await turn_stages(engine, result.conversation_id)
+        assert result.state == "REVIEW" and not any(s.startswith("RULE_PASS_LIMIT_REACHED") for s in stages)
 
 
 async def test_candidates_are_ordered_by_scope_bucket_then_priority(db_url: str) -> None:
@@ -134,6 +144,17 @@ async def test_set_intent_set_dialogue_act_and_set_json(db_url: str) -> None:
         assert payload_of(events, "SET_INTENT") == {"ruleId": payload_of(events, "SET_INTENT")["ruleId"],
                                                     "fromIntent": "LOAN", "toIntent": "GREETING"}
         assert payload_of(events, "INTERACTION_POLICY_DECIDED")["dialogueAct"] == "EDIT"
+
+
+async def test_set_json_that_finds_nothing_leaves_its_target_unchanged(db_url: str) -> None:
+    rules = [rule("SET_INPUT_PARAM", "account:A-1", priority=1),
+             rule("SET_JSON", "account:$.inputParams.no_such_key", priority=2)]
+    async with engine_on(db_url, pack(ce_rule=rules)) as engine:
+        result = await engine.aprocess("loan")
+        state = await engine.astate(result.conversation_id)
+        events = await turn_events(engine, result.conversation_id)
+    assert state["input_params"]["account"] == "A-1"
+    assert payload_of(events, "SET_JSON")["matched"] is False
 
 
 async def test_get_context_schema_json_and_session(db_url: str) -> None:
