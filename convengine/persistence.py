@@ -18,6 +18,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from convengine.audit.events import AuditEvent
+from convengine.checkpointing.bound import commit_turn_connection
 from convengine.db.models import CeAudit, CeConversation, CeConversationHistory, CeLlmCallLog
 from convengine.jsontext import dumps
 
@@ -32,8 +33,9 @@ _AUDIT_INSERT_PG = "INSERT INTO ce_audit (conversation_id, stage, payload_json, 
 # A whole turn in one round trip: projection upsert, history row, audit batch.
 _TURN_PG = (
     "WITH up AS (INSERT INTO ce_conversation (conversation_id, status, intent_code, state_code, context_json, "
-    "last_user_text, last_assistant_json, input_params_json, created_at, updated_at) VALUES (%(cid)s, %(status)s, "
-    "%(intent)s, %(state)s, %(context)s::jsonb, %(user)s, %(assistant)s::jsonb, %(params)s::jsonb, %(now)s, %(now)s) "
+    "last_user_text, last_assistant_json, input_params_json, created_at, updated_at, owner_id) VALUES (%(cid)s, "
+    "%(status)s, %(intent)s, %(state)s, %(context)s::jsonb, %(user)s, %(assistant)s::jsonb, %(params)s::jsonb, "
+    "%(now)s, %(now)s, %(owner)s) "
     "ON CONFLICT (conversation_id) DO UPDATE SET status = EXCLUDED.status, intent_code = EXCLUDED.intent_code, "
     "state_code = EXCLUDED.state_code, context_json = EXCLUDED.context_json, last_user_text = EXCLUDED.last_user_text, "
     "last_assistant_json = EXCLUDED.last_assistant_json, input_params_json = EXCLUDED.input_params_json, "
@@ -48,8 +50,8 @@ _AUDIT_INSERT_SQLITE = "INSERT INTO ce_audit (conversation_id, stage, payload_js
 _PROJECTION_COLUMNS = ("status", "intent_code", "state_code", "context_json", "last_user_text", "last_assistant_json",
                        "input_params_json")
 _UPSERT_SQLITE = (
-    f"INSERT INTO ce_conversation (conversation_id, {', '.join(_PROJECTION_COLUMNS)}, created_at, updated_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET "
+    f"INSERT INTO ce_conversation (conversation_id, {', '.join(_PROJECTION_COLUMNS)}, created_at, updated_at, "
+    "owner_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET "
     + ", ".join(f"{c} = excluded.{c}" for c in (*_PROJECTION_COLUMNS, "updated_at"))
 )
 _HISTORY_SQLITE = ("INSERT INTO ce_conversation_history (conversation_id, user_input, assistant_output, created_at, "
@@ -102,22 +104,23 @@ def insert_events(conn: sa.Connection, events: Sequence[AuditEvent]) -> None:
 
 
 def _turn_postgres(conn: sa.Connection, projection: dict[str, Any], history: dict[str, Any],
-                   events: Sequence[AuditEvent]) -> None:
+                   events: Sequence[AuditEvent], owner: str | None) -> None:
     conn.exec_driver_sql(_TURN_PG, {
         "cid": projection["conversation_id"], "status": projection["status"], "intent": projection["intent_code"],
         "state": projection["state_code"], "context": _dumps(projection["context_json"]),
         "user": projection["last_user_text"], "assistant": _dumps(projection["last_assistant_json"]),
-        "params": _dumps(projection["input_params_json"]), "now": datetime.now(UTC), "events": _events_json(events)})
+        "params": _dumps(projection["input_params_json"]), "now": datetime.now(UTC), "events": _events_json(events),
+        "owner": owner})
 
 
 def _turn_sqlite(conn: sa.Connection, projection: dict[str, Any], history: dict[str, Any],
-                 events: Sequence[AuditEvent]) -> None:
+                 events: Sequence[AuditEvent], owner: str | None) -> None:
     """The same three writes as on PostgreSQL, as prepared driver statements (no statement building)."""
     now = _sqlite_time(datetime.now(UTC))
     cid = projection["conversation_id"]
     values = [_dumps(projection[c]) if c.endswith("_json") and projection[c] is not None else projection[c]
               for c in _PROJECTION_COLUMNS]
-    conn.exec_driver_sql(_UPSERT_SQLITE, (cid, *values, now, now))
+    conn.exec_driver_sql(_UPSERT_SQLITE, (cid, *values, now, now, owner))
     assistant = history.get("assistant_output")
     conn.exec_driver_sql(_HISTORY_SQLITE, (history["conversation_id"], history["user_input"],
                                            None if assistant is None else _dumps(assistant), now, now))
@@ -130,7 +133,8 @@ def turn_writes(projection: dict[str, Any] | None, history: dict[str, Any] | Non
     audit batch; without them (a failed turn) just the conversation row, if new, and the audit batch."""
     def write(conn: sa.Connection) -> None:
         if projection is not None and history is not None:
-            (_turn_postgres if conn.dialect.name == "postgresql" else _turn_sqlite)(conn, projection, history, events)
+            write_turn = _turn_postgres if conn.dialect.name == "postgresql" else _turn_sqlite
+            write_turn(conn, projection, history, events, owner)
             return
         insert_conversation(conn, conversation_id, owner=owner)
         insert_events(conn, events)
@@ -165,11 +169,12 @@ class ConversationStore:
 
     async def commit_turn(self, conn: AsyncConnection | None, *, conversation_id: str,
                           projection: dict[str, Any] | None, history: dict[str, Any] | None,
-                          events: Sequence[AuditEvent]) -> None:
-        """Projection upsert, history row and audit batch in one transaction."""
-        await self.run(turn_writes(projection, history, events, conversation_id), conn)
+                          events: Sequence[AuditEvent], owner: str | None = None) -> None:
+        """Projection upsert (a new row owned by ``owner``), history row and audit batch in one
+        transaction: on ``conn`` with the turn's checkpoint, then committed."""
+        await self.run(turn_writes(projection, history, events, conversation_id, owner), conn)
         if conn is not None:
-            await conn.commit()
+            await commit_turn_connection(conn)
 
     async def write_failure(self, conversation_id: str, events: Sequence[AuditEvent],
                             owner: str | None = None) -> None:

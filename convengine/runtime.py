@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from convengine.audit import AuditBus, AuditEvent, AuditFilter, TurnAudit
 from convengine.checkpointing import TurnLocks, discard_checkpoint, open_saver, prune_checkpoints
-from convengine.checkpointing.bound import TurnSaver
+from convengine.checkpointing.bound import TurnSaver, commit_turn_connection
 from convengine.config_loader import ConfigSnapshot, Extensions, SnapshotHolder, import_pack
 from convengine.db import create_async_sa_engine, create_sync_engine, parse_database_url, upgrade
 from convengine.db.url import DatabaseUrl
@@ -152,7 +152,7 @@ class EngineRuntime:
     async def _commit(self, conn: AsyncConnection | None, ctx: TurnContext) -> None:
         """Projection, history and the audit batch in one transaction (which also ends the PG lock)."""
         await self.store.commit_turn(conn, conversation_id=ctx.conversation_id, projection=ctx.commit.projection,
-                                     history=ctx.commit.history, events=ctx.audit.events)
+                                     history=ctx.commit.history, events=ctx.audit.events, owner=ctx.owner)
 
     async def _prune(self, conversation_id: str, turn: int, settings: EngineSettings) -> None:
         """Every ``checkpoint_prune_every`` turns keep only the latest checkpoint, so the saver's reads
@@ -222,7 +222,7 @@ class EngineRuntime:
                                         "first message")
             await self.graph.aupdate_state(config, values, as_node=names.LOAD_OR_CREATE_CONVERSATION)
             if conn is not None:
-                await conn.commit()
+                await commit_turn_connection(conn)
         return conversation_id
 
     # --- reads ------------------------------------------------------------------------

@@ -115,16 +115,28 @@ class TurnLocks:
     async def hold(self, conversation_id: str) -> AsyncIterator[AsyncConnection | None]:
         """Hold the conversation for a turn.
 
-        On PostgreSQL this yields the connection whose transaction holds the lock: the turn's
-        rows are written on it, and committing releases the lock. On SQLite it yields None.
+        Yields the connection the turn's checkpoint and rows are written on, committed once at
+        the end of the turn. On PostgreSQL its transaction holds the lock, and committing
+        releases it; on SQLite the lock is a file lock held until the turn ends.
         """
         async with self._local(conversation_id):
             if self.url.is_postgres:
                 async with self._postgres(conversation_id) as conn:
                     yield conn
             else:
-                async with self._sqlite(conversation_id):
-                    yield None
+                async with self._sqlite(conversation_id), self._connection() as conn:
+                    yield conn
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[AsyncConnection]:
+        """A SQLite turn's connection; whatever it did not commit is rolled back."""
+        conn = await self.engine.connect()
+        try:
+            yield conn
+        finally:
+            with contextlib.suppress(Exception):
+                await (await conn.get_raw_connection()).driver_connection.rollback()  # type: ignore[union-attr]
+            await _discard(conn)
 
     @asynccontextmanager
     async def _local(self, conversation_id: str) -> AsyncIterator[None]:

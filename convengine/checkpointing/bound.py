@@ -1,11 +1,15 @@
-"""The engine's checkpointer: one saver, which a PostgreSQL turn binds to its own transaction.
+"""The engine's checkpointer: one saver, which a turn binds to its own transaction.
 
-A turn on PostgreSQL holds the conversation's advisory lock in an open transaction and
-writes its projection, history and audit rows there. While the turn runs, :class:`TurnSaver`
-sends the checkpoint reads and writes to an ``AsyncPostgresSaver`` on that same connection,
-so the checkpoint commits with the turn's rows or rolls back with them: a server lost
-between the two can no longer leave one without the other. Outside a turn (reads of state,
-Studio-style calls, SQLite) every call goes to the shared saver.
+A turn holds its conversation's lock (PostgreSQL: an advisory lock in an open transaction;
+SQLite: a file lock) and a connection, on which it writes its projection, history and audit
+rows at the end. While the turn runs, :class:`TurnSaver` sends the checkpoint reads and writes
+to the official saver of that backend bound to the same connection, so the checkpoint commits
+with the turn's rows or rolls back with them: a server lost between the two can no longer leave
+one without the other. On SQLite the saver's own commits are deferred
+(:class:`DeferredCommit`): its checkpoint write opens the turn's write transaction, the rows
+follow on the same connection and one commit ends it, so SQLite's write lock is held only for
+the turn's final writes, not while it runs. Outside a turn (reads of state, Studio-style calls)
+every call goes to the shared saver.
 """
 
 from __future__ import annotations
@@ -21,6 +25,31 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 _BOUND: ContextVar[BaseCheckpointSaver[str] | None] = ContextVar("convengine_turn_saver", default=None)
 
 
+class DeferredCommit:
+    """An aiosqlite connection whose ``commit()`` waits for the turn's own commit.
+
+    The official SQLite saver commits after every write; during a turn that would end the turn's
+    transaction before its rows are written. Everything else goes to the connection unchanged.
+    """
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    async def commit(self) -> None:
+        """Deferred: the turn commits once, after its rows (see ``commit_turn_connection``)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+async def commit_turn_connection(conn: AsyncConnection) -> None:
+    """Commit a turn's connection: SQLAlchemy's transaction and, on SQLite, whatever the bound
+    saver wrote through :class:`DeferredCommit` (it may have written before SQLAlchemy began)."""
+    await conn.commit()
+    if conn.dialect.name == "sqlite":
+        await (await conn.get_raw_connection()).driver_connection.commit()  # type: ignore[union-attr]
+
+
 class TurnSaver(BaseCheckpointSaver[str]):
     """Delegates to the saver bound to the current turn, else to the shared one."""
 
@@ -30,18 +59,27 @@ class TurnSaver(BaseCheckpointSaver[str]):
 
     @asynccontextmanager
     async def bind(self, conn: AsyncConnection | None) -> AsyncIterator[None]:
-        """Route this task's checkpoint calls through ``conn``'s transaction (PostgreSQL only)."""
-        if conn is None or conn.dialect.name != "postgresql":
+        """Route this task's checkpoint calls through ``conn``'s transaction."""
+        if conn is None:
             yield
             return
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-
-        raw = await conn.get_raw_connection()
-        token = _BOUND.set(AsyncPostgresSaver(raw.driver_connection, serde=self.shared.serde))  # type: ignore[arg-type]
+        token = _BOUND.set(await self._saver_on(conn))
         try:
             yield
         finally:
             _BOUND.reset(token)
+
+    async def _saver_on(self, conn: AsyncConnection) -> BaseCheckpointSaver[str]:
+        raw = (await conn.get_raw_connection()).driver_connection
+        if conn.dialect.name == "postgresql":
+            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+            return AsyncPostgresSaver(raw, serde=self.shared.serde)  # type: ignore[arg-type]
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        saver = AsyncSqliteSaver(DeferredCommit(raw), serde=self.shared.serde)  # type: ignore[arg-type]
+        saver.is_setup = True  # the shared saver created the tables
+        return saver
 
     @property
     def target(self) -> BaseCheckpointSaver[str]:

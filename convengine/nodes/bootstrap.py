@@ -97,9 +97,11 @@ async def reset_conversation(turn: Turn) -> None:
 
 
 async def persist_conversation_bootstrap(turn: Turn) -> None:
-    """Insert the ce_conversation row of a new conversation before anything else is written."""
+    """ConvEngine inserted a new conversation's row here. convengine writes it with the turn's
+    commit (the projection upsert, owned by the caller), so a first turn that does not complete
+    leaves no RUNNING row behind; outside the engine's runtime (Studio) the row is written now."""
     store = turn.ctx.services.store
-    if turn.ctx.is_new and store is not None:
+    if turn.ctx.is_new and store is not None and turn.ctx.autocommit:
         await store.ensure_conversation(turn.conversation_id, user_text=turn.user_text, owner=turn.ctx.owner)
 
 

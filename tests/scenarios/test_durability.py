@@ -17,6 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from convengine.db import create_sync_engine, parse_database_url
+from convengine.errors import ConversationNotFoundError
 from tests.helpers import assert_linear, checkpoint_chain, engine_on, pack
 
 pytestmark = pytest.mark.asyncio
@@ -49,7 +50,7 @@ async def test_two_engines_on_one_database_serialise_through_the_database(db_url
 
 
 async def test_a_busy_conversation_waits_then_reports_clearly(db_url: str) -> None:
-    from convengine.errors import ConversationBusyError
+    from convengine.errors import ConversationBusyError, ConversationNotFoundError
     from convengine.nodes.common import Step
 
     async def slow(turn: Any) -> None:
@@ -69,7 +70,7 @@ CHILD = textwrap.dedent("""
     from pathlib import Path
     from convengine.engine import Engine
     from convengine.nodes.common import Step
-    url, cid, signal_file = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+    url, cid, signal_file, messages = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4].split(",")
 
     async def stall(turn):
         if turn.user_text == "second":
@@ -77,36 +78,54 @@ CHILD = textwrap.dedent("""
             await asyncio.sleep(60)
 
     engine = Engine.open(url, steps=[Step("stall", stall, after="rules")])
-    engine.process("loan please", cid)
-    engine.process("second", cid)
+    for message in messages:
+        engine.process(message, cid)
 """)
+
+
+def kill_in_the_middle(db_url: str, cid: str, messages: list[str], folder: Path) -> None:
+    """Run ``messages`` in a child process and SIGKILL it while it runs the one named "second"."""
+    script, signal_file = folder / "child.py", folder / "signal"
+    script.write_text(CHILD)
+    child = subprocess.Popen([sys.executable, str(script), db_url, cid, str(signal_file), ",".join(messages)],
+                             cwd=Path(__file__).parents[2])
+    try:
+        deadline = time.monotonic() + 60
+        while not signal_file.exists():
+            assert child.poll() is None, "child exited early"
+            assert time.monotonic() < deadline, "child never reached the turn"
+            time.sleep(0.05)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
 
 
 async def test_a_process_killed_mid_turn_leaves_the_previous_turn(db_url: str, tmp_path: Path) -> None:
     async with engine_on(db_url, pack()):
         pass  # import the pack and create the tables
     cid = str(uuid.uuid4())
-    script, signal_file = tmp_path / "child.py", tmp_path / "signal"
-    script.write_text(CHILD)
-    child = subprocess.Popen([sys.executable, str(script), db_url, cid, str(signal_file)],
-                             cwd=Path(__file__).parents[2])
-    try:
-        deadline = time.monotonic() + 60
-        while not signal_file.exists():
-            assert child.poll() is None, "child exited early"
-            assert time.monotonic() < deadline, "child never reached turn 2"
-            await asyncio.sleep(0.05)
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait(timeout=30)
-    finally:
-        if child.poll() is None:
-            child.kill()
+    await asyncio.to_thread(kill_in_the_middle, db_url, cid, ["loan please", "second"], tmp_path)
     async with engine_on(db_url, None, turn_lock_timeout_s=10) as engine:
         state = await engine.astate(cid)
         assert (state["turn"], state["intent"], state["state"]) == (1, "LOAN", "START")
         assert [h["user_input"] for h in await engine.ahistory(cid)] == ["loan please"]
         result = await engine.aprocess("hello", cid)
         assert (result.turn, result.intent) == (2, "GREETING")
+
+
+async def test_a_first_turn_killed_midway_leaves_no_conversation_behind(db_url: str, tmp_path: Path) -> None:
+    async with engine_on(db_url, pack()):
+        pass
+    cid = str(uuid.uuid4())
+    await asyncio.to_thread(kill_in_the_middle, db_url, cid, ["second"], tmp_path)
+    async with engine_on(db_url, None, turn_lock_timeout_s=10) as engine:
+        assert not await engine.acheck_access(cid)  # no ce_conversation row, so no history or audit either
+        with pytest.raises(ConversationNotFoundError):
+            await engine.astate(cid)  # and no checkpoint
+        result = await engine.aprocess("loan please", cid)
+        assert result.turn == 1
 
 
 def checkpoint_bytes(db_url: str, cid: str) -> int:
