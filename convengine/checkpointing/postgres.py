@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
@@ -25,10 +26,30 @@ async def postgres_saver(url: DatabaseUrl, *, pool_size: int = 20) -> AsyncItera
     await pool.open(wait=True, timeout=30)
     try:
         saver = AsyncPostgresSaver(pool, serde=StrictSerializer())  # type: ignore[arg-type]
-        await saver.setup()
+        await _set_up(pool, saver)
         # The saver guards every call with one lock even on a pool (langgraph #7259); pool
         # connections are independent, so let half the pool work at once.
         saver.lock = asyncio.Semaphore(max(pool_size // 2, 1))  # type: ignore[assignment]
         yield saver
     finally:
         await pool.close()
+
+
+SETUP_LOCK_KEY = 7405918204
+
+
+async def _set_up(pool: Any, saver: Any) -> None:
+    """The saver's own migrations, one process at a time (concurrent setups collide on its version table).
+
+    The lock is polled with ``pg_try_advisory_lock`` rather than waited for: the setup builds
+    indexes CONCURRENTLY, which waits for every open transaction, including a session blocked
+    in ``pg_advisory_lock``, so a blocking wait would deadlock undetected.
+    """
+    async with pool.connection() as conn:
+        query = f"SELECT pg_try_advisory_lock({SETUP_LOCK_KEY}) AS locked"  # the pool's rows are dicts
+        while not (await (await conn.execute(query)).fetchone())["locked"]:
+            await asyncio.sleep(0.05)
+        try:
+            await saver.setup()
+        finally:
+            await conn.execute(f"SELECT pg_advisory_unlock({SETUP_LOCK_KEY})")

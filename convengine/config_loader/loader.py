@@ -27,13 +27,17 @@ _INSERT_ORDER = tuple(t for t in CONTROL_TABLES if t != "ce_mcp_db_tool") + ("ce
 
 def read_control_rows(engine: sa.Engine) -> dict[str, list[dict[str, Any]]]:
     """Every control-table row as a plain dict, in primary-key order, in one transaction."""
-    out: dict[str, list[dict[str, Any]]] = {}
     with engine.connect() as conn:
-        for model in CONTROL_MODELS:
-            table = model.__table__
-            pk = primary_key_column(model.__tablename__)
-            result = conn.execute(sa.select(table).order_by(table.c[pk]))
-            out[model.__tablename__] = [dict(row._mapping) for row in result]
+        return _read_rows(conn)
+
+
+def _read_rows(conn: sa.Connection, *, skip: frozenset[str] = frozenset()) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for model in CONTROL_MODELS:
+        table = model.__table__
+        pk = primary_key_column(model.__tablename__)
+        result = conn.execute(sa.select(table).order_by(table.c[pk]))
+        out[model.__tablename__] = [{k: v for k, v in row._mapping.items() if k not in skip} for row in result]
     return out
 
 
@@ -80,27 +84,69 @@ def import_pack(
     source: str | Path | Mapping[str, Any],
     *,
     extensions: Extensions | None = None,
+    replace: bool = True,
 ) -> ConfigSnapshot:
-    """Replace every control table with the pack's rows, in one transaction.
+    """Make the control tables hold the pack's rows, in one transaction.
 
     The pack is validated first; nothing is written unless all of it is valid, and a
-    failure while writing rolls the whole import back. Importing the same pack twice
-    leaves the same rows (ids are kept or assigned deterministically).
+    failure while writing rolls the whole import back. Imports are serialised (a PostgreSQL
+    advisory lock; SQLite's write lock), and a database that already holds exactly the pack's
+    rows is left untouched, so replicas starting together with the same pack all come up.
+    With ``replace=False`` a database holding a *different* configuration is refused
+    (:class:`ConfigurationExistsError` says what would be replaced) instead of overwritten.
     """
     snapshot = validate_pack(source, extensions=extensions)
     rowset = coerce_rows(pack_tables(read_pack(source)), origin="pack")
     try:
-        with engine.begin() as conn:
-            for table in _DELETE_ORDER:
-                conn.execute(sa.delete(MODEL_BY_TABLE[table].__table__))
-            for table in _INSERT_ORDER:
-                _insert_rows(conn, table, rowset.rows.get(table, []))
-            if conn.dialect.name == "postgresql":
-                _reset_sequences(conn)
+        with engine.connect() as conn:
+            if _import_rows(conn, rowset.rows, replace=replace):
+                conn.commit()
+            else:  # the same configuration: keep the rows (and their timestamps) as they are
+                conn.rollback()
+                logger.info("configuration unchanged: the database already holds this pack's rows")
     except sa.exc.SQLAlchemyError as exc:
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
         raise PackError(f"importing the pack failed and nothing was written: {reason}") from exc
     return snapshot
+
+
+IMPORT_LOCK_KEY = 0x636F6E76_656E6700 >> 1
+"""The advisory lock that serialises pack imports on PostgreSQL (a constant 63-bit key)."""
+TIMESTAMPS = frozenset({"created_at", "updated_at"})
+
+
+class ConfigurationExistsError(ConfigError):
+    """The database holds another configuration, and replacing it was not asked for."""
+
+
+def _import_rows(conn: sa.Connection, rows: Mapping[str, list[dict[str, Any]]], *, replace: bool) -> bool:
+    """Replace the rows under the import lock; False when that changed nothing (the caller rolls back)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text(f"SELECT pg_advisory_xact_lock({IMPORT_LOCK_KEY})"))
+    else:  # take SQLite's write lock before reading, so the comparison cannot go stale
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    before = _read_rows(conn, skip=TIMESTAMPS)
+    _replace_rows(conn, rows)
+    after = _read_rows(conn, skip=TIMESTAMPS)
+    if before != after and not replace and any(before.values()):
+        raise ConfigurationExistsError(_replacement(before, after))
+    return before != after
+
+
+def _replace_rows(conn: sa.Connection, rows: Mapping[str, list[dict[str, Any]]]) -> None:
+    for table in _DELETE_ORDER:
+        conn.execute(sa.delete(MODEL_BY_TABLE[table].__table__))
+    for table in _INSERT_ORDER:
+        _insert_rows(conn, table, rows.get(table, []))
+    if conn.dialect.name == "postgresql":
+        _reset_sequences(conn)
+
+
+def _replacement(before: Mapping[str, list[Any]], after: Mapping[str, list[Any]]) -> str:
+    changed = [f"{t} ({len(before[t])} rows stored, {len(after[t])} in the pack)"
+               for t in CONTROL_TABLES if before[t] != after[t]]
+    return ("the database already holds a different configuration; importing this pack would replace "
+            f"{', '.join(changed)}. Use it as it is (leave out the pack), or replace it on purpose (--replace)")
 
 
 def _insert_rows(conn: sa.Connection, table: str, rows: list[dict[str, Any]]) -> None:
