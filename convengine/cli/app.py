@@ -121,13 +121,17 @@ def chat(
     trace: Annotated[bool, typer.Option("--trace", help="Show each turn's step trace")] = False,
     llm: Annotated[str, typer.Option("--llm", help="auto (OpenAI when OPENAI_API_KEY/OPENAI_BASE_URL is set), "
                                                    "openai, or none")] = "auto",
+    replace: Annotated[bool, typer.Option("--replace", help="Replace the configuration stored in the database "
+                                                            "with --pack")] = False,
 ) -> None:
-    """Talk to the engine in the terminal (also reads piped stdin, one message per line)."""
+    """Talk to the engine in the terminal (also reads piped stdin, one message per line).
+
+    A database that already holds configuration is used as it is; --pack with a different
+    configuration needs --replace. An empty database gets --pack or the bundled support desk."""
     from convengine.cli.chat import open_chat_engine, run_chat
-    from convengine.cli.support import default_pack
 
     try:
-        engine = open_chat_engine(url, pack or default_pack(), tasks, scripted, llm)
+        engine = open_chat_engine(url, pack, tasks, scripted, llm, replace=replace)
     except ConvEngineError as exc:
         fail(exc)
     try:

@@ -74,12 +74,41 @@ def run_chat(engine: Engine, *, conversation_id: str | None, trace: bool, consol
     return 1 if failed else 0
 
 
-def open_chat_engine(url: str, pack: Path, tasks: Path | None, scripted: Path | None, llm: str = "auto") -> Engine:
-    from convengine.cli.support import choose_llm, pack_options
+def open_chat_engine(url: str, pack: Path | None, tasks: Path | None, scripted: Path | None, llm: str = "auto",
+                     *, replace: bool = False) -> Engine:
+    """An engine on ``url`` with its configuration as the user asked for it.
 
-    options = pack_options(pack, tasks, scripted)
+    A database that already holds configuration is used as it is: without ``pack`` nothing is
+    imported, and a ``pack`` that differs from what is stored is refused unless ``replace``.
+    An empty database gets ``pack``, or the bundled support desk.
+    """
+    from convengine.cli.support import choose_llm, default_pack, pack_options
+
+    chosen_pack = prepare_configuration(url, pack, replace=replace)
+    options = pack_options(chosen_pack or default_pack(), tasks, scripted)
+    options.pop("pack")
     if "llm" not in options:
         chosen = choose_llm(llm)
         if chosen is not None:
             options["llm"] = chosen
     return Engine.open(url, **options)
+
+
+def prepare_configuration(url: str, pack: Path | None, *, replace: bool) -> Path | None:
+    """Migrate, then import ``pack`` (or the bundled pack into an empty database); the pack
+    whose companion files (tasks, scripted model) apply, or None to use the stored configuration."""
+    from convengine.cli.support import default_pack
+    from convengine.config_loader import import_pack
+    from convengine.config_loader.loader import read_control_rows
+    from convengine.db import create_sync_engine, parse_database_url, upgrade
+
+    engine = create_sync_engine(parse_database_url(url))
+    try:
+        upgrade(engine)
+        if pack is None and any(read_control_rows(engine).values()):
+            return None
+        chosen = pack or default_pack()
+        import_pack(engine, chosen, replace=replace)
+        return chosen
+    finally:
+        engine.dispose()
