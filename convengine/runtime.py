@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from convengine.audit import AuditBus, AuditEvent, AuditFilter, TurnAudit
-from convengine.checkpointing import TurnLocks, discard_checkpoint, open_saver, prune_checkpoints
+from convengine.checkpointing import TurnLocks, open_saver, prune_checkpoints
 from convengine.checkpointing.bound import TurnSaver, commit_turn_connection
-from convengine.config_loader import ConfigSnapshot, Extensions, SnapshotHolder, import_pack
+from convengine.config_loader import ConfigSnapshot, Extensions, SnapshotHolder, import_pack, stamp
 from convengine.db import create_async_sa_engine, create_sync_engine, parse_database_url, upgrade
 from convengine.db.url import DatabaseUrl
 from convengine.engine_io import TurnRequest, failure_event, map_failure
@@ -51,6 +53,7 @@ class EngineRuntime:
     bus: AuditBus
     audit_filter: AuditFilter
     owners: KnownOwners = field(default_factory=KnownOwners)
+    stamp_checked_at: float = 0.0
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -83,10 +86,26 @@ class EngineRuntime:
         self.sync_engine.dispose()
 
     async def reload(self) -> ConfigSnapshot:
-        snapshot = await asyncio.to_thread(self.holder.reload)
+        """Reload the configuration here and in every other process (cache refresh)."""
+        return self._apply(await asyncio.to_thread(self.holder.refresh))
+
+    def _apply(self, snapshot: ConfigSnapshot) -> ConfigSnapshot:
         self.audit_filter.settings = snapshot.settings.audit
         self.locks.timeout_s = snapshot.settings.turn_lock_timeout_s
         return snapshot
+
+    async def _follow_changes(self) -> None:
+        """Reload when another process imported or refreshed the configuration (checked at most
+        every ``stamp.CHECK_INTERVAL_S``; a rejected configuration keeps the current one)."""
+        now = time.monotonic()
+        if now - self.stamp_checked_at < stamp.CHECK_INTERVAL_S:
+            return
+        self.stamp_checked_at = now
+        try:
+            if self.holder.is_stale(await stamp.aread(self.async_engine)):
+                self._apply(await asyncio.to_thread(self.holder.reload, raise_on_error=False))
+        except (SQLAlchemyError, OSError) as exc:  # the turn itself reports a database that is gone
+            logger.warning("could not check for a configuration change: %s", exc)
 
     # --- a turn -----------------------------------------------------------------------
 
@@ -95,6 +114,7 @@ class EngineRuntime:
         (checked under the turn lock: another owner's turn raises ConversationNotFoundError unrun)."""
         from convengine.engine import Payload, TurnResult
 
+        await self._follow_changes()
         snapshot = self.holder.current
         ctx = self._context(request, snapshot, owner)
         refused: ConversationNotFoundError | None = None
@@ -117,7 +137,7 @@ class EngineRuntime:
                           Payload(payload.get("type", "TEXT"), payload.get("value")), dict(final.get("context") or {}),
                           int(final.get("turn") or 0), final.get("status") or "RUNNING")
 
-    async def _run(self, conn: AsyncConnection | None, request: TurnRequest, ctx: TurnContext,
+    async def _run(self, conn: AsyncConnection, request: TurnRequest, ctx: TurnContext,
                    snapshot: ConfigSnapshot) -> dict[str, Any]:
         """The graph run and its commit, under the conversation's lock."""
         config = {"configurable": {"thread_id": request.conversation_id},
@@ -149,8 +169,9 @@ class EngineRuntime:
         return TurnContext(snapshot=snapshot, services=self.services, audit=audit,
                            conversation_id=request.conversation_id, turn_id=request.turn_id, owner=owner)
 
-    async def _commit(self, conn: AsyncConnection | None, ctx: TurnContext) -> None:
-        """Projection, history and the audit batch in one transaction (which also ends the PG lock)."""
+    async def _commit(self, conn: AsyncConnection, ctx: TurnContext) -> None:
+        """Projection, history and the audit batch in the transaction of the turn's checkpoint, committed
+        (which also ends the PG lock)."""
         await self.store.commit_turn(conn, conversation_id=ctx.conversation_id, projection=ctx.commit.projection,
                                      history=ctx.commit.history, events=ctx.audit.events, owner=ctx.owner)
 
@@ -166,11 +187,11 @@ class EngineRuntime:
             logger.warning("pruning the checkpoints of %s failed: %s", conversation_id, exc)
 
     async def _failed(self, request: TurnRequest, ctx: TurnContext, exc: BaseException) -> ConvEngineError:
+        """Audit a failed turn. Its checkpoint and rows rolled back with its transaction, so the
+        conversation is as its previous turn left it; only this audit (and a new row) is written."""
         error = map_failure(exc)
         error.details.setdefault("conversationId", request.conversation_id)
         known = isinstance(exc, ConvEngineError) or error.code is ErrorCode.DATABASE_UNAVAILABLE
-        with contextlib.suppress(Exception):
-            await self._restore(request)
         event = failure_event(request.conversation_id, error, known=known)
         self.bus.publish(event)
         try:
@@ -182,23 +203,6 @@ class EngineRuntime:
         elif error.code is ErrorCode.DATABASE_UNAVAILABLE:
             logger.warning("turn of %s failed: %s", request.conversation_id, error.message)
         return error
-
-    async def _restore(self, request: TurnRequest) -> None:
-        """Drop a checkpoint this turn wrote, so the conversation is as the previous turn left it.
-
-        On PostgreSQL the checkpoint was written in the turn's transaction, which rolled back;
-        on SQLite it is deleted, so the checkpoint history keeps no branch of a failed turn.
-        """
-        config = {"configurable": {"thread_id": request.conversation_id}}
-        head = await self.saver.shared.aget_tuple(config)
-        if head is None or (head.metadata or {}).get("convengine_turn") != request.turn_id:
-            return
-        if await discard_checkpoint(self.saver.shared, head.config):
-            return
-        if head.parent_config is None:
-            await self.saver.adelete_thread(request.conversation_id)
-            return
-        await self.graph.aupdate_state(head.parent_config, None)
 
     async def _final_transform(self, final: dict[str, Any], ctx: TurnContext) -> dict[str, Any]:
         from convengine.nodes.response import transform
@@ -221,8 +225,7 @@ class EngineRuntime:
                 raise InvalidInputError(f"conversation {conversation_id} has already started; seed it before its "
                                         "first message")
             await self.graph.aupdate_state(config, values, as_node=names.LOAD_OR_CREATE_CONVERSATION)
-            if conn is not None:
-                await commit_turn_connection(conn)
+            await commit_turn_connection(conn)
         return conversation_id
 
     # --- reads ------------------------------------------------------------------------

@@ -8,6 +8,7 @@ that skip into a failure, so CI never skips PostgreSQL silently.
 
 from __future__ import annotations
 
+import atexit
 import os
 import uuid
 from collections.abc import Iterator
@@ -21,7 +22,8 @@ from convengine.db import create_sync_engine, parse_database_url, upgrade
 PG_URL = os.environ.get("CONVENGINE_TEST_PG_URL", "").strip()
 REQUIRE_PG = os.environ.get("CONVENGINE_REQUIRE_PG", "") == "1"
 ONLY_BACKEND = os.environ.get("CONVENGINE_TEST_BACKEND", "").strip()
-TEMPLATE_DB = "convengine_test_template"
+TEMPLATE_DB = f"convengine_test_template_{os.getpid()}"
+"""Per test session, so two sessions on one server do not drop each other's template."""
 PACKS = Path(__file__).parent / "packs"
 EXAMPLES = Path(__file__).parent.parent / "examples"
 
@@ -46,6 +48,14 @@ def _ensure_template() -> None:
     admin.dispose()
     upgrade(parse_database_url(str(_pg_url_for(TEMPLATE_DB))))
     _template_ready = True
+    atexit.register(_drop_template)
+
+
+def _drop_template() -> None:
+    admin = sa.create_engine(_admin_url(), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f"DROP DATABASE IF EXISTS {TEMPLATE_DB} WITH (FORCE)"))
+    admin.dispose()
 
 
 def _pg_url_for(database: str) -> str:

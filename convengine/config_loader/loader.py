@@ -11,6 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from convengine.config_loader import stamp
 from convengine.config_loader.build import Extensions, SnapshotInput, build_snapshot
 from convengine.config_loader.packs import pack_tables, read_pack, rows_to_pack
 from convengine.config_loader.rows import coerce_rows
@@ -130,6 +131,8 @@ def _import_rows(conn: sa.Connection, rows: Mapping[str, list[dict[str, Any]]], 
     after = _read_rows(conn, skip=TIMESTAMPS)
     if before != after and not replace and any(before.values()):
         raise ConfigurationExistsError(_replacement(before, after))
+    if before != after:
+        stamp.publish(conn, stamp.new_stamp())  # every process reloads before its next turn
     return before != after
 
 
@@ -190,6 +193,8 @@ class SnapshotHolder:
     _current: ConfigSnapshot | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     last_error: ConfigError | None = None
+    stamp: str | None = None
+    """The configuration stamp that was stored when the current snapshot was loaded."""
 
     @property
     def current(self) -> ConfigSnapshot:
@@ -200,6 +205,7 @@ class SnapshotHolder:
     def reload(self, *, raise_on_error: bool = True) -> ConfigSnapshot:
         """Load a fresh snapshot; on failure keep the old one and report why."""
         with self._lock:
+            self.stamp = stamp.read(self.engine)  # read first: a change made meanwhile is seen next time
             try:
                 snapshot = load_snapshot(self.engine, settings_overrides=self.settings_overrides,
                                          extensions=self.extensions)
@@ -213,3 +219,14 @@ class SnapshotHolder:
             self._current = snapshot
             self.last_error = None
             return snapshot
+
+    def refresh(self) -> ConfigSnapshot:
+        """Reload, then tell every other process to reload too (a new stamp)."""
+        snapshot = self.reload()
+        with self._lock, self.engine.begin() as conn:
+            self.stamp = stamp.new_stamp()
+            stamp.publish(conn, self.stamp)
+        return snapshot
+
+    def is_stale(self, stored: str | None) -> bool:
+        return stored != self.stamp

@@ -377,6 +377,16 @@ class CeLlmCallLog(Base):
     created_at: Mapped[datetime | None] = _created()
 
 
+class ConfigStamp(Base):
+    """convengine's own: one row naming the configuration's last change (pack import or cache
+    refresh), so every process can tell cheaply that it must reload."""
+
+    __tablename__ = "convengine_config_stamp"
+    stamp_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    stamp: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    updated_at: Mapped[datetime | None] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
+
+
 CONTROL_MODELS: tuple[type[Base], ...] = (
     CeConfig,
     CeIntent,
