@@ -14,6 +14,8 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
+from convengine.engine import Engine
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -75,3 +77,8 @@ def test_langgraph_dev_serves_the_graph_offline(tmp_path: Path) -> None:
                                                     "WHERE conversation_id = :c ORDER BY history_id"), {"c": thread})]
     db.dispose()
     assert users == ["hello", "I want to cancel my order"]  # each Studio run is recorded like a turn
+    # Studio's checkpoints live in its own server; the engine adopts the conversation from its rows
+    with Engine.open(f"sqlite:///{tmp_path / 'studio.db'}") as engine:
+        third = engine.process("it arrived damaged", thread)
+        assert (third.intent, third.state, third.turn) == ("CANCEL_ORDER", "CONFIRM", 3)
+        assert [h["user_input"] for h in engine.history(thread)][-1] == "it arrived damaged"

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from convengine import adoption
+from convengine.adoption import Adopted
 from convengine.graph import names
 from convengine.nodes.common import Step, truthy
 from convengine.nodes.turn import Turn
@@ -23,7 +25,10 @@ async def load_or_create_conversation(turn: Turn) -> None:
     for key, value in turn_defaults().items():
         if turn.get(key) != value:  # unchanged keys keep their version: nothing to checkpoint
             turn.set(key, value)
-    if is_new:
+    adopted = await _adoptable(turn) if is_new else None
+    if adopted is not None:
+        _adopt(turn, adopted)
+    elif is_new:
         _create(turn)
     elif turn.get("status") != "RUNNING":
         turn.set("status", "RUNNING")  # a BLOCKED conversation runs again on its next turn
@@ -54,6 +59,29 @@ def _create(turn: Turn) -> None:
     turn.set("context", dict(turn.get("context") or {}))  # kept when the conversation was seeded
     turn.set("input_params", dict(turn.get("input_params") or {}))
     turn.set("recent_turns", [])
+
+
+async def _adoptable(turn: Turn) -> Adopted | None:
+    """A row without a checkpoint (ConvEngine's, or Studio's) to continue, if there is one."""
+    store = turn.ctx.services.store
+    if store is None:
+        return None
+    return await adoption.find(store.engine, turn.conversation_id,
+                               recent=turn.settings.flow.conversation_history.max_turns,
+                               max_depth=turn.settings.api.max_input_depth)
+
+
+def _adopt(turn: Turn, adopted: Adopted) -> None:
+    turn.ctx.is_new = False
+    turn.set("conversation_id", turn.conversation_id)
+    turn.set("status", "RUNNING")
+    turn.set("intent", adopted.intent)
+    turn.set("state", adopted.state)
+    turn.set("context", adopted.context)
+    turn.set("input_params", adopted.input_params)
+    turn.set("recent_turns", adopted.recent_turns)
+    turn.set("turn", adopted.turns)
+    turn.audit("CONVERSATION_ADOPTED", adopted.audit_payload())
 
 
 def reset_reason(turn: Turn) -> str | None:
