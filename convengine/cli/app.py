@@ -39,9 +39,11 @@ def db_upgrade(url: UrlOption = DEFAULT_DATABASE_URL) -> None:
 
     try:
         parsed = parse_database_url(url)
-        upgrade(parsed)
+        changes = upgrade(parsed)
     except ConvEngineError as exc:
         fail(exc)
+    for change in changes:
+        out.print(f"upgraded: {change}", highlight=False, markup=False)
     out.print(f"ce_* tables are up to date at {parsed.redacted()}")
 
 

@@ -16,6 +16,7 @@ from convengine.config_loader.build import Extensions, SnapshotInput, build_snap
 from convengine.config_loader.packs import pack_tables, read_pack, rows_to_pack
 from convengine.config_loader.rows import coerce_rows
 from convengine.config_loader.snapshot import ConfigSnapshot
+from convengine.db.generations import require_current
 from convengine.db.models import CONTROL_MODELS, CONTROL_TABLES, MODEL_BY_TABLE, primary_key_column
 from convengine.errors import ConfigError, ConfigValidationError, PackError
 
@@ -27,9 +28,18 @@ _INSERT_ORDER = tuple(t for t in CONTROL_TABLES if t != "ce_mcp_db_tool") + ("ce
 
 
 def read_control_rows(engine: sa.Engine) -> dict[str, list[dict[str, Any]]]:
-    """Every control-table row as a plain dict, in primary-key order, in one transaction."""
-    with engine.connect() as conn:
-        return _read_rows(conn)
+    """Every control-table row as a plain dict, in primary-key order, in one transaction.
+
+    Raises:
+        ConfigError: ``SCHEMA_OUTDATED`` when the tables lack columns (an older ConvEngine
+            schema not yet upgraded), naming each one.
+    """
+    try:
+        with engine.connect() as conn:
+            return _read_rows(conn)
+    except sa.exc.DBAPIError:
+        require_current(engine)  # names the missing columns when that is the cause
+        raise
 
 
 def _read_rows(conn: sa.Connection, *, skip: frozenset[str] = frozenset()) -> dict[str, list[dict[str, Any]]]:
@@ -106,6 +116,7 @@ def import_pack(
                 conn.rollback()
                 logger.info("configuration unchanged: the database already holds this pack's rows")
     except sa.exc.SQLAlchemyError as exc:
+        require_current(engine)  # an older schema is named as such, with the command that fixes it
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
         raise PackError(f"importing the pack failed and nothing was written: {reason}") from exc
     return snapshot

@@ -24,20 +24,48 @@ def alembic_config(connection: sa.Connection | None = None) -> Config:
     return cfg
 
 
-def upgrade(url: DatabaseUrl | sa.Engine, revision: str = "head") -> None:
-    """Bring the database at ``url`` to ``revision``; running it twice changes nothing."""
+def upgrade(url: DatabaseUrl | sa.Engine, revision: str = "head") -> list[str]:
+    """Bring the database at ``url`` to ``revision``; running it twice changes nothing.
+
+    Returns what was changed in tables an older ConvEngine created (renamed, added and
+    relaxed columns, converted history), in words; empty when there was nothing to change."""
     from convengine.db.engines import create_sync_engine
 
     engine = url if isinstance(url, sa.Engine) else create_sync_engine(url)
     try:
-        with _IN_PROCESS, engine.begin() as connection:
-            # Two processes migrating one database at once must not race: the second waits, then
-            # finds the tables at head.
+        with _IN_PROCESS, engine.connect() as connection:
+            cfg = alembic_config(connection)
             if connection.dialect.name == "postgresql":
-                connection.execute(sa.text(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})"))
+                _upgrade_postgres(connection, cfg, revision)
             else:
-                connection.exec_driver_sql("BEGIN IMMEDIATE")
-            command.upgrade(alembic_config(connection), revision)
+                _upgrade_sqlite(connection, cfg, revision)
+            return list(cfg.attributes.get("changes", []))
     finally:
         if not isinstance(url, sa.Engine):
             engine.dispose()
+
+
+def _upgrade_postgres(connection: sa.Connection, cfg: Config, revision: str) -> None:
+    with connection.begin():
+        # Two processes migrating one database at once must not race: the second waits, then
+        # finds the tables at head.
+        connection.execute(sa.text(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})"))
+        command.upgrade(cfg, revision)
+
+
+def _upgrade_sqlite(connection: sa.Connection, cfg: Config, revision: str) -> None:
+    # Upgrading an older ConvEngine table may rebuild it (SQLite cannot alter a column); with
+    # foreign keys on, replacing ce_conversation would cascade-delete its history. The pragma
+    # only takes effect outside a transaction, so it is set before BEGIN and restored after.
+    _pragma(connection, "foreign_keys=OFF")
+    try:
+        with connection.begin():
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+            command.upgrade(cfg, revision)
+    finally:
+        _pragma(connection, "foreign_keys=ON")
+
+
+def _pragma(connection: sa.Connection, setting: str) -> None:
+    connection.exec_driver_sql(f"PRAGMA {setting}")
+    connection.commit()
