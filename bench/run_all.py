@@ -19,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import growth, llm_economy, security_overhead, throughput, turn_overhead
+from bench import growth, llm_economy, retrieval, security_overhead, throughput, turn_overhead
 from bench.common import RESULTS, ROOT, machine, postgres_server, print_table, write_results
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
@@ -32,8 +32,10 @@ def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
 
 
 async def run(args: argparse.Namespace, pg_url: str | None, folder: Path) -> list[tuple[str, list[str], list[list[Any]]]]:
-    sizes = {"turns": 100, "growth": 300, "window": 50, "seconds": 2.0, "conversations": 5} if args.quick else \
-            {"turns": 300, "growth": 1000, "window": 100, "seconds": 5.0, "conversations": 20}
+    sizes = {"turns": 100, "growth": 300, "window": 50, "seconds": 2.0, "conversations": 5, "chunks": 2000,
+             "queries": 50} if args.quick else \
+            {"turns": 300, "growth": 1000, "window": 100, "seconds": 5.0, "conversations": 20, "chunks": 10_000,
+             "queries": 200}
     tables = []
     steps: list[tuple[str, Any, list[str], str]] = [
         ("turn_overhead", lambda: turn_overhead.measure(sizes["turns"], pg_url, folder), turn_overhead.HEADER,
@@ -46,6 +48,8 @@ async def run(args: argparse.Namespace, pg_url: str | None, folder: Path) -> lis
          llm_economy.TITLE),
         ("security_overhead", lambda: security_overhead.measure(sizes["turns"], pg_url, folder),
          security_overhead.HEADER, security_overhead.TITLE),
+        ("retrieval", lambda: retrieval.measure(sizes["chunks"], sizes["queries"], sizes["turns"], pg_url, folder),
+         retrieval.HEADER, retrieval.TITLE),
     ]
     for name, measure, header, title in steps:
         began = time.perf_counter()

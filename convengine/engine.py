@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from convengine._portal import Portal
 from convengine.audit import AuditBus, AuditEvent, Subscription
@@ -28,6 +28,9 @@ from convengine.nodes.context import StepHook
 from convengine.settings import DEFAULT_DATABASE_URL
 from convengine.state import EngineState
 
+if TYPE_CHECKING:
+    from convengine.knowledge import Knowledge
+
 logger = logging.getLogger(__name__)
 
 
@@ -37,6 +40,8 @@ class Payload:
 
     type: str
     value: Any
+    sources: tuple[dict[str, Any], ...] | None = None
+    """The passages a knowledge answer came from (kb, source, title, position, score)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +78,8 @@ class EngineOptions:
     response_transformers: Mapping[tuple[str, str, str], Any] | None = None
     container_providers: Mapping[str, Any] | None = None
     clock: Callable[[], float] | None = None
+    embeddings: Any = None
+    """A LangChain ``Embeddings`` model for knowledge search and SEMANTIC classifiers."""
     settings: dict[str, Any] = field(default_factory=dict)
 
 
@@ -227,6 +234,15 @@ class Engine:
 
     async def astate(self, conversation_id: str, owner: str | None = None) -> EngineState:
         return await self._portal.acall(self._runtime.checkpointed_state(_cid(conversation_id), _owner(owner)))
+
+    @property
+    def knowledge(self) -> Knowledge:
+        """The knowledge bases in the engine's database, with the engine's embeddings model:
+        ``engine.knowledge.ingest("faq", ["docs/"])``, ``.search(...)``, ``.list()``, ``.delete(...)``."""
+        from convengine.knowledge import Knowledge  # numpy: imported when knowledge is used
+
+        services = self._runtime.services
+        return Knowledge(self._runtime.sync_engine, embeddings=self.options.embeddings, retriever=services.retriever)
 
     def reload(self) -> ConfigSnapshot:
         """Re-read the control tables; on failure keep the current snapshot and raise why."""

@@ -68,8 +68,14 @@ class EngineRuntime:
         await asyncio.to_thread(_prepare, sync_engine, base, options.pack, extensions, holder)
         async_engine = await asyncio.to_thread(create_async_sa_engine, url, pool_size=20)
         stack = contextlib.AsyncExitStack()
-        saver = TurnSaver(await stack.enter_async_context(open_saver(url)))
-        services = _services(options, holder.current, ConversationStore(async_engine, sync_engine))
+        try:
+            saver = TurnSaver(await stack.enter_async_context(open_saver(url)))
+            services = _services(options, holder.current, ConversationStore(async_engine, sync_engine))
+        except BaseException:
+            await stack.aclose()
+            await async_engine.dispose()
+            sync_engine.dispose()
+            raise
         services.tools = _tool_runner(services.registries, sync_engine, holder.current.settings)
         graph = compile_graph(build_graph(options.steps), checkpointer=saver)
         locks = TurnLocks(url, async_engine, holder.current.settings.turn_lock_timeout_s)
@@ -112,7 +118,7 @@ class EngineRuntime:
     async def process(self, request: TurnRequest, owner: str | None = None) -> Any:
         """One turn; with an ``owner``, only on a conversation that is new or belongs to that owner
         (checked under the turn lock: another owner's turn raises ConversationNotFoundError unrun)."""
-        from convengine.engine import Payload, TurnResult
+        from convengine.engine import TurnResult
 
         await self._follow_changes()
         snapshot = self.holder.current
@@ -134,7 +140,7 @@ class EngineRuntime:
             raise refused
         payload = await self._final_transform(final, ctx)
         return TurnResult(request.conversation_id, final["intent"], final["state"],
-                          Payload(payload.get("type", "TEXT"), payload.get("value")), dict(final.get("context") or {}),
+                          _payload(payload), dict(final.get("context") or {}),
                           int(final.get("turn") or 0), final.get("status") or "RUNNING")
 
     async def _run(self, conn: AsyncConnection, request: TurnRequest, ctx: TurnContext,
@@ -269,6 +275,13 @@ class EngineRuntime:
         return snap.values  # type: ignore[no-any-return]
 
 
+def _payload(payload: dict[str, Any]) -> Any:
+    from convengine.engine import Payload
+
+    sources = payload.get("sources")
+    return Payload(payload.get("type", "TEXT"), payload.get("value"), tuple(sources) if sources else None)
+
+
 def _not_found(conversation_id: str) -> ConversationNotFoundError:
     return ConversationNotFoundError(f"no conversation {conversation_id}")
 
@@ -303,7 +316,32 @@ def _services(options: Any, snapshot: ConfigSnapshot, store: ConversationStore) 
         llm = as_gateway(options.llm, snapshot.settings.llm, store=store)
     return Services(registries=registries,
                     rule_registry=RuleRegistry.with_custom(options.rule_types, options.rule_actions),
-                    store=store, llm=llm, hooks=tuple(options.hooks or ()), clock=options.clock)
+                    store=store, llm=llm, hooks=tuple(options.hooks or ()), clock=options.clock,
+                    retriever=_retriever(options.embeddings, snapshot.settings),
+                    semantic=_semantic_index(options.embeddings, snapshot))
+
+
+def _semantic_index(embeddings: Any, snapshot: ConfigSnapshot) -> Any:
+    """The SEMANTIC classifiers' example embeddings, computed now (at load), not per turn."""
+    semantic = [c.classifier_id for c in snapshot.classifiers if c.enabled and c.rule_type == "SEMANTIC"]
+    if embeddings is None:
+        if semantic:
+            raise ConfigError(f"ce_intent_classifier rows {semantic} are SEMANTIC and need an embeddings model: "
+                              "Engine.open(..., embeddings=<a LangChain Embeddings>)")
+        return None
+    from convengine.knowledge.semantic import SemanticIndex
+
+    index = SemanticIndex(embeddings)
+    index.prepare(c.matcher for c in snapshot.classifiers if c.rule_type == "SEMANTIC" and c.matcher is not None)
+    return index
+
+
+def _retriever(embeddings: Any, settings: EngineSettings) -> Any:
+    from convengine.knowledge.search import Retriever, SearchSettings
+
+    knowledge = settings.knowledge
+    return Retriever(embeddings, SearchSettings(knowledge.lexical_weight, knowledge.vector_weight,
+                                                knowledge.candidates))
 
 
 def _tool_runner(registries: Registries, sync_engine: Any, settings: EngineSettings) -> Any:

@@ -313,6 +313,33 @@ class McpSettings(_Section):
     """Real MCP servers; their tools are addressed as ``mcp.<server>.<tool>``."""
 
 
+# --- convengine.knowledge (convengine's own) ---------------------------------------------
+
+
+class KnowledgeFallbackSettings(_Section):
+    enabled: bool = False
+    """Answer from knowledge bases when no intent matches (before the fallback response)."""
+    knowledge_bases: list[str] = Field(default_factory=list)
+    """Bases to search; empty means every base in the database."""
+    min_score: float = Field(0.5, ge=0.0, le=1.0)
+    """``knowledge_fallback_min_score``: the best passage must score at least this to answer."""
+    top_k: int = Field(3, ge=1, le=20)
+    """Passages kept as sources (and given to synthesis)."""
+    synthesis: bool = False
+    """Write the answer from the passages with the KNOWLEDGE_SYNTHESIS call site (needs an LLM);
+    otherwise the best passage is the answer."""
+
+
+class KnowledgeSettings(_Section):
+    lexical_weight: float = Field(0.5, ge=0.0)
+    vector_weight: float = Field(0.5, ge=0.0)
+    candidates: int = Field(50, ge=1, le=1000)
+    """Candidates taken from each leg (full-text and vector) before fusion."""
+    semantic_threshold: float = Field(0.75, ge=0.0, le=1.0)
+    """Default similarity a SEMANTIC intent classifier needs (a row may set its own)."""
+    fallback: KnowledgeFallbackSettings = Field(default_factory=KnowledgeFallbackSettings)
+
+
 # --- convengine.llm and engine-level ---------------------------------------------------
 
 
@@ -386,6 +413,7 @@ class EngineSettings(BaseSettings):
     mcp: McpSettings = Field(default_factory=McpSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
+    knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
     tables: dict[str, str] = Field(default_factory=dict)
     """ConvEngine's table-name remap; only the default names are supported (see docs/decisions.md)."""
     schema_active: str | None = Field(None, alias="schema")

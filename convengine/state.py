@@ -132,6 +132,7 @@ ENGINE_PARAM_KEYS: frozenset[str] = frozenset(
         "rule_phase", "rule_execution_source", "rule_execution_origin", "post_intent_rule",
         "state_graph_valid", "state_graph_soft_block", "state_graph_blocked", "memory_session_summary",
         "memory_recall", "reset_reason", "intent_scores", "intent_top3", "intent_collision_candidates", "followups",
+        "intent_unmatched",
         # maps injected for templates (ConvEngine's reserved keys)
         "session", "context", "schema_json",
     }

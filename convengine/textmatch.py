@@ -8,6 +8,7 @@ All matching is case-insensitive, like ConvEngine's.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -119,7 +120,8 @@ def linear_regex(pattern: str) -> Any:
                            "patterns are allowed here") from None
 
 
-MATCH_KINDS = ("REGEX", "CONTAINS", "STARTS_WITH", "EXACT")
+MATCH_KINDS = ("REGEX", "CONTAINS", "STARTS_WITH", "EXACT", "SEMANTIC")
+MAX_SEMANTIC_EXAMPLES = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,22 +129,30 @@ class TextMatcher:
     """One ``rule_type`` + ``pattern`` pair of ce_policy / ce_intent_classifier.
 
     REGEX finds anywhere; CONTAINS, STARTS_WITH and EXACT compare case-insensitively
-    (EXACT on the trimmed text).
+    (EXACT on the trimmed text). SEMANTIC holds example phrases (one per line, or a JSON object
+    ``{"examples": [...], "threshold": 0.8}``) that the intent step compares by embedding
+    similarity; it never matches by text alone.
     """
 
     kind: str
     pattern: str
     regex: SafeRegex | None = None
+    examples: tuple[str, ...] = ()
+    threshold: float | None = None
 
     @classmethod
     def build(cls, kind: str, pattern: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> TextMatcher:
         kind = (kind or "").strip().upper()
         if kind not in MATCH_KINDS:
             raise PatternError(f"unknown match type {kind!r}; expected one of {', '.join(MATCH_KINDS)}")
+        if kind == "SEMANTIC":
+            return cls(kind, pattern, None, *_semantic(pattern))
         compiled = compile_regex(pattern, timeout_s=timeout_s) if kind == "REGEX" else None
         return cls(kind, pattern, compiled)
 
     def matches(self, text: str) -> bool:
+        if self.kind == "SEMANTIC":
+            return False
         if self.regex is not None:
             return self.regex.search(text) is not None
         folded, needle = text.casefold(), self.pattern.casefold()
@@ -151,3 +161,27 @@ class TextMatcher:
         if self.kind == "STARTS_WITH":
             return folded.lstrip().startswith(needle)
         return folded.strip() == needle.strip()
+
+
+def _semantic(pattern: str) -> tuple[tuple[str, ...], float | None]:
+    """Example phrases and an optional threshold from a SEMANTIC classifier's pattern."""
+    text = (pattern or "").strip()
+    threshold = None
+    if text.startswith("{"):
+        try:
+            spec = json.loads(text)
+        except ValueError as exc:
+            raise PatternError(f"SEMANTIC pattern is not valid JSON: {exc}") from exc
+        if not isinstance(spec, dict) or not isinstance(spec.get("examples"), list):
+            raise PatternError('SEMANTIC JSON pattern needs "examples": a list of phrases')
+        examples = [str(e).strip() for e in spec["examples"] if str(e).strip()]
+        threshold = spec.get("threshold")
+        if threshold is not None and not (isinstance(threshold, int | float) and 0 <= threshold <= 1):
+            raise PatternError('SEMANTIC "threshold" must be a number from 0 to 1')
+    else:
+        examples = [line.strip() for line in text.splitlines() if line.strip()]
+    if not examples:
+        raise PatternError("SEMANTIC pattern has no example phrases (one per line)")
+    if len(examples) > MAX_SEMANTIC_EXAMPLES:
+        raise PatternError(f"SEMANTIC pattern has {len(examples)} examples; at most {MAX_SEMANTIC_EXAMPLES}")
+    return tuple(examples), None if threshold is None else float(threshold)

@@ -84,7 +84,7 @@ RULE_ACTIONS = (
 # --- policies and classifiers ----------------------------------------------------------
 
 POLICY_TYPES = ("REGEX", "CONTAINS", "STARTS_WITH", "EXACT")
-CLASSIFIER_TYPES = ("REGEX", "CONTAINS", "STARTS_WITH", "EXACT")
+CLASSIFIER_TYPES = ("REGEX", "CONTAINS", "STARTS_WITH", "EXACT", "SEMANTIC")
 
 # --- responses and templates -----------------------------------------------------------
 

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from convengine.cli.knowledge import knowledge_app
 from convengine.errors import ConvEngineError
 from convengine.security.redact import redact_text
 from convengine.settings import DEFAULT_DATABASE_URL
@@ -18,6 +19,7 @@ db_app = typer.Typer(no_args_is_help=True, help="Database schema of the ce_* tab
 pack_app = typer.Typer(no_args_is_help=True, help="Import, export and validate packs (YAML control-plane rows).")
 app.add_typer(db_app, name="db")
 app.add_typer(pack_app, name="pack")
+app.add_typer(knowledge_app, name="knowledge")
 
 err = Console(stderr=True)
 out = Console()

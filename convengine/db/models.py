@@ -387,6 +387,59 @@ class ConfigStamp(Base):
     updated_at: Mapped[datetime | None] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
 
 
+class CeKnowledgeBase(Base):
+    """convengine's own: a named collection of documents the engine can answer from."""
+
+    __tablename__ = "ce_knowledge_base"
+    kb_name: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    description: Mapped[str | None] = mapped_column(sa.Text)
+    revision: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0, server_default="0")
+    """Bumped by every ingest or delete, so searchers know when their cached vectors are stale."""
+    created_at: Mapped[datetime | None] = _created()
+    updated_at: Mapped[datetime | None] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
+
+
+class CeKnowledgeDocument(Base):
+    """One ingested source (a file or a text given from Python) of a knowledge base."""
+
+    __tablename__ = "ce_knowledge_document"
+    __table_args__ = (sa.UniqueConstraint("kb_name", "source"),)
+    document_id: Mapped[int] = _id()
+    kb_name: Mapped[str] = mapped_column(
+        sa.Text, sa.ForeignKey("ce_knowledge_base.kb_name", ondelete="CASCADE"), nullable=False
+    )
+    source: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    title: Mapped[str | None] = mapped_column(sa.Text)
+    content_hash: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    chunk_count: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
+    metadata_json: Mapped[Any] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[datetime | None] = _created()
+    updated_at: Mapped[datetime | None] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
+
+
+class CeKnowledgeChunk(Base):
+    """A passage of a document: what retrieval ranks and answers with. Lexical search uses a
+    ``tsvector`` column (PostgreSQL) or an FTS5 table (SQLite) created by the migration."""
+
+    __tablename__ = "ce_knowledge_chunk"
+    __table_args__ = (sa.Index(None, "kb_name", "chunk_id"),)
+    chunk_id: Mapped[int] = _id()
+    document_id: Mapped[int] = mapped_column(
+        BIGID, sa.ForeignKey("ce_knowledge_document.document_id", ondelete="CASCADE"), nullable=False, index=True,
+    )
+    kb_name: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    position: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    title: Mapped[str | None] = mapped_column(sa.Text)
+    text: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    metadata_json: Mapped[Any] = mapped_column(JSON, nullable=True)
+    embedding: Mapped[bytes | None] = mapped_column(sa.LargeBinary, nullable=True)
+    """float32 values, little-endian; NULL when the base was ingested without an embeddings model."""
+    embedding_model: Mapped[str | None] = mapped_column(sa.Text)
+
+
+KNOWLEDGE_MODELS: tuple[type[Base], ...] = (CeKnowledgeBase, CeKnowledgeDocument, CeKnowledgeChunk)
+
+
 CONTROL_MODELS: tuple[type[Base], ...] = (
     CeConfig,
     CeIntent,

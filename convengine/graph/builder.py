@@ -19,6 +19,7 @@ from convengine.nodes import (
     dialogue,
     finish,
     intent,
+    knowledge,
     policy,
     response,
     rules_steps,
@@ -33,7 +34,7 @@ from convengine.state import EngineInput, EngineState
 def default_steps() -> list[Step]:
     """ConvEngine's steps in convengine's default order (policy before any LLM call)."""
     by_name = {s.name: s for module in (bootstrap, policy, dialogue, actions, correction, intent, schema_steps,
-                                        tools, rules_steps, response, finish) for s in module.STEPS}
+                                        tools, rules_steps, knowledge, response, finish) for s in module.STEPS}
     missing = [n for n in names.DEFAULT_ORDER if n not in by_name]
     assert not missing, f"steps without an implementation: {missing}"
     return [by_name[n] for n in names.DEFAULT_ORDER]

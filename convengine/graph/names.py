@@ -29,6 +29,7 @@ MCP_PLANNER = "mcp_planner"
 MCP_TOOL_CALL = "mcp_tool_call"
 RULES = "rules"
 STATE_GRAPH = "state_graph"
+KNOWLEDGE_FALLBACK = "knowledge_fallback"
 RESPONSE_RESOLUTION = "response_resolution"
 MEMORY = "memory"
 PERSIST_CONVERSATION = "persist_conversation"
@@ -58,6 +59,7 @@ DEFAULT_ORDER: tuple[str, ...] = (
     MCP_TOOL_CALL,
     RULES,
     STATE_GRAPH,
+    KNOWLEDGE_FALLBACK,
     RESPONSE_RESOLUTION,
     MEMORY,
     PERSIST_CONVERSATION,

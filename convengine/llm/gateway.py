@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from convengine.persistence import ConversationStore
 
 CALL_SITES = ("DIALOGUE_ACT", "INTENT_AGENT", "INTENT_COLLISION", "SCHEMA_EXTRACTION", "RESPONSE_TEXT",
-              "RESPONSE_JSON", "MCP_PLANNER", "DISAMBIGUATION", "MEMORY_SUMMARY", "POLICY")
+              "RESPONSE_JSON", "MCP_PLANNER", "DISAMBIGUATION", "MEMORY_SUMMARY", "POLICY",
+              "KNOWLEDGE_SYNTHESIS")
 
 
 @dataclass(frozen=True, slots=True)

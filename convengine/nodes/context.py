@@ -16,6 +16,8 @@ from convengine.config_loader.snapshot import ConfigSnapshot
 from convengine.rules.engine import RuleRegistry
 
 if TYPE_CHECKING:
+    from convengine.knowledge.search import Retriever
+    from convengine.knowledge.semantic import SemanticIndex
     from convengine.llm.gateway import LlmGateway
     from convengine.persistence import ConversationStore
     from convengine.registry import Registries
@@ -34,6 +36,10 @@ class Services:
     clock: Callable[[], float] | None = None
     """Epoch milliseconds (pending-action TTLs); tests inject a fake clock."""
     tools: ToolRunner | None = None
+    retriever: Retriever | None = None
+    """Knowledge search (fallback answers, SEMANTIC classifiers), with the engine's embeddings."""
+    semantic: SemanticIndex | None = None
+    """Cached example embeddings of SEMANTIC classifiers (None without an embeddings model)."""
 
 
 @dataclass(slots=True)

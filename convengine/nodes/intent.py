@@ -10,6 +10,7 @@ from typing import Any
 from convengine.graph import names
 from convengine.nodes.bootstrap import RESET_COMMANDS, wipe
 from convengine.nodes.common import Step, dig, resolved, run_rules, truthy
+from convengine.nodes.knowledge import semantic_scores
 from convengine.nodes.turn import Turn
 from convengine.schema import compute_facts, select_schema
 from convengine.textmatch import RegexTimeoutError
@@ -70,15 +71,17 @@ def _skip_for_collection(turn: Turn) -> bool:
     return True
 
 
-def classify(turn: Turn) -> Resolution | None:
-    """Every enabled classifier of an enabled intent; one distinct intent wins, several collide."""
+def classify(turn: Turn, semantic: dict[int, bool] | None = None) -> Resolution | None:
+    """Every enabled classifier of an enabled intent; one distinct intent wins, several collide.
+    ``semantic`` says which SEMANTIC rows matched by embedding similarity."""
     enabled = turn.snapshot.enabled_intent_codes
     rows = sorted((c for c in turn.snapshot.classifiers if c.enabled and c.intent_code in enabled),
                   key=lambda c: (c.priority, c.classifier_id))
     hits = []
     for row in rows:
         try:
-            if row.matcher is not None and row.matcher.matches(turn.user_text):
+            if (semantic or {}).get(row.classifier_id) or (row.matcher is not None
+                                                           and row.matcher.matches(turn.user_text)):
                 hits.append(row)
         except RegexTimeoutError as exc:
             turn.audit("INTENT_CLASSIFIER_PATTERN_TIMEOUT", {"classifierId": row.classifier_id, "error": exc.message})
@@ -118,9 +121,10 @@ async def intent_resolution(turn: Turn) -> None:
     if truthy(turn.read_params().get("skip_intent_resolution")) and resolved(turn.intent) and resolved(turn.state):
         turn.audit("INTENT_RESOLVE_SKIPPED_POLICY", {"policyDecision": turn.read_params().get("policy_decision")})
         return
-    by_classifier = classify(turn)
+    by_classifier = classify(turn, await semantic_scores(turn))
     result = by_classifier or await _agent(turn)
     if result is None:
+        turn.params["intent_unmatched"] = True  # no classifier or agent matched (the knowledge fallback's cue)
         turn.audit("INTENT_RESOLVE_NO_CHANGE", {"intent": turn.intent, "state": turn.state})
         return
     await _apply(turn, result, by_classifier)

@@ -1,0 +1,136 @@
+"""``convengine knowledge``: ingest documents into knowledge bases, list, search and delete them."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
+
+from convengine.errors import ConvEngineError, ErrorCode, InvalidInputError
+from convengine.security.redact import redact_text
+from convengine.settings import DEFAULT_DATABASE_URL
+
+knowledge_app = typer.Typer(no_args_is_help=True, help="Knowledge bases: ingest documents, list, search, delete.")
+err = Console(stderr=True)
+out = Console()
+
+UrlOption = Annotated[str, typer.Option("--url", help="Database URL (sqlite:///FILE or postgresql://...)",
+                                        envvar="CONVENGINE_DATABASE_URL")]
+EmbeddingsOption = Annotated[str, typer.Option(
+    "--embeddings", help="none (full-text search only), hashing (offline, deterministic), or MODULE:NAME of a "
+                         "LangChain Embeddings class or instance (e.g. langchain_openai:OpenAIEmbeddings)")]
+
+
+def load_embeddings(spec: str) -> Any:
+    """An Embeddings model from its command-line name."""
+    if spec in ("", "none"):
+        return None
+    if spec == "hashing":
+        from convengine.knowledge import HashingEmbeddings
+
+        return HashingEmbeddings()
+    module, _, name = spec.partition(":")
+    if not name:
+        raise InvalidInputError(f"--embeddings {spec!r}: use none, hashing or MODULE:NAME",
+                                code=ErrorCode.INVALID_INPUT)
+    try:
+        target = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise InvalidInputError(f"--embeddings {spec!r}: {exc}", code=ErrorCode.INVALID_INPUT) from exc
+    return target() if isinstance(target, type) else target
+
+
+def _open(url: str, embeddings: str) -> Any:
+    from convengine.knowledge import Knowledge
+
+    return Knowledge.open(url, embeddings=load_embeddings(embeddings))
+
+
+def _fail(exc: ConvEngineError) -> None:
+    err.print(f"[red]error[/red] [{exc.code.value}] {redact_text(exc.message)}", markup=True, highlight=False,
+              soft_wrap=True)
+    raise typer.Exit(2)
+
+
+@knowledge_app.command("ingest")
+def ingest(
+    kb: Annotated[str, typer.Argument(help="Knowledge base name (created when missing)")],
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders (text, Markdown, HTML, PDF)")],
+    url: UrlOption = DEFAULT_DATABASE_URL,
+    embeddings: EmbeddingsOption = "none",
+    prune: Annotated[bool, typer.Option("--prune", help="Remove documents no longer found under PATHS")] = False,
+    description: Annotated[str | None, typer.Option("--description", help="What the base is about")] = None,
+) -> None:
+    """Read documents into a knowledge base; unchanged ones are skipped, changed ones replaced."""
+    from convengine.knowledge.chunking import discover
+
+    try:
+        knowledge = _open(url, embeddings)
+        files = discover(list(paths))
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err) as bar:
+            task = bar.add_task(f"ingesting into {kb}", total=len(files))
+            report = knowledge.ingest(kb, paths, description=description, prune=prune,
+                                      progress=lambda source, outcome: bar.advance(task))
+        knowledge.close()
+    except ConvEngineError as exc:
+        _fail(exc)
+    out.print(f"{kb}: {report}", highlight=False)
+
+
+@knowledge_app.command("list")
+def list_bases(url: UrlOption = DEFAULT_DATABASE_URL) -> None:
+    """Every knowledge base with its documents and passages."""
+    try:
+        knowledge = _open(url, "none")
+        bases = knowledge.list()
+        knowledge.close()
+    except ConvEngineError as exc:
+        _fail(exc)
+    table = Table("knowledge base", "documents", "passages", "revision", "description")
+    for base in bases:
+        table.add_row(base["kb_name"], str(base["documents"]), str(base["chunks"]), str(base["revision"]),
+                      base["description"] or "")
+    out.print(table)
+
+
+@knowledge_app.command("search")
+def search(
+    kb: Annotated[str, typer.Argument(help="Knowledge base name")],
+    query: Annotated[str, typer.Argument(help="What to look for")],
+    url: UrlOption = DEFAULT_DATABASE_URL,
+    embeddings: EmbeddingsOption = "none",
+    k: Annotated[int, typer.Option("-k", help="How many passages")] = 5,
+) -> None:
+    """The best passages for QUERY, with every score."""
+    try:
+        knowledge = _open(url, embeddings)
+        hits = knowledge.search(kb, query, k)
+        knowledge.close()
+    except ConvEngineError as exc:
+        _fail(exc)
+    for hit in hits:
+        vector = "-" if hit.vector is None else f"{hit.vector:.3f}"
+        out.print(f"[bold]{hit.score:.3f}[/bold] (lexical {hit.lexical:.3f}, vector {vector}) "
+                  f"{hit.source} #{hit.position} {hit.title or ''}", highlight=False)
+        out.print(f"  {hit.text[:200]}", markup=False, highlight=False)
+
+
+@knowledge_app.command("delete")
+def delete(
+    kb: Annotated[str, typer.Argument(help="Knowledge base name")],
+    sources: Annotated[list[str] | None, typer.Argument(help="Documents to delete (default: the whole base)")] = None,
+    url: UrlOption = DEFAULT_DATABASE_URL,
+) -> None:
+    """Delete documents of a knowledge base, or the whole base."""
+    try:
+        knowledge = _open(url, "none")
+        count = knowledge.delete(kb, sources or None)
+        knowledge.close()
+    except ConvEngineError as exc:
+        _fail(exc)
+    out.print(f"{kb}: {count} document{'s' if count != 1 else ''} deleted", highlight=False)

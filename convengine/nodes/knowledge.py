@@ -1,0 +1,139 @@
+"""knowledge_fallback: when no intent matched, answer from the knowledge bases.
+
+"No intent matched" means the intent is still UNKNOWN, or intent resolution ran this turn and
+neither a classifier nor the agent matched (``intent_unmatched``); a turn that answers the
+engine's question (AFFIRM, NEGATE, EDIT, RESET) or runs while a form collects is never taken.
+
+The best passage must score at least ``knowledge.fallback.min_score``; then it is the answer (or
+the KNOWLEDGE_SYNTHESIS call writes one from the top passages, citing them), the payload carries
+the sources, and response resolution is skipped. Below the score the turn goes on to the fallback
+response as before. Either way the query, the candidates and their scores are audited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from convengine.errors import ConvEngineError
+from convengine.graph import names
+from convengine.knowledge.search import SearchHit
+from convengine.nodes.common import SkipAudit, Step
+from convengine.nodes.turn import Turn
+from convengine.vocab import UNKNOWN
+
+SYNTHESIS_SYSTEM = (
+    "Answer the user's question using only the numbered passages. Cite the passages you use as [1], [2]. "
+    "If the passages do not answer the question, say that you do not know.")
+MAX_QUERY_CHARS = 1000
+ANSWER_ACTS = frozenset({"AFFIRM", "NEGATE", "EDIT", "RESET"})
+"""Dialogue acts that answer the engine's own question: never taken for a knowledge question."""
+
+
+async def knowledge_fallback(turn: Turn) -> None:
+    settings = turn.settings.knowledge.fallback
+    query = (turn.standalone_query or turn.user_text)[:MAX_QUERY_CHARS]
+    hits = await _search(turn, query, settings.knowledge_bases or None, settings.top_k)
+    audit = {"query": query, "minScore": settings.min_score, "knowledgeBases": settings.knowledge_bases or "ALL",
+             "candidates": [_candidate(h) for h in hits]}
+    if not hits or hits[0].score < settings.min_score:
+        turn.audit("KNOWLEDGE_FALLBACK_NO_MATCH", audit)
+        return
+    kept = [h for h in hits if h.score >= settings.min_score]
+    answer = await _synthesise(turn, query, kept) if settings.synthesis else None
+    payload = {"type": "TEXT", "value": answer or kept[0].text, "sources": [_source(h) for h in kept]}
+    turn.set("payload", payload)
+    turn.audit("KNOWLEDGE_FALLBACK_ANSWERED", {**audit, "synthesised": answer is not None,
+                                               "sources": payload["sources"]})
+    turn.audit("ASSISTANT_OUTPUT", {"output": payload["value"], "outputFormat": "TEXT", "responseType": "KNOWLEDGE",
+                                    "intent": turn.intent, "state": turn.state})
+    turn.route_to(names.MEMORY)
+
+
+async def _search(turn: Turn, query: str, kbs: list[str] | None, k: int) -> list[SearchHit]:
+    retriever = turn.ctx.services.retriever
+    vector = None
+    try:
+        vector = await retriever.aembed(query)
+    except Exception as exc:  # noqa: BLE001 - any embeddings outage leaves the lexical leg
+        turn.audit("KNOWLEDGE_EMBEDDING_FAILED", {"error": type(exc).__name__, "message": str(exc)[:200]})
+    engine = turn.ctx.services.store.sync_engine
+
+    def run() -> list[SearchHit]:
+        with engine.connect() as conn:
+            return retriever.search(conn, kbs, query, k, vector)
+
+    return await asyncio.to_thread(run)
+
+
+async def _synthesise(turn: Turn, query: str, hits: list[SearchHit]) -> str | None:
+    if turn.ctx.services.llm is None:
+        turn.audit("KNOWLEDGE_SYNTHESIS_SKIPPED", {"reason": "NO_LLM_CONFIGURED", "callSite": "KNOWLEDGE_SYNTHESIS"})
+        return None
+    passages = "\n\n".join(f"[{i}] ({h.title or h.source})\n{h.text}" for i, h in enumerate(hits, 1))
+    try:
+        text = await turn.ctx.services.llm.text(turn, "KNOWLEDGE_SYNTHESIS", system=SYNTHESIS_SYSTEM,
+                                                user=f"Passages:\n{passages}\n\nQuestion: {query}")
+    except ConvEngineError as exc:
+        turn.audit("KNOWLEDGE_SYNTHESIS_FAILED", {"errorCode": exc.code.value, "message": exc.message})
+        return None
+    return text.strip() or None
+
+
+async def semantic_scores(turn: Turn) -> dict[int, bool]:
+    """Which SEMANTIC classifiers of enabled intents match the user's text (audited with every
+    similarity); empty when there are none or no embeddings model is configured."""
+    enabled = turn.snapshot.enabled_intent_codes
+    rows = [c for c in turn.snapshot.classifiers
+            if c.enabled and c.intent_code in enabled and c.rule_type == "SEMANTIC" and c.matcher is not None]
+    index = turn.ctx.services.semantic
+    if not rows or not turn.user_text.strip():
+        return {}
+    if index is None:
+        turn.audit("INTENT_CLASSIFIER_SEMANTIC_SKIPPED", {"reason": "NO_EMBEDDINGS_CONFIGURED",
+                                                          "classifiers": [r.classifier_id for r in rows]})
+        return {}
+    try:
+        await index.aprepare(r.matcher for r in rows)
+        query = await turn.ctx.services.retriever.aembed(turn.user_text[:MAX_QUERY_CHARS])
+    except Exception as exc:  # noqa: BLE001 - any embeddings outage leaves the other classifiers
+        turn.audit("INTENT_CLASSIFIER_SEMANTIC_SKIPPED", {"reason": "EMBEDDING_FAILED", "error": type(exc).__name__,
+                                                          "message": str(exc)[:200]})
+        return {}
+    default = turn.settings.knowledge.semantic_threshold
+    scores, matched = {}, {}
+    for row in rows:
+        similarity = index.similarity(row.matcher, query) if query is not None else None
+        threshold = row.matcher.threshold if row.matcher.threshold is not None else default
+        scores[row.classifier_id] = {"intent": row.intent_code, "similarity": similarity, "threshold": threshold}
+        matched[row.classifier_id] = similarity is not None and similarity >= threshold
+    turn.audit("INTENT_CLASSIFIER_SEMANTIC_SCORES", {"scores": scores,
+                                                     "matched": [cid for cid, ok in matched.items() if ok]})
+    return matched
+
+
+def _candidate(hit: SearchHit) -> dict[str, Any]:
+    return {"kb": hit.kb_name, "source": hit.source, "position": hit.position, "score": hit.score,
+            "lexical": hit.lexical, "vector": hit.vector, "lexicalRank": hit.lexical_rank,
+            "vectorRank": hit.vector_rank}
+
+
+def _source(hit: SearchHit) -> dict[str, Any]:
+    return {"kb": hit.kb_name, "source": hit.source, "title": hit.title, "position": hit.position,
+            "score": hit.score}
+
+
+def _skip(turn: Turn) -> SkipAudit | None:
+    if not turn.settings.knowledge.fallback.enabled:
+        return None, {"reason": "KNOWLEDGE_FALLBACK_DISABLED"}
+    if not (turn.standalone_query or turn.user_text).strip():
+        return None, {"reason": "NO_TEXT"}
+    act = turn.params.get("dialogue_act")
+    if act in ANSWER_ACTS:
+        return None, {"reason": "ANSWER_TO_A_QUESTION", "dialogueAct": act}
+    if turn.intent and turn.intent != UNKNOWN and not turn.params.get("intent_unmatched"):
+        return None, {"reason": "INTENT_RESOLVED"}
+    return None
+
+
+STEPS = (Step(names.KNOWLEDGE_FALLBACK, knowledge_fallback, skip=_skip, routes=(names.MEMORY,)),)
