@@ -17,6 +17,7 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -81,6 +82,7 @@ def query_tokens(text: str) -> list[str]:
     return list(seen)
 
 
+@lru_cache(maxsize=65_536)
 def stem(word: str) -> str:
     """A light English stemmer: enough to match plurals and simple verb forms."""
     if len(word) > 4 and word.endswith("ies"):
@@ -96,7 +98,7 @@ def coverage(query: Sequence[str], text: str) -> float:
     content = [t for t in query if t not in STOP_WORDS] or list(query)
     if not content:
         return 0.0
-    words = {stem(w) for w in _WORD.findall(text.lower())}
+    words = {stem(w) for w in set(_WORD.findall(text.lower()))}
     return sum(1 for t in content if stem(t) in words) / len(content)
 
 
@@ -158,9 +160,12 @@ class Retriever:
         parts = [(ids, m) for ids, m in parts if len(ids) and m.shape[1] == query_vector.shape[0]]
         if not parts:
             return []
+        query = normalised(query_vector)
         ids = np.concatenate([p[0] for p in parts])
-        cosines = np.concatenate([p[1] for p in parts]) @ normalised(query_vector)
-        top = np.argsort(-cosines, kind="stable")[: self.settings.candidates]
+        cosines = np.concatenate([m @ query for _, m in parts])  # no copy of the matrices
+        n = min(self.settings.candidates, len(cosines))
+        best = np.argpartition(-cosines, n - 1)[:n]
+        top = best[np.argsort(-cosines[best], kind="stable")]
         return [(int(ids[i]), float(max(0.0, min(1.0, cosines[i])))) for i in top]
 
     def _matrix(self, conn: sa.Connection, kb: str, revision: int) -> tuple[np.ndarray, np.ndarray]:
