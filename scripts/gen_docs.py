@@ -375,6 +375,53 @@ def turn_svg() -> str:
     return "\n".join(parts) + "\n"
 
 
+# --- layers --------------------------------------------------------------------------------
+
+# Bottom to top. A module may import (at module level) its own layer and the layers below it;
+# tests/test_docs.py checks every module of convengine/ against this list.
+LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("Foundation", "errors, settings, vocabularies, audit events, the state's shape",
+     ("errors", "security", "settings", "vocab", "state", "textmatch", "jsontext", "jsonschemas", "audit",
+      "engine_io")),
+    ("Storage", "ce_* tables, migrations, checkpoints, the turn's commit", ("db", "checkpointing", "persistence")),
+    ("Configuration and rules", "packs, validation, snapshots; rule matching (pure)", ("config_loader", "rules")),
+    ("Turn", "the steps, the graph, LLM call sites, tools, templates",
+     ("nodes", "graph", "llm", "tools", "templates", "schema", "registry", "adoption")),
+    ("Engine", "opening, running turns, reloads, locks", ("engine", "runtime", "owners", "_portal")),
+    ("Front ends", "Python package API, HTTP, CLI, Studio, conversation tests",
+     ("__init__", "api", "cli", "studio", "testing")),
+)
+
+
+def layer_of(module: str) -> int:
+    """The index in LAYERS of a module or package directly under convengine/."""
+    for index, (_, _, members) in enumerate(LAYERS):
+        if module in members:
+            return index
+    raise KeyError(f"convengine.{module} is in no layer of scripts/gen_docs.py LAYERS")
+
+
+def layers_svg() -> str:
+    width, box_h, gap = 640, 54, 16
+    height = 10 + len(LAYERS) * (box_h + gap)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
+             '<defs><marker id="a" markerWidth="8" markerHeight="8" refX="4" refY="4" orient="auto">'
+             '<path d="M0,0 L8,4 L0,8 z" fill="#555"/></marker></defs>']
+    for row, (title, what, members) in enumerate(reversed(LAYERS)):
+        y = 10 + row * (box_h + gap)
+        parts.append(f'<rect x="10" y="{y}" width="{width - 20}" height="{box_h}" rx="6" fill="#e8eaf6" stroke="#555"/>')
+        parts.append(f'<text x="20" y="{y + 20}" font-weight="bold">{title}</text>')
+        parts.append(f'<text x="210" y="{y + 20}" fill="#333">{what}</text>')
+        listed = ", ".join(m for m in members if not m.startswith("_"))
+        parts.append(f'<text x="20" y="{y + 41}" font-family="monospace" fill="#1a237e">{listed}</text>')
+        if row + 1 < len(LAYERS):
+            parts.append(f'<line x1="{width / 2}" y1="{y + box_h}" x2="{width / 2}" y2="{y + box_h + gap - 1}" '
+                         f'stroke="#555" marker-end="url(#a)"/>')
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
 # --- settings ------------------------------------------------------------------------------
 
 
@@ -494,6 +541,7 @@ PAGES: dict[str, Callable[[], str]] = {
     "docs/reference/settings.md": settings_page,
     "docs/reference/template-variables.md": templates_page,
     "docs/img/turn-graph.svg": turn_svg,
+    "docs/img/layers.svg": layers_svg,
 }
 
 

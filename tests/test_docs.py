@@ -92,7 +92,8 @@ def run_python(page: str, cwd: Path, monkeypatch: pytest.MonkeyPatch) -> None:
             raise AssertionError(f"python block at {block.id} failed: {exc!r}\n{block.body}") from exc
 
 
-PAGES_WITH_CODE = ["README.md", "docs/tutorial.md", "docs/getting-started.md"]
+PAGES_WITH_CODE = ["README.md", "docs/tutorial.md", "docs/getting-started.md", "docs/templates.md",
+                   "docs/http-api.md"]
 BASH_BLOCKS = [b for page in PAGES_WITH_CODE for b in runnable(page, "bash")]
 
 
@@ -101,8 +102,7 @@ BASH_BLOCKS = [b for page in PAGES_WITH_CODE for b in runnable(page, "bash")]
 
 @pytest.mark.parametrize("page", PAGES_WITH_CODE)
 def test_python_blocks_run(page: str, workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    if page != "docs/getting-started.md":
-        assert runnable(page, "python"), f"{page} has no python block"
+    assert runnable(page, "python"), f"{page} has no python block"
     run_python(page, workdir, monkeypatch)
 
 
@@ -279,3 +279,43 @@ def test_nbconvert_executes_a_notebook_as_documented(tmp_path: Path) -> None:
                           check=False, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "02_rules_and_state_graph.ipynb").is_file()
+
+
+# --- the architecture page's layers ------------------------------------------------------------
+
+
+def _gen_docs() -> object:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_docs", ROOT / "scripts" / "gen_docs.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _module_level_imports(path: Path) -> set[str]:
+    """Names directly under convengine/ that ``path`` imports at module level (not under TYPE_CHECKING)."""
+    import ast
+
+    found: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        names = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("convengine"):
+            names = [node.module] if node.module != "convengine" else [f"convengine.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        found |= {n.split(".")[1] for n in names if n.startswith("convengine.")}
+    return found
+
+
+def test_modules_import_only_their_layer_and_below() -> None:
+    gen = _gen_docs()
+    package = ROOT / "convengine"
+    wrong = []
+    for path in package.rglob("*.py"):
+        own = path.relative_to(package).parts[0].removesuffix(".py")
+        for imported in _module_level_imports(path) - {own}:
+            if gen.layer_of(imported) > gen.layer_of(own):  # type: ignore[attr-defined]
+                wrong.append(f"{path.relative_to(ROOT)} imports convengine.{imported}")
+    assert not wrong, "imports against the layers of docs/architecture.md:\n" + "\n".join(wrong)
