@@ -329,3 +329,51 @@ def test_conversation_test_format_shown_is_accepted(tmp_path: Path) -> None:
     spec = load_test_file(tmp_path / "shown.conv.yaml")
     expect = spec.tests[0].turns[0].expect
     assert expect.stages and expect.tool_calls and expect.error == "LLM_TIMEOUT"
+
+
+# --- the reference's allowed values are what validation enforces ----------------------------------
+
+_BASE_ROWS = {
+    "ce_rule": {"intent_code": "PIZZA", "state_code": "MENU", "rule_type": "EXACT", "match_pattern": "ANY",
+                "action": "SET_INPUT_PARAM", "action_value": "seen"},
+    "ce_intent_classifier": {"intent_code": "PIZZA", "state_code": "MENU", "rule_type": "CONTAINS",
+                             "pattern": "pizza", "priority": 1},
+    "ce_policy": {"rule_type": "CONTAINS", "pattern": "password", "response_text": "No."},
+    "ce_response": {"intent_code": "PIZZA", "state_code": "MENU", "response_type": "EXACT", "exact_text": "Hi"},
+    "ce_prompt_template": {"intent_code": "PIZZA", "state_code": "MENU", "output_format": "TEXT"},
+    "ce_mcp_tool": {"tool_code": "menu.lookup", "tool_group": "DB"},
+    "ce_verbose": {"step_value": "$.a", "determinant": "x", "step_match": "EXACT"},
+}
+_FITTING = {  # other columns a value needs to be valid
+    ("rule_type", "REGEX"): {"match_pattern": "pizza"},
+    ("rule_type", "JSON_PATH"): {"match_pattern": "$.a"},
+    ("rule_type", "CONTEXT_JSON_PATH"): {"match_pattern": "$.a"},
+    ("action", "SET_STATE"): {"action_value": "MENU"},
+    ("action", "SET_INTENT"): {"action_value": "PIZZA"},
+    ("action", "SET_DIALOGUE_ACT"): {"action_value": "AFFIRM"},
+    ("action", "SET_TASK"): {"action_value": "shop:order"},
+    ("action", "SET_JSON"): {"action_value": "size:$.size"},
+}
+_ALLOWED = _gen_docs().ALLOWED_VALUES  # type: ignore[attr-defined]
+
+
+def _violations_on(table: str, column: str, value: str) -> list[str]:
+    from convengine import ConfigValidationError, validate_pack
+
+    row = {**_BASE_ROWS[table], column: value, **_FITTING.get((column, value), {})}
+    pack = {"ce_intent": [{"intent_code": "PIZZA", "description": "Order a pizza"}],
+            "ce_rule": [_BASE_ROWS["ce_rule"]], "ce_response": [_BASE_ROWS["ce_response"]]}
+    pack[table] = [row] if table not in ("ce_rule", "ce_response") else [*pack[table], row]
+    try:
+        validate_pack(pack)
+    except ConfigValidationError as exc:
+        return [v for v in exc.details["violations"] if f".{column}:" in v]
+    return []
+
+
+@pytest.mark.parametrize(("table", "column"), list(_ALLOWED), ids=[f"{t}.{c}" for t, c in _ALLOWED])
+def test_reference_allowed_values_are_what_validation_accepts(table: str, column: str) -> None:
+    for value in _ALLOWED[(table, column)]:
+        assert _violations_on(table, column, value) == [], (table, column, value)
+    refused = _violations_on(table, column, "NOT_A_" + column.upper())
+    assert refused, f"{table}.{column} accepted a value the reference does not list"
