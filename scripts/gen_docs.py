@@ -288,8 +288,9 @@ def rules_page() -> str:
            "state, exact intent and `ANY` state, `ANY` intent and exact state, `ANY` and `ANY`; inside a bucket "
            "by `priority`, then `rule_id`.",
            "2. Every candidate is evaluated and every match fires (there is no first-match stop).",
-           "3. If the intent or state changed during the pass, the phase runs again for the new scope, up to "
-           "`max_rule_passes` passes (default 5; then `RULE_PASS_LIMIT_REACHED` is audited).",
+           "3. If the intent or state changed during the pass, the phase runs again for the new scope (every "
+           "rule that fits it is evaluated again, `ANY`-scoped ones included), up to `max_rule_passes` passes "
+           "(default 5; then `RULE_PASS_LIMIT_REACHED` is audited).",
            "4. Each evaluation is audited: `RULE_MATCH` / `RULE_NO_MATCH` (with the reason) and, for a match, "
            "the action's own stage (`SET_STATE`, ...) and `RULE_APPLIED`, each suffixed with the step that ran "
            "it, e.g. `RULE_APPLIED (SchemaExtractionStep)`.\n",
@@ -327,7 +328,8 @@ def rules_page() -> str:
 STEP_DOCS: dict[str, str] = {
     names.LOAD_OR_CREATE_CONVERSATION: "load the checkpoint (or adopt a `ce_conversation` row, or start new)",
     names.RESET_CONVERSATION: "a reset request or command clears intent, state and context",
-    names.PERSIST_CONVERSATION_BOOTSTRAP: "prepare the conversation row",
+    names.PERSIST_CONVERSATION_BOOTSTRAP: "kept for ConvEngine's order: the row is written by the turn's commit "
+                                          "(under Studio, here)",
     names.AUDIT_USER_INPUT: "audit `USER_INPUT`",
     names.POLICY_ENFORCEMENT: "`ce_policy` patterns; a hit blocks the turn with the policy's text",
     names.DIALOGUE_ACT: "classify the act (regex, then LLM per settings)",
@@ -337,7 +339,7 @@ STEP_DOCS: dict[str, str] = {
     names.DISAMBIGUATION: "ask which pending action was meant",
     names.GUARDRAIL: "sanitise input; approval gate for sensitive actions",
     names.INTENT_RESOLUTION: "classifiers, then the intent agent (LLM) when none matched",
-    names.RESET_RESOLVED_INTENT: "an intent configured as a reset clears the conversation",
+    names.RESET_RESOLVED_INTENT: "an intent configured as a reset clears the conversation and jumps to `rules`",
     names.FALLBACK_INTENT_STATE: "fill intent/state with `UNKNOWN` when unresolved",
     names.ADD_CONTAINER_DATA: "`ce_container_config`: call context-data providers",
     names.SCHEMA_EXTRACTION: "`ce_output_schema`: extract slots with the model",
@@ -349,9 +351,9 @@ STEP_DOCS: dict[str, str] = {
     names.RULES: "the main rule phase",
     names.STATE_GRAPH: "check the turn's transitions against `ce_state_graph`",
     names.RESPONSE_RESOLUTION: "`ce_response`: EXACT text or DERIVED by the model",
-    names.MEMORY: "`ce_memory`: update the rolling summary",
+    names.MEMORY: "update the rolling summary (by the model with a `ce_memory` row, else built in)",
     names.PERSIST_CONVERSATION: "commit checkpoint, conversation row, history and audit",
-    names.PIPELINE_END_GUARD: "timing and end-of-turn checks",
+    names.PIPELINE_END_GUARD: "audit `PIPELINE_TIMING` (under Studio, commit the turn's rows)",
 }
 
 
@@ -439,7 +441,7 @@ def layer_of(module: str) -> int:
 
 
 def layers_svg() -> str:
-    width, box_h, gap = 640, 54, 16
+    width, box_h, gap = 780, 54, 16
     height = 10 + len(LAYERS) * (box_h + gap)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
