@@ -153,7 +153,9 @@ def test_generated_reference_is_current() -> None:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("mkdocs", reason="install the dev extra: pip install -e '.[dev]'")
+    import importlib.util
+
+    assert importlib.util.find_spec("material"), "mkdocs-material is missing: pip install -e '.[dev]' (or '.[docs]')"
     out = tmp_path_factory.mktemp("site")
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False,
@@ -268,8 +270,7 @@ def test_notebook_runs_from_another_directory(tmp_path: Path) -> None:
 
 
 def test_nbconvert_executes_a_notebook_as_documented(tmp_path: Path) -> None:
-    if shutil.which("jupyter", path=str(Path(sys.executable).parent)) is None:
-        pytest.skip("jupyter (nbconvert) is not installed: pip install -e '.[dev]'")
+    assert shutil.which("jupyter", path=str(Path(sys.executable).parent)), "nbconvert is missing: pip install -e '.[dev]'"
     command = textwrap.dedent(f"""
         cd {ROOT}
         {Path(sys.executable).parent}/jupyter nbconvert --to notebook --execute notebooks/02_rules_and_state_graph.ipynb \\
