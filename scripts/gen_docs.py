@@ -82,8 +82,8 @@ SCOPE_NOTES = {"intent_code": SCOPE_NOTE, "state_code": "a state, or `ANY`",
 NOTES: dict[tuple[str, str], str] = {
     ("ce_rule", "intent_code"): SCOPE_NOTE + "; blank means `ANY`",
     ("ce_rule", "state_code"): "a state, or `ANY`; blank means `ANY`",
-    ("ce_rule", "match_pattern"): "EXACT: the text (case-insensitive) or `ANY`; REGEX: an RE2 pattern; "
-    "JSON_PATH / CONTEXT_JSON_PATH: a JSONPath starting with `$`",
+    ("ce_rule", "match_pattern"): "EXACT: the text (case-insensitive) or `ANY`; REGEX: a pattern (ignores case); "
+    "JSON_PATH / CONTEXT_JSON_PATH: a JSONPath starting with `$` (its `=~` regexes are case-sensitive RE2)",
     ("ce_rule", "action_value"): "required by SET_STATE, SET_INTENT, SET_DIALOGUE_ACT, SET_INPUT_PARAM, SET_TASK "
     "(formats: [Rules](rules.md#actions))",
     ("ce_rule", "priority"): "lower runs first within a scope bucket",
@@ -94,8 +94,9 @@ NOTES: dict[tuple[str, str], str] = {
     ("ce_prompt_template", "state_code"): "a state, or `ANY`; blank means any",
     ("ce_output_schema", "json_schema"): "a JSON Schema object (patterns must be RE2); its properties are the slots",
     ("ce_intent_classifier", "state_code"): "the state a match moves the conversation to",
-    ("ce_intent_classifier", "pattern"): "REGEX: an RE2 pattern; otherwise text compared case-insensitively",
-    ("ce_policy", "pattern"): "checked against every user message before any LLM call",
+    ("ce_intent_classifier", "pattern"): "REGEX: a pattern found anywhere; otherwise text; both ignore case",
+    ("ce_policy", "pattern"): "REGEX: a pattern found anywhere; otherwise text; both ignore case. Checked "
+    "against every user message before any LLM call",
     ("ce_pending_action", "bean_name"): "a task registered with `tasks={name: object}`",
     ("ce_pending_action", "method_names"): "comma-separated methods of that task",
     ("ce_mcp_db_tool", "tool_id"): "the `ce_mcp_tool` row (group DB) this query belongs to",
@@ -266,7 +267,8 @@ ACTION_DOCS: dict[str, tuple[str, str, str]] = {
 
 MATCH_DOCS: dict[str, str] = {
     "EXACT": "The user's text equals `match_pattern` (trimmed, case-insensitive); `ANY` matches every turn.",
-    "REGEX": "`match_pattern` (RE2; a pattern only the `regex` module can run gets a timeout) is found in the text.",
+    "REGEX": "`match_pattern` is found in the text, ignoring case (RE2; a pattern only the `regex` module can "
+             "run gets a time limit, `regex_timeout_ms`, and counts as no match when it runs out).",
     "JSON_PATH": "The JSONPath finds something in the facts document; when it finds exactly one boolean, that "
                  "boolean decides. See [JSONPath matching](../jsonpath.md).",
     "CONTEXT_JSON_PATH": "The JSONPath, run on the context alone, finds at least one value that is not null.",
