@@ -504,6 +504,8 @@ def _settings_rows(model: type[BaseModel], prefix: str, docs: dict[str, dict[str
             continue
         dotted = f"{prefix}{key}".replace("_", "-")
         env = "CONVENGINE_" + f"{prefix}{key}".replace(".", "__").upper()
+        if info.alias and not prefix:  # pydantic-settings reads an aliased field from its alias alone
+            env = info.alias.upper()
         rows.append(f"| `{dotted}` | {_type_text(ann)} | {_default_text(info)} | `{env}` | "
                     f"{docs.get(model.__name__, {}).get(name, '')} |")
 

@@ -378,3 +378,22 @@ def test_reference_allowed_values_are_what_validation_accepts(table: str, column
         assert _violations_on(table, column, value) == [], (table, column, value)
     refused = _violations_on(table, column, "NOT_A_" + column.upper())
     assert refused, f"{table}.{column} accepted a value the reference does not list"
+
+
+def test_settings_reference_names_working_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    from convengine import EngineSettings
+
+    rows = [[c.strip().strip("`") for c in re.split(r"(?<!\\)\|", line.strip("|"))]
+            for line in (ROOT / "docs" / "reference" / "settings.md").read_text(encoding="utf-8").splitlines()
+            if line.startswith("| `")]
+    rows = [row for row in rows if len(row) == 5]  # the settings tables (not the ce_config overrides)
+    flags = [(key, env, default == "true") for key, kind, default, env, _ in rows if kind == "bool"]
+    assert len(flags) > 30 and any(row[3] == "SCHEMA" for row in rows)
+    for key, env, default in flags:
+        monkeypatch.setenv(env, "false" if default else "true")
+    settings = EngineSettings()
+    for key, env, default in flags:
+        value: object = settings
+        for part in key.replace("-", "_").split("."):
+            value = getattr(value, part)
+        assert value is (not default), (key, env)
