@@ -85,11 +85,16 @@ def run_python(page: str, cwd: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in [m for m in sys.modules if m.endswith(("_scripted", "_tasks"))]:
         monkeypatch.delitem(sys.modules, name)
     namespace: dict[str, object] = {"__name__": "__docs__"}
-    for block in runnable(page, "python"):
-        try:
-            exec(compile(block.body, block.id, "exec"), namespace)  # noqa: S102 - the docs' own code
-        except Exception as exc:
-            raise AssertionError(f"python block at {block.id} failed: {exc!r}\n{block.body}") from exc
+    try:
+        for block in runnable(page, "python"):
+            try:
+                exec(compile(block.body, block.id, "exec"), namespace)  # noqa: S102 - the docs' own code
+            except Exception as exc:
+                raise AssertionError(f"python block at {block.id} failed: {exc!r}\n{block.body}") from exc
+    finally:
+        for value in namespace.values():
+            if isinstance(value, Engine):
+                value.close()  # blocks may leave their engine open, as a reader's session would
 
 
 PAGES_WITH_CODE = ["README.md", "docs/tutorial.md", "docs/getting-started.md", "docs/templates.md",
