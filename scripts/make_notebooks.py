@@ -184,6 +184,8 @@ engine.close()'''),
 
 
 def write(name: str, cells: list) -> None:
+    for number, cell in enumerate(cells, start=1):
+        cell["id"] = f"cell-{number:02d}"  # stable ids: regenerating changes only what was edited
     notebook = new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
                                                                    "language": "python"}})
     nbformat.write(notebook, HERE / name)
