@@ -76,7 +76,7 @@ class ActionLifecycleSettings(_Section):
 class ToolOrchestrationSettings(_Section):
     enabled: bool = True
     allow_caller_requests: bool = True
-    """Run a caller's ``tool_request`` param (seed 001's consumer contract), always limited to the
+    """Run a caller's ``tool_request`` param (ConvEngine's consumer contract), always limited to the
     enabled ce_mcp_tool rows in scope; false refuses every caller tool request."""
 
 

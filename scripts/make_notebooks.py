@@ -12,7 +12,22 @@ HERE = Path(__file__).resolve().parent.parent / "notebooks"
 SETUP = '''import sys, tempfile
 from pathlib import Path
 
-EXAMPLES = Path.cwd().parent / "examples"
+import convengine
+
+
+def find_examples() -> Path:
+    """The example packs: examples/ of the checkout this runs in (any directory in or below it),
+    else of the checkout convengine is installed from, else the copy bundled with the package."""
+    package = Path(convengine.__file__).resolve().parent
+    for base in [Path.cwd(), *Path.cwd().parents, package.parent]:
+        if (base / "examples" / "support_desk.yaml").is_file():
+            return base / "examples"
+    if (package / "_examples" / "support_desk.yaml").is_file():
+        return package / "_examples"
+    raise FileNotFoundError("examples/ not found: run from the convengine checkout or install convengine")
+
+
+EXAMPLES = find_examples()
 sys.path.insert(0, str(EXAMPLES))
 workdir = Path(tempfile.mkdtemp())
 from convengine import Engine, ScriptedLLM'''
@@ -169,6 +184,8 @@ engine.close()'''),
 
 
 def write(name: str, cells: list) -> None:
+    for number, cell in enumerate(cells, start=1):
+        cell["id"] = f"cell-{number:02d}"  # stable ids: regenerating changes only what was edited
     notebook = new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
                                                                    "language": "python"}})
     nbformat.write(notebook, HERE / name)
