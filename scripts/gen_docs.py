@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from convengine import vocab  # noqa: E402
 from convengine.config_loader.records import RECORD_TYPES  # noqa: E402
 from convengine.config_loader.rows import _is_required  # noqa: E402
-from convengine.db.models import CONTROL_MODELS, RUNTIME_MODELS  # noqa: E402
+from convengine.db.models import CONTROL_MODELS, KNOWLEDGE_MODELS, RUNTIME_MODELS  # noqa: E402
 from convengine.graph import names  # noqa: E402
 from convengine.rules.actions import BUILTIN_ACTIONS  # noqa: E402
 from convengine.rules.engine import BUILTIN_MATCH_TYPES  # noqa: E402
@@ -208,6 +208,8 @@ def tables_page() -> str:
     parts += [_table_doc(m) for m in CONTROL_MODELS]
     parts.append("## Runtime tables (written by the engine)\n")
     parts += [_table_doc(m) for m in RUNTIME_MODELS]
+    parts.append("## Knowledge tables (written by `convengine knowledge ingest`; see the knowledge page)\n")
+    parts += [_table_doc(m) for m in KNOWLEDGE_MODELS]
     return "\n".join(parts)
 
 
@@ -352,6 +354,7 @@ STEP_DOCS: dict[str, str] = {
     names.MCP_TOOL_CALL: "run the planner's tool and loop back",
     names.RULES: "the main rule phase",
     names.STATE_GRAPH: "check the turn's transitions against `ce_state_graph`",
+    names.KNOWLEDGE_FALLBACK: "when no intent matched, answer from the knowledge bases (`knowledge.fallback`)",
     names.RESPONSE_RESOLUTION: "`ce_response`: EXACT text or DERIVED by the model",
     names.MEMORY: "update the rolling summary (by the model with a `ce_memory` row, else built in)",
     names.PERSIST_CONVERSATION: "commit checkpoint, conversation row, history and audit",
@@ -424,7 +427,8 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Foundation", "errors, settings, vocabularies, audit events, the state's shape",
      ("errors", "security", "settings", "vocab", "state", "textmatch", "jsontext", "jsonschemas", "audit",
       "engine_io")),
-    ("Storage", "ce_* tables, migrations, checkpoints, the turn's commit", ("db", "checkpointing", "persistence")),
+    ("Storage", "ce_* tables, migrations, checkpoints, the turn's commit, knowledge bases",
+     ("db", "checkpointing", "persistence", "knowledge")),
     ("Configuration and rules", "packs, validation, snapshots; rule matching (pure)", ("config_loader", "rules")),
     ("Turn", "the steps, the graph, LLM call sites, tools, templates",
      ("nodes", "graph", "llm", "tools", "templates", "schema", "registry", "adoption")),

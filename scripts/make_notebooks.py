@@ -183,6 +183,58 @@ engine.close()'''),
 ]
 
 
+KNOWLEDGE = [
+    new_markdown_cell('''# An FAQ assistant over a knowledge base
+
+Knowledge bases hold documents split into passages. When no intent matches, the engine answers
+from them (`knowledge.fallback`), with the sources in the payload; intents still win when they
+match. This notebook ingests the Markdown and HTML files of `examples/faq/`, asks questions,
+shows every score behind an answer, and resolves an intent with a `SEMANTIC` classifier.
+Offline: `HashingEmbeddings` stands in for a real embeddings model (any LangChain `Embeddings` works).'''),
+    new_code_cell(SETUP),
+    new_code_cell('''import yaml
+
+from convengine.knowledge import HashingEmbeddings
+
+engine = Engine.open(f"sqlite:///{workdir / 'faq.db'}", pack=EXAMPLES / "faq_assistant.yaml",
+                     embeddings=HashingEmbeddings())
+print(engine.knowledge.ingest("faq", [EXAMPLES / "faq"]))
+engine.knowledge.list()'''),
+    new_markdown_cell('''## Questions answered from the documents, and handing over to intents'''),
+    new_code_cell('''for question in ["hello", "my item arrived damaged", "what are your opening hours on saturday",
+                 "do you sell pizza", "I want to talk to a person"]:
+    result = engine.process(question)
+    sources = [(s["source"].split("/")[-1], s["score"]) for s in result.payload.sources or []]
+    print(f"{question!r} -> {result.intent}: {result.text[:80]!r} {sources}")'''),
+    new_markdown_cell('''## Why that answer
+
+The audit of a fallback turn holds the query, every candidate and its scores: `lexical` (the share of the
+question's content words the passage contains), `vector` (cosine similarity) and the fused `score` the
+threshold `min_score` applies to.'''),
+    new_code_cell('''result = engine.process("my item arrived damaged")
+[event] = [e for e in engine.audit(result.conversation_id) if e.stage == "KNOWLEDGE_FALLBACK_ANSWERED"]
+for candidate in event.payload["candidates"]:
+    print(candidate)'''),
+    new_markdown_cell('''## A SEMANTIC intent classifier
+
+A classifier row of `rule_type: SEMANTIC` lists example phrases; a message close enough to one of them
+(by embedding similarity, here at least 0.6) resolves the intent even when no pattern matches.'''),
+    new_code_cell('''pack = yaml.safe_load((EXAMPLES / "faq_assistant.yaml").read_text())
+pack["ce_intent"].append({"intent_code": "CANCEL_ORDER", "description": "Cancel an order", "priority": 30})
+pack["ce_intent_classifier"].append({"intent_code": "CANCEL_ORDER", "rule_type": "SEMANTIC", "priority": 30,
+                                     "pattern": '{"examples": ["cancel my order", "please stop my order"], "threshold": 0.6}'})
+pack["ce_response"].append({"intent_code": "CANCEL_ORDER", "state_code": "ANY", "output_format": "TEXT",
+                            "response_type": "EXACT", "exact_text": "Which order should I cancel?"})
+engine.close()
+engine = Engine.open(f"sqlite:///{workdir / 'semantic.db'}", pack=pack, embeddings=HashingEmbeddings())
+result = engine.process("stop the order please")
+print(result.intent, "-", result.text)
+[scores] = [e.payload for e in engine.audit(result.conversation_id) if e.stage == "INTENT_CLASSIFIER_SEMANTIC_SCORES"]
+scores'''),
+    new_code_cell('''engine.close()'''),
+]
+
+
 def write(name: str, cells: list) -> None:
     for number, cell in enumerate(cells, start=1):
         cell["id"] = f"cell-{number:02d}"  # stable ids: regenerating changes only what was edited
@@ -197,3 +249,4 @@ if __name__ == "__main__":
     write("02_rules_and_state_graph.ipynb", RULES)
     write("03_slot_filling.ipynb", SLOTS)
     write("04_tools_and_planner.ipynb", TOOLS)
+    write("05_knowledge.ipynb", KNOWLEDGE)
