@@ -3,6 +3,7 @@ Host headers, says nothing about the database to strangers, and allows only conf
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -77,7 +78,7 @@ async def test_another_key_cannot_read_continue_reset_or_stream_a_conversation(s
         after = world()
         audit = (await client.get(f"/api/v1/conversation/audit/{victim}", headers=bearer(USER_A))).json()
     assert_unchanged(before, after)
-    assert [r["payloadJson"]["text"] for r in audit if r["stage"] == "USER_INPUT"] == ["a loan please", "hello"]
+    assert [json.loads(r["payloadJson"])["text"] for r in audit if r["stage"] == "USER_INPUT"] == ["a loan please", "hello"]
 
 
 async def test_admin_keys_read_any_conversation_and_only_they_use_the_cache_endpoints(serve: Any,
