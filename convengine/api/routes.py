@@ -16,9 +16,19 @@ from convengine.api.auth import Principal
 from convengine.api.body import DepthCheckedRoute
 from convengine.api.config import ApiConfig
 from convengine.api.refusals import ApiRefusal, error_response
-from convengine.api.schemas import AuditRow, ErrorBody, MessageRequest, MessageResponse
+from convengine.api.schemas import (
+    AuditRow,
+    ErrorBody,
+    FeedbackRequestBody,
+    FeedbackResponse,
+    FeedbackRow,
+    MessageRequest,
+    MessageResponse,
+)
 from convengine.api.streams import Lease, StreamRegistry, Watch
 from convengine.audit.events import AuditEvent
+from convengine.audit.trace import empty_trace
+from convengine.audit.verbose import VERBOSE_STAGE
 from convengine.engine import Engine
 from convengine.engine_io import normalise_conversation_id
 from convengine.errors import (
@@ -84,7 +94,8 @@ async def post_message(body: MessageRequest, request: Request, engine: EngineDep
     """Process one user message (one turn)."""
     try:
         _check_reservation(request, body.conversationId, caller)
-        result = await engine.aprocess(body.message, body.conversationId, body.inputParams, body.reset,
+        message = "" if body.message is None else body.message  # ConvEngine: a missing message is empty text
+        result = await engine.aprocess(message, body.conversationId, body.inputParams, body.reset,
                                        owner=caller.owner)
     except ConvEngineError as exc:
         if isinstance(exc, (InvalidInputError, ConversationNotFoundError)):
@@ -107,19 +118,61 @@ def _check_reservation(request: Request, conversation_id: str | None, caller: Ca
 @router.get("/api/v1/conversation/audit/{conversation_id}", response_model=list[AuditRow], tags=["audit"],
             responses=REFUSALS)
 async def get_audit(conversation_id: ConversationId, engine: EngineDep, caller: CallerDep) -> list[dict[str, Any]]:
-    """Every audit row of a conversation, oldest first."""
-    return [e.to_dict() for e in await engine.aaudit(conversation_id, owner=caller.owner)]
+    """Every audit row of a conversation, oldest first; ``[]`` before its first turn.
+
+    A conversation the caller may not read answers ``[]`` too, exactly like one that has not
+    started, so the answer never tells whether another caller's conversation exists.
+    """
+    try:
+        events = await engine.aaudit(conversation_id, owner=caller.owner)
+    except ConversationNotFoundError:
+        return []
+    return [e.to_dict() for e in events]
 
 
 @router.get("/api/v1/conversation/audit/{conversation_id}/trace", tags=["audit"], responses=REFUSALS)
 async def get_trace(conversation_id: ConversationId, engine: EngineDep, caller: CallerDep) -> dict[str, Any]:
-    """The audit trail as a tree of steps and their stages."""
-    return await engine.atrace(conversation_id, owner=caller.owner)
+    """The audit trail as a tree of steps and their stages; empty before the first turn (as ``/audit``)."""
+    cid = normalise_conversation_id(conversation_id)
+    try:
+        return await engine.atrace(cid, owner=caller.owner)
+    except ConversationNotFoundError:
+        return empty_trace(cid)
+
+
+@router.post("/api/v1/conversation/feedback", response_model=FeedbackResponse, tags=["conversation"],
+             responses=REFUSALS)
+async def post_feedback(body: FeedbackRequestBody, request: Request, engine: EngineDep,
+                        caller: CallerDep) -> dict[str, Any]:
+    """Store a thumbs-up/down on the conversation's latest turn (``ce_mcp_user_feedback``)."""
+    _check_reservation(request, body.conversationId, caller)
+    feedback = await engine.afeedback(body.conversationId, body.feedbackType, message_id=body.messageId,
+                                      assistant_response=body.assistantResponse, metadata=body.metadata,
+                                      owner=caller.owner)
+    return feedback.response()
+
+
+@router.get("/api/v1/conversation/feedback/{conversation_id}", response_model=list[FeedbackRow],
+            tags=["conversation"], responses=REFUSALS)
+async def get_feedback(conversation_id: ConversationId, engine: EngineDep, caller: CallerDep) -> list[dict[str, Any]]:
+    """The feedback stored on a conversation, oldest first; ``[]`` when there is none to show (as ``/audit``)."""
+    try:
+        rows = await engine.afeedbacks(conversation_id, owner=caller.owner)
+    except ConversationNotFoundError:
+        return []
+    return [row.to_dict() for row in rows]
 
 
 def sse_event(event: AuditEvent) -> dict[str, str]:
-    data = {"eventType": "AUDIT", "auditId": event.audit_id, "stage": event.stage,
-            "createdAt": event.created_at.isoformat(), "payload": event.stored_payload(), "verbose": None}
+    """ConvEngine's AuditStreamEventResponse: an AUDIT event per stage, a VERBOSE event per verbose message
+    (``payload.verbose`` and ``verbose`` both carry the message, as ConvEngine sends them)."""
+    if event.stage == VERBOSE_STAGE:
+        body = event.payload.get("verbose")
+        data = {"eventType": VERBOSE_STAGE, "auditId": None, "stage": VERBOSE_STAGE,
+                "createdAt": event.created_at.isoformat(), "payload": {"verbose": body}, "verbose": body}
+    else:
+        data = {"eventType": "AUDIT", "auditId": event.audit_id, "stage": event.stage,
+                "createdAt": event.created_at.isoformat(), "payload": event.stored_payload(), "verbose": None}
     return {"event": event.stage, "data": json.dumps(data, ensure_ascii=False, default=str)}
 
 
