@@ -266,6 +266,16 @@ class Engine:
     async def areload(self) -> ConfigSnapshot:
         return await self._portal.acall(self._runtime.reload())
 
+    def cache_report(self, warmup: bool = True) -> dict[str, Any]:
+        """What the engine keeps in memory (ConvEngine's ``/cache/analyze`` shape); ``warmup`` also
+        reads every control table from the database and times it against the snapshot."""
+        return self._portal.call(self.acache_report(warmup))
+
+    async def acache_report(self, warmup: bool = True) -> dict[str, Any]:
+        from convengine.cache_report import cache_report
+
+        return await self._portal.acall(cache_report(self._runtime, warmup))
+
     def subscribe(self, conversation_id: str | None = None) -> Subscription:
         """Live audit events (call from the consuming event loop)."""
         return self.bus.subscribe(conversation_id)

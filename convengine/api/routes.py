@@ -238,11 +238,15 @@ async def refresh(engine: EngineDep, _: AdminDep) -> Any:
 
 
 @router.get("/api/v1/cache/analyze", tags=["cache"], responses={401: {"model": ErrorBody}, 403: {"model": ErrorBody}})
-async def analyze(engine: EngineDep, _: AdminDep) -> dict[str, Any]:
-    """Statistics of the loaded configuration snapshot (admin)."""
-    return {"snapshot": engine.snapshot.statistics(), "database": engine.database_label,
-            "settings": {"dialogueAct": engine.settings.flow.dialogue_act.resolute,
-                         "auditLevel": engine.settings.audit.level, "sse": engine.settings.transport.sse.enabled}}
+async def analyze(engine: EngineDep, _: AdminDep, warmup: bool = True) -> dict[str, Any]:
+    """What the engine keeps in memory, in ConvEngine's shape (``cacheProvider``, ``staticCaches``,
+    ``runtimeCaches``, and with ``warmup`` (the default, as ConvEngine) ``warmupTimingMs``), plus the
+    snapshot's statistics and the main settings (admin)."""
+    report = await engine.acache_report(warmup)
+    report["snapshot"] = engine.snapshot.statistics()
+    report["settings"] = {"dialogueAct": engine.settings.flow.dialogue_act.resolute,
+                          "auditLevel": engine.settings.audit.level, "sse": engine.settings.transport.sse.enabled}
+    return report
 
 
 @router.get("/health", tags=["health"])
