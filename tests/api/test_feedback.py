@@ -51,12 +51,12 @@ async def test_feedback_is_refused_for_unknown_or_foreign_conversations_and_bad_
         unknown = str(uuid.uuid4())
         with pytest.raises(ConversationNotFoundError, match=f"no conversation {unknown}"):
             await engine.afeedback(unknown, "THUMBS_UP")
-        for kwargs, says in ((dict(feedback_type="MEH"), "feedbackType must be THUMBS_UP or THUMBS_DOWN"),
-                             (dict(feedback_type=None), "feedbackType must be THUMBS_UP or THUMBS_DOWN"),
-                             (dict(message_id="m" * 129), "messageId is 129 characters; the limit is 128"),
-                             (dict(metadata=[1]), "metadata must be an object"),
-                             (dict(metadata={"c": "x" * 70_000}), "metadata is 700.. bytes as JSON; the limit is 65536"),
-                             (dict(assistant_response="a\x00b"), "assistantResponse contains a NUL character")):
+        for kwargs, says in (({"feedback_type": "MEH"}, "feedbackType must be THUMBS_UP or THUMBS_DOWN"),
+                             ({"feedback_type": None}, "feedbackType must be THUMBS_UP or THUMBS_DOWN"),
+                             ({"message_id": "m" * 129}, "messageId is 129 characters; the limit is 128"),
+                             ({"metadata": [1]}, "metadata must be an object"),
+                             ({"metadata": {"c": "x" * 70_000}}, "metadata is 700.. bytes as JSON; the limit is 65536"),
+                             ({"assistant_response": "a\x00b"}, "assistantResponse contains a NUL character")):
             arguments = {"feedback_type": "THUMBS_UP", **kwargs}
             with pytest.raises(InvalidInputError, match=says):
                 await engine.afeedback(cid, **arguments)
