@@ -7,6 +7,7 @@ tool code. The events are live only: ``ce_audit`` never stores them.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -145,3 +146,23 @@ def _drain(subscription: Any) -> list[Any]:
     while not subscription.queue.empty():
         out.append(subscription.queue.get_nowait())
     return out
+
+
+async def test_a_verbose_event_crosses_server_processes_intact() -> None:
+    """What one process NOTIFYs another republishes as the same VERBOSE event (the PostgreSQL bridge)."""
+    from convengine.api.notify import PgAuditBridge
+    from convengine.api.routes import sse_event
+    from convengine.audit import AuditBus
+    from convengine.audit.verbose import verbose_event
+
+    body = {"verboseId": 3, "eventType": "VERBOSE_PROGRESS", "stepName": "RulesStep", "text": "Applying rule"}
+    event = verbose_event("6b0c6f5e-8d2b-4c57-9d59-2f0b0f6a1c11", "rules", body)
+    sender, receiving_bus = PgAuditBridge("postgresql://unused", AuditBus()), AuditBus()
+    receiver = PgAuditBridge("postgresql://unused", receiving_bus)
+    subscription = receiving_bus.subscribe()
+    for chunk in sender._chunks([event]):
+        receiver._receive(chunk)
+    [received] = _drain(subscription)
+    data = json.loads(sse_event(received)["data"])
+    assert sse_event(received)["event"] == "VERBOSE"
+    assert (data["eventType"], data["verbose"], data["payload"]) == ("VERBOSE", body, {"verbose": body})
