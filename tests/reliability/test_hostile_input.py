@@ -118,7 +118,9 @@ async def test_bad_requests_for_new_conversations_create_nothing(server: Server)
             response = await client.post("/api/v1/conversation/message", content=encode(body, cid),
                                          headers={"content-type": "application/json"})
             assert response.status_code == status
-            missing = await client.get(f"/api/v1/conversation/audit/{cid}")
+            assert (await client.get(f"/api/v1/conversation/audit/{cid}")).json() == []
+            missing = await client.post("/api/v1/conversation/feedback",  # needs the conversation's row
+                                        json={"conversationId": cid, "feedbackType": "THUMBS_UP"})
             assert missing.status_code == 404 and missing.json()["errorCode"] == "CONVERSATION_NOT_FOUND"
 
 
