@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -10,6 +11,8 @@ from convengine.audit.bus import AuditBus
 from convengine.audit.events import AuditEvent
 from convengine.audit.filters import AuditFilter
 from convengine.audit.verbose import VerbosePublisher, verbose_event
+
+logger = logging.getLogger(__name__)
 
 
 class TurnAudit:
@@ -83,8 +86,12 @@ class TurnAudit:
         """Stream the stage's verbose message, if a ce_verbose row has one (and anyone listens)."""
         if self.verbose is None or self._bus is None or not self._step_names or not self._bus.has_subscribers():
             return
-        body = self.verbose.resolve(stage, payload or {}, conversation_id=self.conversation_id, intent=intent,
-                                    state=state, step_names=self._step_names, turn=self._turn)
+        try:
+            body = self.verbose.resolve(stage, payload or {}, conversation_id=self.conversation_id, intent=intent,
+                                        state=state, step_names=self._step_names, turn=self._turn)
+        except Exception:
+            logger.warning("no verbose message for %s: resolving it failed", stage, exc_info=True)
+            return
         if body is not None:
             self._bus.publish(verbose_event(self.conversation_id, self.current_step, body))
 

@@ -166,3 +166,13 @@ async def test_a_verbose_event_crosses_server_processes_intact() -> None:
     data = json.loads(sse_event(received)["data"])
     assert sse_event(received)["event"] == "VERBOSE"
     assert (data["eventType"], data["verbose"], data["payload"]) == ("VERBOSE", body, {"verbose": body})
+
+
+async def test_a_failing_verbose_template_never_fails_the_turn(db_url: str) -> None:
+    rows = [{"verbose_id": 7, "intent_code": "ANY", "state_code": "ANY", "step_match": "EXACT",
+             "step_value": "RulesStep", "determinant": "STEP_ENTER", "message": "{{ 1 // 0 }}", "priority": 1},
+            {"verbose_id": 8, "intent_code": "ANY", "state_code": "ANY", "step_match": "EXACT",
+             "step_value": "MemoryStep", "determinant": "STEP_ENTER", "message": "{{ 'x' * 10**9 }}", "priority": 1}]
+    async with engine_on(db_url, pack(ce_verbose=rows)) as engine:
+        result, events = await run(engine, "hello")
+        assert result.text == "Hello there" and events == []
