@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from sse_starlette.sse import EventSourceResponse
 from starlette.types import Receive, Scope, Send
@@ -44,6 +44,12 @@ router = APIRouter(route_class=DepthCheckedRoute)
 # ConvEngine's INVALID_CONVERSATION_ID error rather than FastAPI's generic one.
 ConversationId = Annotated[str, Path(description="The conversation's UUID.", json_schema_extra={"format": "uuid"})]
 REFUSALS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (401, 404, 422)}
+
+
+# Spring's boolean words, as ConvEngine's ``?warmup=`` takes them (declared as text so the schema says what is sent).
+TRUE_WORDS = ("true", "1", "yes", "on")
+Warmup = Annotated[Literal["true", "false", "1", "0", "yes", "no", "on", "off"],
+                   Query(description="Also read every control table from the database and time it (default true).")]
 
 
 def engine_of(request: Request) -> Engine:
@@ -238,11 +244,11 @@ async def refresh(engine: EngineDep, _: AdminDep) -> Any:
 
 
 @router.get("/api/v1/cache/analyze", tags=["cache"], responses={401: {"model": ErrorBody}, 403: {"model": ErrorBody}})
-async def analyze(engine: EngineDep, _: AdminDep, warmup: bool = True) -> dict[str, Any]:
+async def analyze(engine: EngineDep, _: AdminDep, warmup: Warmup = "true") -> dict[str, Any]:
     """What the engine keeps in memory, in ConvEngine's shape (``cacheProvider``, ``staticCaches``,
     ``runtimeCaches``, and with ``warmup`` (the default, as ConvEngine) ``warmupTimingMs``), plus the
     snapshot's statistics and the main settings (admin)."""
-    report = await engine.acache_report(warmup)
+    report = await engine.acache_report(warmup in TRUE_WORDS)
     report["snapshot"] = engine.snapshot.statistics()
     report["settings"] = {"dialogueAct": engine.settings.flow.dialogue_act.resolute,
                           "auditLevel": engine.settings.audit.level, "sse": engine.settings.transport.sse.enabled}
