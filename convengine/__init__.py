@@ -19,6 +19,7 @@ from convengine.errors import (
     ToolError,
     Violation,
 )
+from convengine.feedback import Feedback
 from convengine.llm import Delay, LlmCall, ScriptedLLM
 from convengine.nodes.common import Step
 from convengine.nodes.context import StepHook
@@ -39,6 +40,7 @@ __all__ = [
     "Engine",
     "EngineSettings",
     "ErrorCode",
+    "Feedback",
     "InvalidInputError",
     "LlmCall",
     "LlmError",

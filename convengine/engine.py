@@ -23,6 +23,7 @@ from convengine.audit.trace import build_trace
 from convengine.config_loader import ConfigSnapshot
 from convengine.engine_io import check_request, normalise_conversation_id
 from convengine.errors import InvalidInputError
+from convengine.feedback import Feedback, check_feedback
 from convengine.nodes.common import Step
 from convengine.nodes.context import StepHook
 from convengine.settings import DEFAULT_DATABASE_URL
@@ -244,12 +245,52 @@ class Engine:
         services = self._runtime.services
         return Knowledge(self._runtime.sync_engine, embeddings=self.options.embeddings, retriever=services.retriever)
 
+    def feedback(self, conversation_id: str, feedback_type: str, *, message_id: str | None = None,
+                 assistant_response: str | None = None, metadata: Mapping[str, Any] | None = None,
+                 owner: str | None = None) -> Feedback:
+        """Store a thumbs-up/down (``THUMBS_UP`` / ``THUMBS_DOWN``) on the conversation's latest turn.
+
+        The row (``ce_mcp_user_feedback``) keeps that turn's intent, state, user text and answer
+        (``assistant_response`` when given, else the stored answer); the audit gets ``MCP_USER_FEEDBACK``.
+
+        Raises:
+            InvalidInputError: a bad type, or a field over its limit.
+            ConversationNotFoundError: no such conversation (or, with ``owner``, not the owner's).
+        """
+        return self._portal.call(self.afeedback(conversation_id, feedback_type, message_id=message_id,
+                                                assistant_response=assistant_response, metadata=metadata,
+                                                owner=owner))
+
+    async def afeedback(self, conversation_id: str, feedback_type: str, *, message_id: str | None = None,
+                        assistant_response: str | None = None, metadata: Mapping[str, Any] | None = None,
+                        owner: str | None = None) -> Feedback:
+        request = check_feedback(_cid(conversation_id), feedback_type, message_id, assistant_response, metadata,
+                                 max_depth=self.settings.api.max_input_depth)
+        return await self._portal.acall(self._runtime.feedback(request, _owner(owner)))
+
+    def feedbacks(self, conversation_id: str, owner: str | None = None) -> list[Feedback]:
+        """Every feedback stored on a conversation, oldest first."""
+        return self._portal.call(self._runtime.feedbacks(_cid(conversation_id), _owner(owner)))
+
+    async def afeedbacks(self, conversation_id: str, owner: str | None = None) -> list[Feedback]:
+        return await self._portal.acall(self._runtime.feedbacks(_cid(conversation_id), _owner(owner)))
+
     def reload(self) -> ConfigSnapshot:
         """Re-read the control tables; on failure keep the current snapshot and raise why."""
         return self._portal.call(self._runtime.reload())
 
     async def areload(self) -> ConfigSnapshot:
         return await self._portal.acall(self._runtime.reload())
+
+    def cache_report(self, warmup: bool = True) -> dict[str, Any]:
+        """What the engine keeps in memory (ConvEngine's ``/cache/analyze`` shape); ``warmup`` also
+        reads every control table from the database and times it against the snapshot."""
+        return self._portal.call(self.acache_report(warmup))
+
+    async def acache_report(self, warmup: bool = True) -> dict[str, Any]:
+        from convengine.cache_report import cache_report
+
+        return await self._portal.acall(cache_report(self._runtime, warmup))
 
     def subscribe(self, conversation_id: str | None = None) -> Subscription:
         """Live audit events (call from the consuming event loop)."""

@@ -49,14 +49,15 @@ def normalise_conversation_id(value: Any) -> str:
 
 def check_request(message: Any, conversation_id: Any, input_params: Any, reset: Any, settings: Any) -> TurnRequest:
     """Validate a caller's turn; raises InvalidInputError (or a subclass) naming what was wrong."""
-    text = _check_message(message, settings.api.max_message_chars, bool(reset))
+    text = _check_message(message, settings.api.max_message_chars)
     cid = normalise_conversation_id(conversation_id) if conversation_id is not None else str(uuid.uuid4())
     if not isinstance(reset, bool):
         raise InvalidInputError(f"reset must be true or false, got {type(reset).__name__}")
     return TurnRequest(text, cid, check_params(input_params, settings.api.max_input_depth), reset)
 
 
-def _check_message(message: Any, limit: int, reset: bool) -> str:
+def _check_message(message: Any, limit: int) -> str:
+    """Any text within the limits, empty included: a silent submit (params only) is a turn whose text is ""."""
     if isinstance(message, (bytes, bytearray)):
         raise InvalidInputError("message must be text (str), got bytes; decode it as UTF-8 first")
     if not isinstance(message, str):
@@ -70,8 +71,6 @@ def _check_message(message: Any, limit: int, reset: bool) -> str:
         message.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise InvalidInputError(f"message is not valid Unicode text: {exc.reason} at position {exc.start}") from None
-    if not message.strip() and not reset:
-        raise InvalidInputError("message is empty")
     return message
 
 

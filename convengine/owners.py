@@ -18,6 +18,9 @@ class KnownOwners:
         self.capacity = capacity
         self._owners: OrderedDict[str, str] = OrderedDict()
 
+    def __len__(self) -> int:
+        return len(self._owners)
+
     def get(self, conversation_id: str) -> str | None:
         """The remembered owner, or None when it must be read from the database."""
         owner = self._owners.get(conversation_id)

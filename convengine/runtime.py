@@ -9,10 +9,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from convengine.audit import AuditBus, AuditEvent, AuditFilter, TurnAudit
+from convengine.audit.verbose import VerbosePublisher
 from convengine.checkpointing import TurnLocks, open_saver, prune_checkpoints
 from convengine.checkpointing.bound import TurnSaver, commit_turn_connection
 from convengine.config_loader import ConfigSnapshot, Extensions, SnapshotHolder, import_pack, stamp
@@ -26,6 +28,7 @@ from convengine.errors import (
     ConversationNotFoundError,
     ErrorCode,
 )
+from convengine.feedback import Feedback, FeedbackRequest
 from convengine.graph.builder import build_graph, compile_graph
 from convengine.nodes.context import Services, TurnContext
 from convengine.owners import KnownOwners
@@ -54,6 +57,7 @@ class EngineRuntime:
     audit_filter: AuditFilter
     owners: KnownOwners = field(default_factory=KnownOwners)
     stamp_checked_at: float = 0.0
+    verbose: tuple[ConfigSnapshot, VerbosePublisher] | None = None
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -172,8 +176,15 @@ class EngineRuntime:
     def _context(self, request: TurnRequest, snapshot: ConfigSnapshot, owner: str | None) -> TurnContext:
         audit = TurnAudit(request.conversation_id, audit_filter=self.audit_filter, bus=self.bus,
                           persist_meta=snapshot.settings.audit.persist_meta)
+        audit.verbose = self._verbose_for(snapshot)
         return TurnContext(snapshot=snapshot, services=self.services, audit=audit,
                            conversation_id=request.conversation_id, turn_id=request.turn_id, owner=owner)
+
+    def _verbose_for(self, snapshot: ConfigSnapshot) -> VerbosePublisher:
+        """The ce_verbose publisher of ``snapshot`` (built once per configuration)."""
+        if self.verbose is None or self.verbose[0] is not snapshot:
+            self.verbose = (snapshot, VerbosePublisher(snapshot.verbose, snapshot.settings))
+        return self.verbose[1]
 
     async def _commit(self, conn: AsyncConnection, ctx: TurnContext) -> None:
         """Projection, history and the audit batch in the transaction of the turn's checkpoint, committed
@@ -266,6 +277,41 @@ class EngineRuntime:
         if not rows and not await self.store.exists(conversation_id):
             raise _not_found(conversation_id)
         return rows
+
+    async def feedback(self, request: FeedbackRequest, owner: str | None = None) -> Feedback:
+        """Store a feedback on the conversation's latest turn, with its MCP_USER_FEEDBACK audit row."""
+        from convengine import feedback as fb
+        from convengine.persistence import insert_events
+
+        cid = request.conversation_id
+        if not await self.check_access(cid, owner) or (projection := await self.store.projection(cid)) is None:
+            raise _not_found(cid)
+        row = fb.build_row(request, projection)
+        persist_meta = self.holder.current.settings.audit.persist_meta
+        stored: list[Any] = []
+
+        def write(conn: Any) -> None:
+            feedback = fb.from_row({**row, "feedback_id": fb.insert(conn, row)})
+            event = fb.audit_event(feedback, fb.turn_count(conn, cid), persist_meta=persist_meta)
+            if self.audit_filter.keep(event.stage, cid, feedback.intent_code):
+                insert_events(conn, [event])
+            stored[:] = [feedback, event]
+
+        await self.store.run(write)
+        feedback, event = stored
+        self.bus.publish(event)
+        return feedback  # type: ignore[no-any-return]
+
+    async def feedbacks(self, conversation_id: str, owner: str | None = None) -> list[Feedback]:
+        from convengine import feedback as fb
+
+        await self._readable(conversation_id, owner)
+        if not await self.store.exists(conversation_id):
+            raise _not_found(conversation_id)
+        async with self.async_engine.connect() as conn:
+            rows = await conn.execute(sa.select(fb.FEEDBACK).where(fb.FEEDBACK.c.conversation_id == conversation_id)
+                                      .order_by(fb.FEEDBACK.c.feedback_id))
+            return [fb.from_row(r._mapping) for r in rows]
 
     async def checkpointed_state(self, conversation_id: str, owner: str | None = None) -> EngineState:
         await self._readable(conversation_id, owner)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from sse_starlette.sse import EventSourceResponse
 from starlette.types import Receive, Scope, Send
@@ -16,9 +16,19 @@ from convengine.api.auth import Principal
 from convengine.api.body import DepthCheckedRoute
 from convengine.api.config import ApiConfig
 from convengine.api.refusals import ApiRefusal, error_response
-from convengine.api.schemas import AuditRow, ErrorBody, MessageRequest, MessageResponse
+from convengine.api.schemas import (
+    AuditRow,
+    ErrorBody,
+    FeedbackRequestBody,
+    FeedbackResponse,
+    FeedbackRow,
+    MessageRequest,
+    MessageResponse,
+)
 from convengine.api.streams import Lease, StreamRegistry, Watch
 from convengine.audit.events import AuditEvent
+from convengine.audit.trace import empty_trace
+from convengine.audit.verbose import VERBOSE_STAGE
 from convengine.engine import Engine
 from convengine.engine_io import normalise_conversation_id
 from convengine.errors import (
@@ -34,6 +44,12 @@ router = APIRouter(route_class=DepthCheckedRoute)
 # ConvEngine's INVALID_CONVERSATION_ID error rather than FastAPI's generic one.
 ConversationId = Annotated[str, Path(description="The conversation's UUID.", json_schema_extra={"format": "uuid"})]
 REFUSALS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (401, 404, 422)}
+
+
+# Spring's boolean words, as ConvEngine's ``?warmup=`` takes them (declared as text so the schema says what is sent).
+TRUE_WORDS = ("true", "1", "yes", "on")
+Warmup = Annotated[Literal["true", "false", "1", "0", "yes", "no", "on", "off"],
+                   Query(description="Also read every control table from the database and time it (default true).")]
 
 
 def engine_of(request: Request) -> Engine:
@@ -84,7 +100,8 @@ async def post_message(body: MessageRequest, request: Request, engine: EngineDep
     """Process one user message (one turn)."""
     try:
         _check_reservation(request, body.conversationId, caller)
-        result = await engine.aprocess(body.message, body.conversationId, body.inputParams, body.reset,
+        message = "" if body.message is None else body.message  # ConvEngine: a missing message is empty text
+        result = await engine.aprocess(message, body.conversationId, body.inputParams, body.reset,
                                        owner=caller.owner)
     except ConvEngineError as exc:
         if isinstance(exc, (InvalidInputError, ConversationNotFoundError)):
@@ -107,19 +124,61 @@ def _check_reservation(request: Request, conversation_id: str | None, caller: Ca
 @router.get("/api/v1/conversation/audit/{conversation_id}", response_model=list[AuditRow], tags=["audit"],
             responses=REFUSALS)
 async def get_audit(conversation_id: ConversationId, engine: EngineDep, caller: CallerDep) -> list[dict[str, Any]]:
-    """Every audit row of a conversation, oldest first."""
-    return [e.to_dict() for e in await engine.aaudit(conversation_id, owner=caller.owner)]
+    """Every audit row of a conversation, oldest first; ``[]`` before its first turn.
+
+    A conversation the caller may not read answers ``[]`` too, exactly like one that has not
+    started, so the answer never tells whether another caller's conversation exists.
+    """
+    try:
+        events = await engine.aaudit(conversation_id, owner=caller.owner)
+    except ConversationNotFoundError:
+        return []
+    return [e.to_dict() for e in events]
 
 
 @router.get("/api/v1/conversation/audit/{conversation_id}/trace", tags=["audit"], responses=REFUSALS)
 async def get_trace(conversation_id: ConversationId, engine: EngineDep, caller: CallerDep) -> dict[str, Any]:
-    """The audit trail as a tree of steps and their stages."""
-    return await engine.atrace(conversation_id, owner=caller.owner)
+    """The audit trail as a tree of steps and their stages; empty before the first turn (as ``/audit``)."""
+    cid = normalise_conversation_id(conversation_id)
+    try:
+        return await engine.atrace(cid, owner=caller.owner)
+    except ConversationNotFoundError:
+        return empty_trace(cid)
+
+
+@router.post("/api/v1/conversation/feedback", response_model=FeedbackResponse, tags=["conversation"],
+             responses=REFUSALS)
+async def post_feedback(body: FeedbackRequestBody, request: Request, engine: EngineDep,
+                        caller: CallerDep) -> dict[str, Any]:
+    """Store a thumbs-up/down on the conversation's latest turn (``ce_mcp_user_feedback``)."""
+    _check_reservation(request, body.conversationId, caller)
+    feedback = await engine.afeedback(body.conversationId, body.feedbackType, message_id=body.messageId,
+                                      assistant_response=body.assistantResponse, metadata=body.metadata,
+                                      owner=caller.owner)
+    return feedback.response()
+
+
+@router.get("/api/v1/conversation/feedback/{conversation_id}", response_model=list[FeedbackRow],
+            tags=["conversation"], responses=REFUSALS)
+async def get_feedback(conversation_id: ConversationId, engine: EngineDep, caller: CallerDep) -> list[dict[str, Any]]:
+    """The feedback stored on a conversation, oldest first; ``[]`` when there is none to show (as ``/audit``)."""
+    try:
+        rows = await engine.afeedbacks(conversation_id, owner=caller.owner)
+    except ConversationNotFoundError:
+        return []
+    return [row.to_dict() for row in rows]
 
 
 def sse_event(event: AuditEvent) -> dict[str, str]:
-    data = {"eventType": "AUDIT", "auditId": event.audit_id, "stage": event.stage,
-            "createdAt": event.created_at.isoformat(), "payload": event.stored_payload(), "verbose": None}
+    """ConvEngine's AuditStreamEventResponse: an AUDIT event per stage, a VERBOSE event per verbose message
+    (``payload.verbose`` and ``verbose`` both carry the message, as ConvEngine sends them)."""
+    if event.stage == VERBOSE_STAGE:
+        body = event.payload.get("verbose")
+        data = {"eventType": VERBOSE_STAGE, "auditId": None, "stage": VERBOSE_STAGE,
+                "createdAt": event.created_at.isoformat(), "payload": {"verbose": body}, "verbose": body}
+    else:
+        data = {"eventType": "AUDIT", "auditId": event.audit_id, "stage": event.stage,
+                "createdAt": event.created_at.isoformat(), "payload": event.stored_payload(), "verbose": None}
     return {"event": event.stage, "data": json.dumps(data, ensure_ascii=False, default=str)}
 
 
@@ -185,11 +244,15 @@ async def refresh(engine: EngineDep, _: AdminDep) -> Any:
 
 
 @router.get("/api/v1/cache/analyze", tags=["cache"], responses={401: {"model": ErrorBody}, 403: {"model": ErrorBody}})
-async def analyze(engine: EngineDep, _: AdminDep) -> dict[str, Any]:
-    """Statistics of the loaded configuration snapshot (admin)."""
-    return {"snapshot": engine.snapshot.statistics(), "database": engine.database_label,
-            "settings": {"dialogueAct": engine.settings.flow.dialogue_act.resolute,
-                         "auditLevel": engine.settings.audit.level, "sse": engine.settings.transport.sse.enabled}}
+async def analyze(engine: EngineDep, _: AdminDep, warmup: Warmup = "true") -> dict[str, Any]:
+    """What the engine keeps in memory, in ConvEngine's shape (``cacheProvider``, ``staticCaches``,
+    ``runtimeCaches``, and with ``warmup`` (the default, as ConvEngine) ``warmupTimingMs``), plus the
+    snapshot's statistics and the main settings (admin)."""
+    report = await engine.acache_report(warmup in TRUE_WORDS)
+    report["snapshot"] = engine.snapshot.statistics()
+    report["settings"] = {"dialogueAct": engine.settings.flow.dialogue_act.resolute,
+                          "auditLevel": engine.settings.audit.level, "sse": engine.settings.transport.sse.enabled}
+    return report
 
 
 @router.get("/health", tags=["health"])

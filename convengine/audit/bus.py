@@ -65,6 +65,9 @@ class AuditBus:
         """Also hand every locally produced event to ``forward`` (e.g. cross-process NOTIFY)."""
         self._forwarders.append(forward)
 
+    def subscriber_count(self) -> int:
+        return len(self._subs)
+
     def has_subscribers(self) -> bool:
         return bool(self._subs) or bool(self._forwarders)
 

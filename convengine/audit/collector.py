@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -9,6 +10,9 @@ from typing import Any
 from convengine.audit.bus import AuditBus
 from convengine.audit.events import AuditEvent
 from convengine.audit.filters import AuditFilter
+from convengine.audit.verbose import VerbosePublisher, verbose_event
+
+logger = logging.getLogger(__name__)
 
 
 class TurnAudit:
@@ -22,11 +26,14 @@ class TurnAudit:
         "_bus",
         "_filter",
         "_persist_meta",
+        "_step_names",
+        "_turn",
         "conversation_id",
         "current_step",
         "events",
         "started",
         "timings",
+        "verbose",
     )
 
     def __init__(self, conversation_id: str, *, audit_filter: AuditFilter, bus: AuditBus | None = None,
@@ -39,9 +46,30 @@ class TurnAudit:
         self._bus = bus
         self._persist_meta = persist_meta
         self.started = time.perf_counter()
+        self.verbose: VerbosePublisher | None = None
+        """Resolves each stage's ce_verbose message (streamed, never stored); None: no verbose messages."""
+        self._turn: Any = None
+        self._step_names: tuple[str, ...] = ()
+
+    def enter_step(self, step: str, step_class: str | None = None, turn: Any = None) -> None:
+        """The step now running: its name, ConvEngine class name and turn (verbose rows match and render on them)."""
+        self.current_step = step
+        self._step_names = (step_class, step) if step_class and step_class != step else (step,)
+        self._turn = turn
+
+    def leave_step(self) -> None:
+        self.current_step = None
+        self._step_names = ()
+        self._turn = None
 
     def emit(self, stage: str, payload: dict[str, Any] | None = None, *, intent: str | None = None,
              state: str | None = None) -> None:
+        try:
+            self._record(stage, payload, intent, state)
+        finally:
+            self._speak(stage, payload, intent, state)  # verbose messages do not depend on the audit filter
+
+    def _record(self, stage: str, payload: dict[str, Any] | None, intent: str | None, state: str | None) -> None:
         if not self._filter.keep(stage, self.conversation_id, intent):
             return
         now = datetime.now(UTC)
@@ -53,6 +81,19 @@ class TurnAudit:
         self.events.append(event)
         if self._bus is not None:
             self._bus.publish(event)
+
+    def _speak(self, stage: str, payload: dict[str, Any] | None, intent: str | None, state: str | None) -> None:
+        """Stream the stage's verbose message, if a ce_verbose row has one (and anyone listens)."""
+        if self.verbose is None or self._bus is None or not self._step_names or not self._bus.has_subscribers():
+            return
+        try:
+            body = self.verbose.resolve(stage, payload or {}, conversation_id=self.conversation_id, intent=intent,
+                                        state=state, step_names=self._step_names, turn=self._turn)
+        except Exception:
+            logger.warning("no verbose message for %s: resolving it failed", stage, exc_info=True)
+            return
+        if body is not None:
+            self._bus.publish(verbose_event(self.conversation_id, self.current_step, body))
 
     def record_timing(self, step: str, millis: float) -> None:
         self.timings.append((step, millis))

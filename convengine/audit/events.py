@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -36,11 +37,12 @@ class AuditEvent:
         return {**self.payload, "_meta": self.meta}
 
     def to_dict(self) -> dict[str, Any]:
-        """ConvEngine's audit-row shape: ``{auditId, conversationId, stage, payloadJson, createdAt}``."""
+        """ConvEngine's audit-row shape: ``{auditId, conversationId, stage, payloadJson, createdAt}``,
+        ``payloadJson`` being the stored JSON as a string (its clients ``JSON.parse`` it)."""
         return {
             "auditId": self.audit_id,
             "conversationId": self.conversation_id,
             "stage": self.stage,
-            "payloadJson": self.stored_payload(),
+            "payloadJson": json.dumps(self.stored_payload(), ensure_ascii=False, default=str),
             "createdAt": self.created_at.isoformat(),
         }

@@ -43,6 +43,10 @@ class AuditFilter:
             return False
         return not s.rate_limit.enabled or self._within_rate(stage, conversation_id)
 
+    def bucket_count(self) -> int:
+        """Rate-limit buckets currently tracked."""
+        return len(self._buckets)
+
     def _within_rate(self, stage: str, conversation_id: str) -> bool:
         rl = self.settings.rate_limit
         key = (conversation_id if rl.per_conversation else "*", stage if rl.per_stage else "*")

@@ -8,14 +8,24 @@ from typing import Any
 from convengine.audit.events import AuditEvent
 
 
+def empty_trace(conversation_id: str) -> dict[str, Any]:
+    """The trace of a conversation with no audit rows yet."""
+    return {"conversationId": conversation_id, "steps": [], "stages": []}
+
+
 def build_trace(conversation_id: str, events: Sequence[AuditEvent]) -> dict[str, Any]:
-    """STEP_ENTER opens a step, STEP_EXIT / STEP_ERROR closes it; other stages attach to the open step."""
-    steps: list[dict[str, Any]] = []
-    stages: list[dict[str, Any]] = []
+    """STEP_ENTER opens a step, STEP_EXIT / STEP_ERROR closes it; other stages attach to the open step.
+
+    Shapes are ConvEngine's: a stage is ``{auditId, stage, createdAt, payload}`` (the stored payload,
+    ``_meta`` included); a step's ``durationMs`` is whole milliseconds and its ``error`` the message text.
+    """
+    trace = empty_trace(conversation_id)
+    steps: list[dict[str, Any]] = trace["steps"]
+    stages: list[dict[str, Any]] = trace["stages"]
     open_steps: list[dict[str, Any]] = []
     for event in events:
         stage = {"auditId": event.audit_id, "stage": event.stage, "createdAt": event.created_at.isoformat(),
-                 "payload": event.payload}
+                 "payload": event.stored_payload()}
         stages.append(stage)
         if event.stage == "STEP_ENTER":
             step = {"step": event.payload.get("step"), "stepClass": event.payload.get("stepClass"),
@@ -27,7 +37,7 @@ def build_trace(conversation_id: str, events: Sequence[AuditEvent]) -> dict[str,
             _close(open_steps, event, stage)
         elif open_steps:
             open_steps[-1]["stages"].append(stage)
-    return {"conversationId": conversation_id, "steps": steps, "stages": stages}
+    return trace
 
 
 def _close(open_steps: list[dict[str, Any]], event: AuditEvent, stage: dict[str, Any]) -> None:
@@ -37,6 +47,17 @@ def _close(open_steps: list[dict[str, Any]], event: AuditEvent, stage: dict[str,
     del open_steps[index:]
     step["status"] = "ERROR" if event.stage == "STEP_ERROR" else "OK"
     step["endedAt"] = stage["createdAt"]
-    step["durationMs"] = event.payload.get("durationMs")
+    step["durationMs"] = _millis(event.payload.get("durationMs"))
     if event.stage == "STEP_ERROR":
-        step["error"] = {"type": event.payload.get("errorType"), "message": event.payload.get("errorMessage")}
+        message = event.payload.get("errorMessage")
+        step["error"] = None if message is None else str(message)
+
+
+def _millis(value: Any) -> int | None:
+    """ConvEngine's ``durationMs`` is a whole number (Long); anything unreadable is None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return int(float(value))
+    except (TypeError, ValueError, OverflowError):
+        return None

@@ -106,6 +106,10 @@ class TurnLocks:
     _waiters: dict[str, int] = field(default_factory=dict)
     _folder: Path | None = None
 
+    def held(self) -> int:
+        """How many conversations have a turn running or waiting in this process."""
+        return len(self._locks)
+
     def _lock_folder(self) -> Path:
         if self._folder is None:
             self._folder = _lock_folder_for(self.url)

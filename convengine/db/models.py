@@ -377,6 +377,30 @@ class CeLlmCallLog(Base):
     created_at: Mapped[datetime | None] = _created()
 
 
+class CeMcpUserFeedback(Base):
+    """ConvEngine's feedback table: a thumbs-up/down on an answer, with the turn it was given on."""
+
+    __tablename__ = "ce_mcp_user_feedback"
+    __table_args__ = (sa.Index(None, "conversation_id", "created_at"),)
+    feedback_id: Mapped[int] = _id()
+    conversation_id: Mapped[str] = mapped_column(
+        UUID, sa.ForeignKey("ce_conversation.conversation_id", ondelete="CASCADE"), nullable=False
+    )
+    feedback_type: Mapped[str] = mapped_column(sa.String(32), nullable=False)
+    message_id: Mapped[str | None] = mapped_column(sa.String(128))
+    intent_code: Mapped[str | None] = mapped_column(sa.String(255))
+    state_code: Mapped[str | None] = mapped_column(sa.String(255))
+    user_query: Mapped[str | None] = mapped_column(sa.Text)
+    assistant_response: Mapped[str | None] = mapped_column(sa.Text)
+    mcp_tool_code: Mapped[str | None] = mapped_column(sa.String(255))
+    captured_query_knowledge_count: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0,
+                                                                server_default="0")
+    applied_query_knowledge_json: Mapped[Any] = mapped_column(JSON, nullable=True)
+    metadata_json: Mapped[Any] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, nullable=False, default=utcnow,
+                                                 server_default=sa.func.now())
+
+
 class ConfigStamp(Base):
     """convengine's own: one row naming the configuration's last change (pack import or cache
     refresh), so every process can tell cheaply that it must reload."""
@@ -458,7 +482,8 @@ CONTROL_MODELS: tuple[type[Base], ...] = (
     CeStateGraph,
     CeMemory,
 )
-RUNTIME_MODELS: tuple[type[Base], ...] = (CeConversation, CeAudit, CeConversationHistory, CeLlmCallLog)
+RUNTIME_MODELS: tuple[type[Base], ...] = (CeConversation, CeAudit, CeConversationHistory, CeLlmCallLog,
+                                           CeMcpUserFeedback)
 
 CONTROL_TABLES: tuple[str, ...] = tuple(m.__tablename__ for m in CONTROL_MODELS)
 RUNTIME_TABLES: tuple[str, ...] = tuple(m.__tablename__ for m in RUNTIME_MODELS)

@@ -34,7 +34,7 @@ def make_node(step: Step, plan: StepPlan, provider: ContextProvider | None = Non
                 raise TypeError("the turn graph needs a TurnContext; run turns through convengine.Engine")
             ctx = await provider(state)
         turn = Turn(state, ctx, step.name)
-        ctx.audit.current_step = step.name
+        ctx.audit.enter_step(step.name, java_class, turn)
         started = time.perf_counter()
         turn.audit("STEP_ENTER", {"step": step.name, "stepClass": java_class})
         await _hooks(ctx, turn, "before")
@@ -51,7 +51,7 @@ def make_node(step: Step, plan: StepPlan, provider: ContextProvider | None = Non
             turn.audit("STEP_ERROR", {"step": step.name, "stepClass": java_class, "errorType": type(exc).__name__,
                                       "errorMessage": redact_text(str(exc)), "durationMs": round(millis, 3)})
             await _hooks(ctx, turn, "on_error", exc)
-            ctx.audit.current_step = None
+            ctx.audit.leave_step()
             error = redact_error(_as_step_error(exc, step.name))  # before LangGraph stores or logs it
             if error is exc:
                 raise
@@ -62,7 +62,7 @@ def make_node(step: Step, plan: StepPlan, provider: ContextProvider | None = Non
                                  "outcome": "Stop" if turn.route == PERSIST_CONVERSATION else "Continue",
                                  "durationMs": round(millis, 3)})
         await _hooks(ctx, turn, "after")
-        ctx.audit.current_step = None
+        ctx.audit.leave_step()
         return Command(update=turn.changes(), goto=plan.next_step(step.name, turn))
 
     node.__name__ = step.name

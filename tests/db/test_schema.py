@@ -35,6 +35,9 @@ EXPECTED_COLUMNS = {
     "ce_conversation_history": "history_id conversation_id user_input assistant_output created_at modified_at",
     "ce_llm_call_log": "llm_call_id conversation_id intent_code state_code provider model temperature prompt_text "
     "user_context response_text success error_message created_at",
+    "ce_mcp_user_feedback": "feedback_id conversation_id feedback_type message_id intent_code state_code user_query "
+    "assistant_response mcp_tool_code captured_query_knowledge_count applied_query_knowledge_json metadata_json "
+    "created_at",
     "ce_state_graph": "state_graph_id intent_code from_state to_state enabled description created_at",
     "ce_memory": "memory_id intent_code state_code enabled priority recent_turns summary_max_chars system_prompt "
     "user_prompt created_at",
@@ -45,6 +48,7 @@ JSON_COLUMNS = {
     ("ce_mcp_db_tool", "allowed_identifiers"), ("ce_conversation", "context_json"),
     ("ce_conversation", "last_assistant_json"), ("ce_conversation", "input_params_json"),
     ("ce_audit", "payload_json"), ("ce_conversation_history", "assistant_output"),
+    ("ce_mcp_user_feedback", "applied_query_knowledge_json"), ("ce_mcp_user_feedback", "metadata_json"),
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,7 +36,7 @@ async def test_fifty_concurrent_messages_to_one_conversation(server: Server, db_
     assert all(r["success"] and r["conversationId"] == cid for r in replies)
 
     # every message was one turn, and no turn began before the previous one ended
-    boundaries = [(row["stage"], row["payloadJson"].get("text")) for row in audit
+    boundaries = [(row["stage"], json.loads(row["payloadJson"]).get("text")) for row in audit
                   if row["stage"] in ("USER_INPUT", "PIPELINE_TIMING")]
     assert [stage for stage, _ in boundaries] == ["USER_INPUT", "PIPELINE_TIMING"] * 50
     recorded = [text for stage, text in boundaries if stage == "USER_INPUT"]
@@ -81,7 +82,7 @@ async def test_a_server_killed_mid_turn_continues_from_the_last_completed_turn(d
     try:
         async with httpx.AsyncClient(base_url=second.base, timeout=60) as client:
             audit = (await client.get(f"/api/v1/conversation/audit/{cid}")).json()
-            texts = [row["payloadJson"]["text"] for row in audit if row["stage"] == "USER_INPUT"]
+            texts = [json.loads(row["payloadJson"])["text"] for row in audit if row["stage"] == "USER_INPUT"]
             assert texts == ["loan please"]  # the killed turn left nothing behind
             reply = await post(client, "hello", cid)
             assert (reply["success"], reply["intent"], reply["state"]) == (True, "GREETING", "IDLE")

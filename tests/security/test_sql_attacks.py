@@ -12,6 +12,7 @@ nothing changed: the ``ce_*`` tables and other conversations (``World``), a cana
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import tempfile
@@ -334,7 +335,7 @@ async def test_stacked_statements_and_huge_results_over_http(canary: str, backen
 
         async def last_refusal(cid: str) -> dict[str, Any]:
             rows = (await client.get(f"/api/v1/conversation/audit/{cid}")).json()
-            return [r["payloadJson"] for r in rows if r["stage"] == "MCP_DB_SQL_REFUSED"][-1]
+            return [json.loads(r["payloadJson"]) for r in rows if r["stage"] == "MCP_DB_SQL_REFUSED"][-1]
 
         victim = (await say("loan")).json()["conversationId"]
         cid = (await say("loan")).json()["conversationId"]

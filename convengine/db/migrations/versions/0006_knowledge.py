@@ -1,7 +1,7 @@
 """knowledge bases
 
 Revision ID: 0006
-Revises: 0004
+Revises: 0005
 Create Date: 2026-12-04 00:00:00
 
 ``ce_knowledge_base`` / ``_document`` / ``_chunk`` hold documents split into passages with
@@ -14,7 +14,7 @@ from alembic import op
 from convengine.db.models import KNOWLEDGE_MODELS
 
 revision = "0006"
-down_revision = "0004"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 
