@@ -498,6 +498,38 @@ async def test_a_large_request_is_not_amplified_in_storage(serve: Any, db_url: s
     assert grown < 6 * sent, f"3 requests of {sent // 3} bytes stored {grown} bytes"
 
 
+@pytest.mark.xfail(strict=True, reason="a conversation's persisted caller params grow without bound")
+async def test_persisted_params_stay_bounded_when_every_turn_sends_new_keys(serve: Any, db_url: str) -> None:
+    """Attack (broke, medium): every turn sends ~1.5 MB of inputParams under new key names. Keys a caller
+    sent once persist, so the conversation's params grow by 1.5 MB a turn without limit: after 6 turns
+    9 MB are read, written and checkpointed on every turn (each turn slower, the database growing
+    quadratically until a prune); after a few hundred turns one conversation takes the server's memory.
+    Each request is within api.max_body_bytes. Proposed fix (convengine/state.py persistent_params and
+    nodes/bootstrap.py): bound what persists, e.g. the persisted caller params as JSON within
+    api.max_body_bytes (the turn that would pass it refused with INVALID_INPUT naming the limit, nothing
+    written), or only the keys a pack declares persistent."""
+    server = serve(*BEYOND_LOOPBACK, env=auth_env())
+    async with httpx.AsyncClient(base_url=server.base, timeout=120) as client:
+        cid = await start(client, USER_A)
+        refusals = 0
+        for turn in range(6):
+            params = {f"t{turn}_{i}": "v" * 90 for i in range(15_000)}
+            response = await send(client, USER_A, "hello", cid, inputParams=params)
+            refusals += response.status_code != 200 or not response.json()["success"]
+    persisted = persisted_params_bytes(db_url, cid)
+    assert refusals or persisted <= 2 * 1024 * 1024, f"the conversation persists {persisted} bytes of params"
+
+
+def persisted_params_bytes(url: str, cid: str) -> int:
+    engine = create_sync_engine(parse_database_url(url))
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(sa.text("SELECT length(CAST(input_params_json AS TEXT)) FROM ce_conversation "
+                                            "WHERE CAST(conversation_id AS TEXT) = :c"), {"c": cid}).scalar_one())
+    finally:
+        engine.dispose()
+
+
 def stored_bytes(url: str, cid: str) -> int:
     """Bytes of the conversation's rows in ce_* tables and its checkpoints."""
     engine = create_sync_engine(parse_database_url(url))
