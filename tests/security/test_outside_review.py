@@ -11,6 +11,7 @@ the database as someone with write access to checkpoints could. Memory is measur
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 import tracemalloc
@@ -25,7 +26,7 @@ import pytest
 import sqlalchemy as sa
 
 from convengine.db import create_sync_engine, parse_database_url
-from convengine.errors import UnsafeCheckpointError
+from convengine.errors import ConversationNotFoundError, UnsafeCheckpointError
 from convengine.llm import ScriptedLLM
 from convengine.tools.http import HttpRequest
 from tests.api.auth_support import (
@@ -313,6 +314,31 @@ async def test_key_presentation_tricks_are_refused(serve: Any, world: Any) -> No
         for path in ("/health/../api/v1/cache/analyze", "/health/%2e%2e/api/v1/cache/analyze"):
             assert (await client.get(path)).status_code in (401, 404), path
         assert_unchanged(before, world())
+
+
+# Attack: two callers race for the first turn of the same new conversation id (a client-chosen id
+# that leaked), on two processes sharing the database: both check "no such conversation" before
+# either has written its row. Exactly one may own it; the other must not run a turn or add a row.
+async def test_two_callers_racing_for_a_new_id_on_two_replicas_get_one_owner(db_url: str) -> None:
+    async with engine_on(db_url, pack()) as first, engine_on(db_url, pack()) as second:
+        for _ in range(4):
+            cid = str(uuid.uuid4())
+            outcomes = await asyncio.gather(first.aprocess("a loan please", cid, owner="alice"),
+                                            second.aprocess("a loan please", cid, owner="mallory"),
+                                            return_exceptions=True)
+            won = [o for o in outcomes if not isinstance(o, BaseException)]
+            lost = [o for o in outcomes if isinstance(o, BaseException)]
+            assert len(won) == 1 and len(lost) == 1, outcomes
+            assert isinstance(lost[0], ConversationNotFoundError), lost
+            winner = "alice" if not isinstance(outcomes[0], BaseException) else "mallory"
+            loser = "mallory" if winner == "alice" else "alice"
+            texts = [e.payload.get("text") for e in await first.aaudit(cid, owner=winner) if e.stage == "USER_INPUT"]
+            assert texts == ["a loan please"]  # one turn ran: the loser's left nothing
+            for engine in (first, second):
+                with pytest.raises(ConversationNotFoundError):
+                    await engine.aaudit(cid, owner=loser)
+                with pytest.raises(ConversationNotFoundError):
+                    await engine.aprocess("mine now", cid, owner=loser)
 
 
 def raw_request(port: int, head: bytes) -> bytes:
