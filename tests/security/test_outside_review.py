@@ -12,7 +12,9 @@ the database as someone with write access to checkpoints could. Memory is measur
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+import threading
 import time
 import tracemalloc
 import uuid
@@ -456,6 +458,81 @@ async def test_a_redirect_from_an_allowed_host_is_not_followed(db_url: str, worl
     assert len(partner.requests) == 1 and internal.requests == []
     assert shaped["result"]["status"] == 302 and "admin data" not in str(shaped)
     assert_unchanged(before, after)
+
+
+class Flood(threading.Thread):
+    """A server on 127.0.0.1 answering every request with ``chunks`` chunks of 1 MiB, ``pause`` s apart
+    (the same bytes object written again: the test process allocates nothing while it serves)."""
+
+    CHUNK = b"[" + b"0," * (MiB // 2 - 1) + b"0"
+
+    def __init__(self, chunks: int, pause: float = 0.0, size: int = MiB) -> None:
+        super().__init__(daemon=True)
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.chunks, self.pause, self.chunk = chunks, pause, self.CHUNK[:size]
+        self.served = 0
+
+    def run(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = self.sock.accept()
+                with conn:
+                    conn.recv(65536)
+                    self.served += 1
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                                 + str(self.chunks * len(self.chunk)).encode() + b"\r\nConnection: close\r\n\r\n")
+                    with contextlib.suppress(OSError):
+                        for _ in range(self.chunks):
+                            conn.sendall(self.chunk)
+                            time.sleep(self.pause)
+
+    def stop(self) -> None:
+        self.sock.close()
+
+
+async def flood_turn(db_url: str, flood: Flood, **http_api: Any) -> tuple[dict[str, Any], int, float]:
+    """One caller turn whose HTTP tool fetches from ``flood`` (allow-listed); the tool's audited
+    outcome, the most memory held and the turn's duration."""
+    tools = {"fetch.page": lambda args, ctx: HttpRequest(url=f"http://127.0.0.1:{flood.port}/feed")}
+    data = pack(ce_mcp_tool=[HTTP_TOOL], settings={"mcp": {"http-api": {"allowed-hosts": ["127.0.0.1"],
+                                                                         **http_api}}})
+    async with engine_on(db_url, data, tools=tools) as engine:
+        first = await engine.aprocess("loan")
+        request = {"tool_request": {"tool_code": "fetch.page", "args": {}}}
+        started = time.monotonic()
+        _, peak = await peak_allocation(lambda: engine.aprocess("go", first.conversation_id, input_params=request))
+        elapsed = time.monotonic() - started
+        shaped = payload_of(await turn_events(engine, first.conversation_id), "TOOL_ORCHESTRATION_ERROR")
+    return shaped, peak, elapsed
+
+
+# Attack (broke, medium; fixed): an HTTP tool's response was read whole into memory before any limit
+# applied (the mapped result was capped afterwards), so a prompt-injected URL naming a host that
+# answers with 200 MiB (or a compressed body that inflates) cost the server that much memory per call.
+async def test_a_huge_http_response_is_refused_while_it_is_read(db_url: str) -> None:
+    flood = Flood(chunks=200)
+    flood.start()
+    try:
+        shaped, peak, _ = await flood_turn(db_url, flood, defaults={"max-attempts": 1})
+    finally:
+        flood.stop()
+    assert "is larger than 4194304 bytes; it was not read further" in shaped["error"], shaped
+    assert peak < 32 * MiB, f"the engine held {peak / MiB:.0f} MiB of a refused response"
+
+
+# Attack (broke, medium; fixed): a host that sends its response a little at a time, each piece within
+# the read timeout, kept the turn (and one of the tool client's 100 pooled connections) busy for as
+# long as it liked; 100 such calls starved every conversation's HTTP tools.
+async def test_a_response_dripped_slowly_is_cut_off_at_the_read_timeout(db_url: str) -> None:
+    flood = Flood(chunks=20, pause=0.5, size=1024)
+    flood.start()
+    try:
+        shaped, _, elapsed = await flood_turn(db_url, flood, defaults={"max-attempts": 1, "read-timeout-ms": 2000})
+    finally:
+        flood.stop()
+    assert elapsed < 6, f"the turn took {elapsed:.1f} s for a 2 s read timeout"
+    assert "2000 ms" in shaped["error"], shaped
 
 
 # --- templates ----------------------------------------------------------------------------------
