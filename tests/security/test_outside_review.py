@@ -396,6 +396,37 @@ async def test_a_keyless_loopback_server_refuses_requests_relayed_by_a_proxy(ser
     assert audit.status_code == 401 and refresh.status_code == 401
 
 
+@pytest.mark.xfail(strict=True, reason="request bodies have no deadline: slow bodies hold every connection slot")
+async def test_slow_request_bodies_do_not_hold_the_server(serve: Any) -> None:
+    """Attack (broke, medium): a request head is bounded in time (api.header_timeout_s) but its body is
+    not. Connections opened one at a time, each sending a complete head announcing 100 kB and then one
+    body byte every 0.3 s, hold the api.max_concurrency slots (8 here, 512 by default) for as long as
+    they like: every other caller gets 503. Proposed fix (convengine/api/serving.py, BoundedH11Protocol): keep the
+    deadline armed until the request body is complete (their_state DONE), with its own setting
+    (e.g. api.body_timeout_s, default 30 s) and drop the connection when it passes."""
+    server = serve(env={"CONVENGINE_API__MAX_CONCURRENCY": "8", "CONVENGINE_API__HEADER_TIMEOUT_S": "1"})
+    head = (f"POST {MESSAGE} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            "Content-Length: 100000\r\n\r\n{").encode()
+    slow = []
+    try:
+        for _ in range(7):  # one at a time, each below the limit when its head arrives: all accepted
+            slow.append(await asyncio.open_connection("127.0.0.1", server.port))
+            slow[-1][1].write(head)
+            await slow[-1][1].drain()
+        for _ in range(10):  # 3 s: three times the head deadline
+            for _, writer in slow:
+                writer.write(b" ")
+                with contextlib.suppress(ConnectionError):
+                    await writer.drain()
+            await asyncio.sleep(0.3)
+        async with httpx.AsyncClient(timeout=10) as client:
+            health = await client.get(server.base + "/health")
+    finally:
+        for _, writer in slow:
+            writer.close()
+    assert health.status_code == 200, health.status_code
+
+
 # --- HTTP tools: SSRF ----------------------------------------------------------------------------
 
 HTTP_TOOL = {"tool_id": 1, "tool_code": "fetch.page", "tool_group": "HTTP_API", "intent_code": "LOAN",
