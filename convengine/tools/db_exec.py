@@ -31,6 +31,9 @@ from convengine.tools.sql_tokens import Numbered, UnsafeSqlError
 
 ROW_TOO_LARGE = "convengine: tool row over the byte budget"
 """Marks the error PostgreSQL raises for a row over ``Limits.bytes`` (see :func:`row_bounded`)."""
+SQLITE_MAX_VALUE_BYTES = 16 * 1024 * 1024
+"""The longest string or blob a SQLite tool query may build or read (SQLITE_LIMIT_LENGTH): values a query
+only filters on may be larger than the result budget, but one never grows without bound."""
 SQLITE_READS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE})
 SQLITE_ACTIONS = {getattr(sqlite3, f"SQLITE_{n}"): n for n in (
     "INSERT", "UPDATE", "DELETE", "PRAGMA", "ATTACH", "DETACH", "TRANSACTION", "SAVEPOINT", "CREATE_TABLE",
@@ -201,7 +204,7 @@ def _on_sqlite(raw: sqlite3.Connection, numbered: Numbered, policy: SqlPolicy, l
     authorizer = SqliteAuthorizer(policy)
     counted = Counted()
     raw.execute("PRAGMA query_only = ON")
-    length = raw.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, limits.bytes)  # no value or row over the byte budget
+    length = raw.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(limits.bytes, SQLITE_MAX_VALUE_BYTES))
     raw.set_authorizer(authorizer)
     raw.set_progress_handler(_deadline(limits.timeout_ms), 10_000)
     cursor: sqlite3.Cursor | None = None

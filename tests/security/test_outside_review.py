@@ -97,6 +97,21 @@ async def test_one_huge_value_is_refused_before_it_reaches_the_engine(canary: st
         assert (await engine.aprocess("still here", victim)).intent == "LOAN"
 
 
+async def test_values_larger_than_the_result_budget_may_still_be_filtered_on(canary: str) -> None:
+    """The bound is on what a query builds or returns, not on what it reads to filter."""
+    engine_ = create_sync_engine(parse_database_url(canary))
+    with engine_.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE docs (id INTEGER PRIMARY KEY, body TEXT)"))
+        conn.execute(sa.text("INSERT INTO docs VALUES (1, :b)"), {"b": "x" * 2_000_000 + "needle"})
+    engine_.dispose()
+    async with engine_on(canary, sql_pack(**RAW_ON_ENGINE_DB)) as engine:
+        _, cid = await conversations(engine)
+        found = await ask(engine, cid, "SELECT id, length(body) AS n FROM docs WHERE body LIKE '%needle'")
+        whole = await ask(engine, cid, "SELECT body FROM docs")
+    assert payload_of(found, "TOOL_ORCHESTRATION_RESULT")["result"] == [{"id": 1, "n": 2_000_006}]
+    assert "at row 1;" in refused(whole, "TOOL_RESULT_TOO_LARGE")
+
+
 # The same value asked for by a prompt-injected planner (the LLM's reply names the raw-SQL tool).
 PLANNER_ANSWER = [{"intent_code": "LOAN", "state_code": "START", "exact_text": "{{context.mcp.finalAnswer}}",
                    "priority": 1}]
