@@ -104,10 +104,18 @@ class StrictSerializer(JsonPlusSerializer):
         if kind == "msgpack":
             return _unpack_checked(payload)
         if kind == "json":
-            return json.loads(payload)  # plain JSON: no constructor revival
+            return _json_checked(payload)
         if kind in ("null", "bytes", "bytearray"):
             return super().loads_typed(data)
         raise _refuse(f"a value serialized as {kind!r}")
+
+
+def _json_checked(payload: bytes) -> Any:
+    """Plain JSON (no constructor revival); nesting too deep or a number too long is refused like bad msgpack."""
+    try:
+        return json.loads(payload)
+    except (ValueError, RecursionError) as exc:
+        raise _refuse(f"bytes that are not plain JSON ({type(exc).__name__})") from None
 
 
 def _unpack_checked(payload: bytes) -> Any:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +29,11 @@ from convengine.jsontext import dumps
 from convengine.tools.sql_policy import SqlPolicy
 from convengine.tools.sql_tokens import Numbered, UnsafeSqlError
 
+ROW_TOO_LARGE = "convengine: tool row over the byte budget"
+"""Marks the error PostgreSQL raises for a row over ``Limits.bytes`` (see :func:`row_bounded`)."""
+SQLITE_MAX_VALUE_BYTES = 16 * 1024 * 1024
+"""The longest string or blob a SQLite tool query may build or read (SQLITE_LIMIT_LENGTH): values a query
+only filters on may be larger than the result budget, but one never grows without bound."""
 SQLITE_READS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE})
 SQLITE_ACTIONS = {getattr(sqlite3, f"SQLITE_{n}"): n for n in (
     "INSERT", "UPDATE", "DELETE", "PRAGMA", "ATTACH", "DETACH", "TRANSACTION", "SAVEPOINT", "CREATE_TABLE",
@@ -77,10 +82,26 @@ def collect(rows: Iterable[Mapping[str, Any]], limits: Limits) -> Fetched:
         text = dumps(dict(row))
         size += len(text.encode()) + (1 if kept else 0)
         if size > limits.bytes:
-            raise ResultTooLargeError(f"the query result is larger than mcp.max-result-bytes ({limits.bytes} bytes "
-                                      f"as JSON) at row {len(kept) + 1}; select fewer or smaller columns or rows")
+            raise too_large(limits.bytes, len(kept) + 1)
         kept.append(orjson.loads(text))
     return Fetched(kept, False, size)
+
+
+class Counted:
+    """Counts the rows a driver hands out: an error while reading the next one is about row ``seen + 1``."""
+
+    def __init__(self) -> None:
+        self.seen = 0
+
+    def over(self, rows: Iterable[Any]) -> Iterator[Any]:
+        for row in rows:
+            self.seen += 1
+            yield row
+
+
+def too_large(limit: int, row: int) -> ResultTooLargeError:
+    return ResultTooLargeError(f"the query result is larger than mcp.max-result-bytes ({limit} bytes as JSON) at row "
+                               f"{row}; select fewer or smaller columns or rows")
 
 
 # --- PostgreSQL ------------------------------------------------------------------------
@@ -88,16 +109,28 @@ def collect(rows: Iterable[Mapping[str, Any]], limits: Limits) -> Fetched:
 
 def _on_postgres(conn: sa.Connection, numbered: Numbered, limits: Limits) -> Fetched:
     driver = conn.connection.driver_connection
+    counted = Counted()
     try:
         begin_read_only(driver, limits.timeout_ms)
         cursor = psycopg.RawCursor(driver, row_factory=dict_row)
-        with cursor, closing(cursor.stream(numbered.postgres, numbered.values)) as rows:
-            return collect(rows, limits)
+        with cursor, closing(cursor.stream(row_bounded(numbered.postgres, limits.bytes), numbered.values)) as rows:
+            return collect(counted.over(rows), limits)
     except psycopg.Error as exc:
+        if ROW_TOO_LARGE in str(exc):
+            raise too_large(limits.bytes, counted.seen + 1) from None
         raise _postgres_error(exc, limits.timeout_ms) from exc
     finally:
         if not reset_session(driver):
             conn.invalidate()
+
+
+def row_bounded(statement: str, max_bytes: int) -> str:
+    """The checked statement wrapped so that PostgreSQL fails a row whose text is over ``max_bytes``
+    before sending it: one huge value (a doubling recursive CTE) never reaches this process's memory.
+    The statement is a complete parsed query; the line breaks keep a trailing ``--`` comment inside."""
+    size = "octet_length(ce_row::text)"
+    return (f"SELECT ce_row.* FROM (\n{statement}\n) AS ce_row WHERE CASE WHEN {size} <= {int(max_bytes)} THEN true "
+            f"ELSE ('{ROW_TOO_LARGE}: ' || {size})::int = 0 END")
 
 
 def begin_read_only(driver: psycopg.Connection, timeout_ms: int) -> None:
@@ -169,21 +202,26 @@ class SqliteAuthorizer:
 
 def _on_sqlite(raw: sqlite3.Connection, numbered: Numbered, policy: SqlPolicy, limits: Limits) -> Fetched:
     authorizer = SqliteAuthorizer(policy)
+    counted = Counted()
     raw.execute("PRAGMA query_only = ON")
+    length = raw.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(limits.bytes, SQLITE_MAX_VALUE_BYTES))
     raw.set_authorizer(authorizer)
     raw.set_progress_handler(_deadline(limits.timeout_ms), 10_000)
     cursor: sqlite3.Cursor | None = None
     try:
         cursor = raw.execute(numbered.sqlite, numbered.values)
         names = [column[0] for column in cursor.description or ()]
-        return collect((dict(zip(names, row, strict=True)) for row in cursor), limits)
+        return collect((dict(zip(names, row, strict=True)) for row in counted.over(cursor)), limits)
     except sqlite3.Error as exc:
+        if "too big" in str(exc) and not authorizer.refused:
+            raise too_large(limits.bytes, counted.seen + 1) from None
         raise _sqlite_error(exc, authorizer, limits.timeout_ms) from exc
     finally:
         if cursor is not None:
             cursor.close()
         raw.set_authorizer(None)
         raw.set_progress_handler(None, 0)
+        raw.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, length)
         raw.execute("PRAGMA query_only = OFF")
 
 

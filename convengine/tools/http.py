@@ -47,6 +47,11 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 _ALLOWED_HOSTS: ContextVar[tuple[str, ...]] = ContextVar("convengine_http_allowed_hosts", default=())
 """``mcp.http_api.allowed_hosts`` of the request being sent (read by :class:`PinnedBackend`)."""
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+"""The most of a response body an HTTP tool reads (decoded); the mapped result is then capped at
+``mcp.max_result_bytes``."""
+_BODY_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+"""Headers describing the body as sent, not as read (decoded) and kept."""
 
 
 class UrlNotAllowedError(ToolError):
@@ -213,7 +218,35 @@ class HttpRunner:
         kwargs: dict[str, Any] = {"params": spec.query or None, "headers": headers, "timeout": timeout}
         if spec.body is not None and method not in ("GET", "DELETE"):
             kwargs["json"] = spec.body
-        return await self.client.request(method, spec.url, **kwargs)
+        request = self.client.build_request(method, spec.url, **kwargs)
+        response = await self.client.send(request, stream=True)
+        try:
+            body = await _read_body(response, spec, policy.read_timeout_ms)
+        finally:
+            await response.aclose()
+        kept = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _BODY_HEADERS]
+        return httpx.Response(response.status_code, headers=kept, content=body, request=request)
+
+
+async def _read_body(response: httpx.Response, spec: HttpRequest, timeout_ms: int) -> bytes:
+    """The (decoded) body, read within ``timeout_ms`` in all and at most :data:`MAX_RESPONSE_BYTES`:
+    a host that floods or drips its answer costs a bounded amount of memory and time."""
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(timeout_ms / 1000):
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > MAX_RESPONSE_BYTES:
+                    raise ToolError(f"the response of {spec.method} {_safe_url(spec.url)} is larger than "
+                                    f"{MAX_RESPONSE_BYTES} bytes; it was not read further",
+                                    code=ErrorCode.TOOL_RESULT_TOO_LARGE, recoverable=False)
+                chunks.append(chunk)
+    except TimeoutError:  # a transport failure like any other read timeout: retried, counted by the breaker
+        raise httpx.ReadTimeout(f"the whole response took longer than {timeout_ms} ms "
+                                "(mcp.http_api.defaults.read_timeout_ms bounds the whole body)",
+                                request=response.request) from None
+    return b"".join(chunks)
 
 
 def _transport_failed(spec: HttpRequest, tool_code: str, attempt: int,

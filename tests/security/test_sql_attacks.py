@@ -117,6 +117,11 @@ def unchecked(sql: str, values: Any, policy: Any) -> Checked:
     return Checked(text, number(text, tokens(text), values))
 
 
+def unwrapped(statement: str, max_bytes: int) -> str:
+    """The row-size wrapper switched off: PostgreSQL gets the statement itself."""
+    return statement
+
+
 SCANNER_BYPASSES = [
     ("SELECT E'\\' ' ; COMMIT; DELETE FROM ce_audit; --'", "only one statement is allowed (found 3)"),
     ("SELECT E'\\\\' ' ; COMMIT; DELETE FROM ce_audit; --'", "SQL does not parse: syntax error"),
@@ -174,6 +179,7 @@ async def test_a_second_statement_cannot_run_even_past_the_guard(canary: str, wo
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Defence in depth: with the parser switched off, the database itself still runs one read."""
     monkeypatch.setattr(db_module, "prepare", unchecked)
+    monkeypatch.setattr(db_exec, "row_bounded", unwrapped)  # the statement runs as given, not inside the row check
     async with engine_on(canary, sql_pack(**RAW_ON_ENGINE_DB)) as engine:
         _, cid = await conversations(engine)
         before = world(attacker=cid)
@@ -309,6 +315,7 @@ async def test_a_read_only_role_refuses_writes_even_past_every_engine_check(
         assert "permission denied for table ce_audit" in denied
         before = world(attacker=cid)
         monkeypatch.setattr(db_module, "prepare", unchecked)  # no parser check
+        monkeypatch.setattr(db_exec, "row_bounded", unwrapped)  # no row-size wrapper
         monkeypatch.setattr(db_exec, "begin_read_only", lambda driver, timeout_ms: None)  # no READ ONLY transaction
         for sql in ("DELETE FROM canary", "INSERT INTO canary VALUES (9, 'z')"):
             assert "read-only transaction" in refused(await ask(engine, cid, sql)), sql
