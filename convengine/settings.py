@@ -384,6 +384,9 @@ class ApiSettings(_Section):
     max_body_bytes: int = Field(2_000_000, ge=1024)
     max_input_depth: int = Field(DEFAULT_MAX_INPUT_DEPTH, ge=1, le=500)
     """How deeply inputParams (and context) may nest."""
+    max_persisted_params_bytes: int = Field(2_000_000, ge=1024)
+    """A conversation's persisted params (as JSON) may not grow past this; the turn that would
+    pass it is refused with INVALID_INPUT and nothing of it is written."""
     auth: AuthSettings = Field(default_factory=AuthSettings)
     cors: CorsSettings = Field(default_factory=CorsSettings)
     trusted_hosts: list[str] = Field(default_factory=list)
@@ -394,6 +397,8 @@ class ApiSettings(_Section):
     max_header_bytes: int = Field(16_384, ge=1024)
     header_timeout_s: float = Field(10.0, gt=0)
     """A connection must send a complete request head within this time (slow-header connections are dropped)."""
+    body_timeout_s: float = Field(30.0, gt=0)
+    """A request body must arrive within this time after its head (slow-body connections are dropped)."""
 
 
 class EngineSettings(BaseSettings):

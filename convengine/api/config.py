@@ -26,6 +26,10 @@ class ApiConfig:
     """Host header patterns answered; None: any."""
     cors_origins: tuple[str, ...]
     warnings: tuple[str, ...] = ()
+    refuse_relayed: bool = False
+    """Authentication is off only because the server listens on loopback (api.auth.mode=auto, no
+    keys): a request relayed by a proxy (Forwarded, X-Forwarded-For, X-Real-IP) comes from elsewhere
+    and is refused."""
 
 
 def resolve_api(settings: EngineSettings, *, host: str = DEFAULT_HOST, authenticate: Authenticate | None = None,
@@ -39,7 +43,8 @@ def resolve_api(settings: EngineSettings, *, host: str = DEFAULT_HOST, authentic
                         "this server can read and continue every conversation")
     origins = tuple(_origin(o) for o in dict.fromkeys([*api.cors.allowed_origins, *cors_origins]))
     return ApiConfig(api, auth, auth is not None and api.auth.conversation_ownership,
-                     allowed_hosts(api.trusted_hosts, host), origins, tuple(warnings))
+                     allowed_hosts(api.trusted_hosts, host), origins, tuple(warnings),
+                     refuse_relayed=auth is None and api.auth.mode == "auto")
 
 
 def _origin(origin: str) -> str:

@@ -114,13 +114,18 @@ class Authentication(_ConfiguredMiddleware):
         if config is not None and scope["path"] not in self.public:
             principal = await _principal(config, Request(scope))
             if principal is None:
-                return await _refuse(_unauthorized(Request(scope)), scope, receive, send)
+                return await _refuse(_unauthorized(Request(scope), config), scope, receive, send)
             scope.setdefault("state", {})["principal"] = principal
         await self.app(scope, receive, send)
 
 
+RELAY_HEADERS = ("forwarded", "x-forwarded-for", "x-real-ip")
+
+
 async def _principal(config: ApiConfig, request: Request) -> Principal | None:
     if config.authenticate is None:
+        if config.refuse_relayed and any(h in request.headers for h in RELAY_HEADERS):
+            return None  # a proxy relays callers from elsewhere to a server that trusts loopback
         client = request.client.host if request.client else "unknown"
         return Principal(f"client:{client}", admin=True)
     found: Any = config.authenticate(request)
@@ -129,7 +134,12 @@ async def _principal(config: ApiConfig, request: Request) -> Principal | None:
     return found if isinstance(found, Principal) else None
 
 
-def _unauthorized(request: Request) -> ApiRefusal:
+def _unauthorized(request: Request, config: ApiConfig) -> ApiRefusal:
+    if config.authenticate is None:
+        return ApiRefusal(401, ErrorCode.UNAUTHORIZED,
+                          "this server has no API keys and trusts loopback callers only, but the request was relayed "
+                          "by a proxy: set api.auth.api_keys (or api.auth.mode=off on purpose)",
+                          {"WWW-Authenticate": "Bearer"})
     offered = presented_key(request) is not None or "authorization" in request.headers
     message = ("the credentials sent are not valid" if offered else
                "authentication required: send Authorization: Bearer <key> or X-API-Key: <key>")

@@ -31,7 +31,9 @@ class BoundedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol with a deadline for each request head."""
 
     head_timeout_s = 10.0
+    body_timeout_s = 30.0
     _head_timer: asyncio.TimerHandle | None = None
+    _body_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
         super().connection_made(transport)  # type: ignore[arg-type]
@@ -39,8 +41,14 @@ class BoundedH11Protocol(H11Protocol):
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
-        if self.conn.their_state is not h11.IDLE:
+        state = self.conn.their_state
+        if state is not h11.IDLE:
             self._cancel_head_timer()  # the head is complete
+        if state is h11.SEND_BODY:
+            if self._body_timer is None:  # the body has its own deadline, from the end of the head
+                self._body_timer = self.loop.call_later(self.body_timeout_s, self._body_timeout)
+        else:
+            self._cancel_body_timer()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -49,6 +57,7 @@ class BoundedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_head_timer()
+        self._cancel_body_timer()
         super().connection_lost(exc)
 
     def send_400_response(self, msg: str) -> None:
@@ -75,21 +84,32 @@ class BoundedH11Protocol(H11Protocol):
             self._head_timer.cancel()
             self._head_timer = None
 
+    def _cancel_body_timer(self) -> None:
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
+    def _body_timeout(self) -> None:
+        self._body_timer = None
+        if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
+            self.transport.close()  # a body dripped slower than api.body_timeout_s holds no slot
+
     def _head_timeout(self) -> None:
         self._head_timer = None
         if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
             self.transport.close()
 
 
-def bounded_protocol(head_timeout_s: float) -> type[BoundedH11Protocol]:
-    return type("BoundedH11Protocol", (BoundedH11Protocol,), {"head_timeout_s": head_timeout_s})
+def bounded_protocol(head_timeout_s: float, body_timeout_s: float = 30.0) -> type[BoundedH11Protocol]:
+    return type("BoundedH11Protocol", (BoundedH11Protocol,), {"head_timeout_s": head_timeout_s,
+                                                             "body_timeout_s": body_timeout_s})
 
 
 def server_config(app: Any, api: ApiSettings, *, host: str, port: int, log_level: str) -> uvicorn.Config:
     """uvicorn's configuration with the API's limits (``api.max_concurrency``, ``max_header_bytes``,
     ``header_timeout_s``)."""
     return uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on",
-                          http=bounded_protocol(api.header_timeout_s), limit_concurrency=api.max_concurrency,
+                          http=bounded_protocol(api.header_timeout_s, api.body_timeout_s), limit_concurrency=api.max_concurrency,
                           h11_max_incomplete_event_size=api.max_header_bytes, log_config=server_log_config(log_level))
 
 

@@ -6,8 +6,9 @@ import json
 import re
 from typing import Any
 
-from convengine.errors import ErrorCode, StepError
+from convengine.errors import ErrorCode, InvalidInputError, StepError
 from convengine.graph import names
+from convengine.jsontext import dumps
 from convengine.nodes.common import Step, now_ms
 from convengine.nodes.turn import Turn
 from convengine.state import persistent_params
@@ -78,6 +79,7 @@ async def persist_conversation(turn: Turn) -> None:
     blocked = turn.get("status") == "BLOCKED"
     context = json_safe(turn.read_context())
     params = json_safe(persistent_params(turn.read_params(), _kept_keys(turn)))
+    _check_params_size(turn, params)
     turn.replace_context(context)
     turn.set("input_params", params)
     turn.set("status", "BLOCKED" if blocked else "RUNNING")
@@ -88,6 +90,16 @@ async def persist_conversation(turn: Turn) -> None:
     _prepare_commit(turn, payload, context, params, blocked)
     turn.audit("ENGINE_RETURN", {"intent": turn.intent, "state": turn.state, "payload": payload,
                                  "status": "BLOCKED" if blocked else "RUNNING"})
+
+
+def _check_params_size(turn: Turn, params: dict[str, Any]) -> None:
+    """Persisted params are re-read and re-checkpointed every turn: they may not grow without bound."""
+    limit = turn.settings.api.max_persisted_params_bytes
+    size = len(dumps(params))
+    if size > limit:
+        raise InvalidInputError(f"the conversation's params would persist {size} bytes; the limit is {limit} "
+                                "(settings api.max_persisted_params_bytes): send fewer or smaller inputParams, "
+                                "or reset the conversation")
 
 
 def _kept_keys(turn: Turn) -> list[str]:

@@ -27,7 +27,7 @@ import re2
 
 from convengine.errors import ErrorCode, PromptRenderError
 from convengine.settings import EngineSettings
-from convengine.templates.sandbox import BoundedSandbox, TemplateBudgetError, budget_for
+from convengine.templates.sandbox import BoundedSandbox, TemplateBudgetError, budget_for, check_serialised
 
 _CONVENGINE_FORMS = [
     (re2.compile(r"(?s)\[\(\$\{(.+?)\}\)\]"), r"{{ \1 }}"),
@@ -59,7 +59,7 @@ DEFAULT_LIMITS = TemplateLimits()
 
 def _finalize(value: Any) -> Any:
     if isinstance(value, (dict, list, tuple)):
-        return json.dumps(value, ensure_ascii=False, default=str)
+        return json.dumps(check_serialised(value, "a printed list or mapping"), ensure_ascii=False, default=str)
     if value is None:
         return ""
     if isinstance(value, bool):

@@ -104,6 +104,38 @@ def check_size(value: Any, what: str) -> Any:
     return value
 
 
+def serialised_size(value: Any, limit: int) -> int:
+    """About how many characters ``value`` takes as JSON or ``str()`` (never fewer), counted without
+    building it and stopping once past ``limit``: a list holding one list N times is N*N long."""
+    total, stack = 0, [value]
+    while stack and total <= limit:
+        item = stack.pop()
+        if isinstance(item, str):
+            total += len(item) + 2
+        elif isinstance(item, Mapping):
+            total += 2 + 4 * len(item)
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            total += 2 + 2 * len(item)
+            stack.extend(item)
+        elif isinstance(item, bool) or item is None:
+            total += 5
+        elif isinstance(item, int):
+            total += item.bit_length() * 10 // 33 + 2
+        else:
+            total += 32
+    return total
+
+
+def check_serialised(value: Any, what: str) -> Any:
+    """Refuse a list or mapping whose text would be over budget, before it is written."""
+    if isinstance(value, (list, tuple, set, frozenset, Mapping)):
+        current = budget()
+        current.fits(serialised_size(value, current.max_chars), what)
+    return value
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int)
 
@@ -194,7 +226,26 @@ def replaced_size(text: Any, old: Any, new: Any, count: Any = -1) -> int:
 
 def joined_size(separator: Any, items: list[Any]) -> int:
     sep = len(separator) if isinstance(separator, str) else 0
-    return sum(len(i) for i in items if isinstance(i, str)) + sep * max(len(items) - 1, 0)
+    limit = budget().max_chars
+    total = sep * max(len(items) - 1, 0)
+    for item in items:
+        total += len(item) if isinstance(item, str) else serialised_size(item, limit)
+        if total > limit:
+            break
+    return total
+
+
+def translated_size(text: str, table: Any) -> int:
+    if not isinstance(table, Mapping):
+        return len(text)
+    longest = max((len(v) if isinstance(v, str) else 1 for v in table.values()), default=1)
+    return len(text) * max(longest, 1)
+
+
+def wrapped_size(text: str, width: Any, wrapstring: Any) -> int:
+    wrap = len(wrapstring) if isinstance(wrapstring, str) else 1
+    lines = len(text) // max(width if _is_int(width) else 79, 1) + text.count(" ") + text.count("\n") + 1
+    return len(text) + wrap * lines
 
 
 def _width(value: Any) -> int:
@@ -209,6 +260,7 @@ _STR_METHODS: dict[str, Callable[[str, tuple[Any, ...], dict[str, Any]], int]] =
     "expandtabs": lambda s, a, k: len(s) + _width(_arg(a, k, 0, "tabsize", 8)) * s.count("\t"),
     "replace": lambda s, a, k: replaced_size(s, _arg(a, k, 0, "old", ""), _arg(a, k, 1, "new", ""),
                                              _arg(a, k, 2, "count", -1)),
+    "translate": lambda s, a, k: translated_size(s, _arg(a, k, 0, "table", {})),
 }
 
 
@@ -246,6 +298,11 @@ def _filter_precheck(name: str, value: Any, args: tuple[Any, ...], kwargs: dict[
         check_printf(value, args)
     elif name == "tojson" and _width(_arg(args, kwargs, 0, "indent", 0)) > MAX_JSON_INDENT:
         raise TemplateBudgetError(f"|tojson indent is over {MAX_JSON_INDENT}", TOO_LARGE)
+    elif name in ("tojson", "string", "pprint"):
+        check_serialised(value, f"the result of |{name}")
+    elif name == "wordwrap" and isinstance(value, str):
+        current.fits(wrapped_size(value, _arg(args, kwargs, 0, "width", 79), _arg(args, kwargs, 2, "wrapstring", "\n")),
+                     "the result of |wordwrap")
     elif name == "join" and isinstance(value, Iterable) and not isinstance(value, (str, dict)):
         items = list(value)
         current.fits(joined_size(_arg(args, kwargs, 0, "d", ""), items), "the result of |join")

@@ -390,10 +390,8 @@ async def test_host_header_tricks_do_not_reach_a_keyless_loopback_server(serve: 
     assert_unchanged(before, world())
 
 
-@pytest.mark.xfail(strict=True, reason="proposed hardening, not done: a keyless loopback server answers requests "
-                                       "relayed by a reverse proxy on the same host as an admin")
 async def test_a_keyless_loopback_server_refuses_requests_relayed_by_a_proxy(serve: Any, world: Any) -> None:
-    """Attack (broke, low): a server started the documented way for development (`convengine serve`,
+    """Attack (broke, low; fixed): a server started the documented way for development (`convengine serve`,
     loopback, no keys: authentication off) and then exposed by a reverse proxy on the same host. nginx's
     default `proxy_pass http://127.0.0.1:8080` sends `Host: 127.0.0.1:8080` (trusted) and adds
     X-Forwarded-For; every Internet caller is then an admin that reads every conversation and refreshes
@@ -411,15 +409,15 @@ async def test_a_keyless_loopback_server_refuses_requests_relayed_by_a_proxy(ser
     assert audit.status_code == 401 and refresh.status_code == 401
 
 
-@pytest.mark.xfail(strict=True, reason="request bodies have no deadline: slow bodies hold every connection slot")
 async def test_slow_request_bodies_do_not_hold_the_server(serve: Any) -> None:
-    """Attack (broke, medium): a request head is bounded in time (api.header_timeout_s) but its body is
+    """Attack (broke, medium; fixed with api.body_timeout_s): a request head is bounded in time (api.header_timeout_s) but its body is
     not. Connections opened one at a time, each sending a complete head announcing 100 kB and then one
     body byte every 0.3 s, hold the api.max_concurrency slots (8 here, 512 by default) for as long as
     they like: every other caller gets 503. Proposed fix (convengine/api/serving.py, BoundedH11Protocol): keep the
     deadline armed until the request body is complete (their_state DONE), with its own setting
     (e.g. api.body_timeout_s, default 30 s) and drop the connection when it passes."""
-    server = serve(env={"CONVENGINE_API__MAX_CONCURRENCY": "8", "CONVENGINE_API__HEADER_TIMEOUT_S": "1"})
+    server = serve(env={"CONVENGINE_API__MAX_CONCURRENCY": "8", "CONVENGINE_API__HEADER_TIMEOUT_S": "1",
+                        "CONVENGINE_API__BODY_TIMEOUT_S": "1"})
     head = (f"POST {MESSAGE} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             "Content-Length: 100000\r\n\r\n{").encode()
     slow = []
@@ -614,7 +612,6 @@ BOMBS = {
 
 
 @pytest.mark.parametrize("name", list(BOMBS))
-@pytest.mark.xfail(strict=True, reason="pack templates can allocate before the size budget is checked")
 async def test_a_template_cannot_allocate_past_its_budget(db_url: str, name: str) -> None:
     async with engine_on(db_url, template_pack(BOMBS[name])) as engine:
         first = await engine.aprocess("hello")
@@ -647,9 +644,8 @@ async def test_a_large_request_is_not_amplified_in_storage(serve: Any, db_url: s
     assert grown < 6 * sent, f"3 requests of {sent // 3} bytes stored {grown} bytes"
 
 
-@pytest.mark.xfail(strict=True, reason="a conversation's persisted caller params grow without bound")
 async def test_persisted_params_stay_bounded_when_every_turn_sends_new_keys(serve: Any, db_url: str) -> None:
-    """Attack (broke, medium): every turn sends ~1.5 MB of inputParams under new key names. Keys a caller
+    """Attack (broke, medium; fixed with api.max_persisted_params_bytes): every turn sends ~1.5 MB of inputParams under new key names. Keys a caller
     sent once persist, so the conversation's params grow by 1.5 MB a turn without limit: after 6 turns
     9 MB are read, written and checkpointed on every turn (each turn slower, the database growing
     quadratically until a prune); after a few hundred turns one conversation takes the server's memory.
