@@ -30,6 +30,7 @@ MCP_TOOL_CALL = "mcp_tool_call"
 RULES = "rules"
 STATE_GRAPH = "state_graph"
 RESPONSE_RESOLUTION = "response_resolution"
+POST_RESPONSE_RULES = "post_response_rules"
 MEMORY = "memory"
 PERSIST_CONVERSATION = "persist_conversation"
 PIPELINE_END_GUARD = "pipeline_end_guard"
@@ -59,6 +60,7 @@ DEFAULT_ORDER: tuple[str, ...] = (
     RULES,
     STATE_GRAPH,
     RESPONSE_RESOLUTION,
+    POST_RESPONSE_RULES,
     MEMORY,
     PERSIST_CONVERSATION,
     PIPELINE_END_GUARD,

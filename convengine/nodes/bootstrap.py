@@ -112,6 +112,7 @@ def wipe(turn: Turn, reason: str, *, extra: dict[str, Any] | None = None) -> Non
     turn.set("status", "RUNNING")
     turn.set("recent_turns", [])
     turn.set("schema_facts", {})
+    turn.set("schema_scope", None)
     turn.set("transitions", [])
     turn.set("turn_start", {"intent": UNKNOWN, "state": UNKNOWN, "turn": turn.get("turn")})
     turn.params["reset_reason"] = reason

@@ -17,7 +17,8 @@ from convengine.errors import ConvEngineError
 from convengine.graph import names
 from convengine.llm.prompts import PLANNER_SYSTEM, PLANNER_USER, config_prompt, render_for
 from convengine.nodes.common import dig, most_specific, run_rules
-from convengine.schema import compute_facts, select_schema
+from convengine.nodes.schema_scope import current_schema
+from convengine.schema import compute_facts
 from convengine.vocab import POST_AGENT_MCP, PRE_AGENT_MCP
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ def _skip_reason(turn: Turn) -> tuple[str, str, dict[str, Any]] | None:
     params = turn.read_params()
     if params.get("skip_tool_execution") or params.get("guardrail_blocked"):
         return "SKIPPED_BY_GUARDRAIL", "MCP_SKIPPED_GUARDRAIL", {}
-    record = select_schema(turn.snapshot, turn.intent, turn.state)
+    record = current_schema(turn)
     if record is not None:
         facts = compute_facts(record, turn.read_context())
         if not facts["complete"]:
