@@ -101,3 +101,24 @@ async def test_post_response_rules_are_skipped_without_rows_and_checked_by_the_s
         assert (result.state, result.payload.value) == ("START", "Loan started")  # START -> REVIEW has no edge
         violation = payload_of(await turn_events(engine, result.conversation_id), "STATE_GRAPH_VIOLATION")
         assert (violation["fromState"], violation["toState"], violation["mode"]) == ("START", "REVIEW", "HARD_BLOCK")
+
+
+async def test_post_semantic_interpret_rules_run_after_the_interpreter_tool(db_url: str) -> None:
+    tools = [{"tool_id": 1, "tool_code": "db.semantic.interpret", "tool_group": "CALCULATOR_TRANSFORM",
+              "intent_code": "LOAN", "state_code": "START", "description": "Interpret the question"}]
+    rules = [{"phase": "POST_SEMANTIC_INTERPRET", "intent_code": "LOAN", "state_code": "START", "rule_type": "EXACT",
+              "match_pattern": "ANY", "action": "SET_INPUT_PARAM", "action_value": '{"interpreted": true}'}]
+    llm = ScriptedLLM({"MCP_PLANNER": [
+        {"action": "CALL_TOOL", "tool_code": "db.semantic.interpret", "args": {"q": "loans"}, "answer": None,
+         "operation_tag": None},
+        {"action": "ANSWER", "tool_code": None, "args": None, "answer": "Two loans.", "operation_tag": None}]})
+    handler = {"db.semantic.interpret": lambda args, ctx: {"canonicalIntent": "LIST_LOANS"}}
+    async with engine_on(db_url, pack(ce_mcp_tool=tools, ce_rule=rules), llm=llm, tools=handler) as engine:
+        result = await engine.aprocess("how many loans do I have")
+        events = await turn_events(engine, result.conversation_id)
+        stages = [e.stage for e in events]
+        assert_in_order(stages, ["MCP_TOOL_RESULT", "RULE_APPLIED (McpToolStep PostSemanticInterpret)",
+                                 "MCP_FINAL_ANSWER"])
+        run = payload_of(events, "RULE_PHASE_RUN (McpToolStep PostSemanticInterpret)")
+        assert run["phase"] == "POST_SEMANTIC_INTERPRET" and len(run["matched"]) == 1
+        assert (await engine.astate(result.conversation_id))["input_params"]["interpreted"] is True
