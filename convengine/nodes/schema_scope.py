@@ -55,3 +55,11 @@ def settle_schema_scope(turn: Turn) -> None:
         turn.set(SCOPE_KEY, None)
         turn.audit("SCHEMA_SCOPE_CLEARED", {"schemaId": scope.get("schema_id"), "schemaIntent": scope.get("intent"),
                                             "intent": turn.intent, "reason": "INTENT_CHANGED"})
+
+
+def adopt_schema(turn: Turn, schema_id: int) -> None:
+    """Keep the schema a ConvEngine conversation was collecting (its ``schema_id`` param) when the row
+    exists and belongs to the conversation's intent; any other id is ignored."""
+    record = next((s for s in turn.snapshot.output_schemas if s.schema_id == schema_id and s.enabled), None)
+    if record is not None and record.intent_code == turn.intent:
+        turn.set(SCOPE_KEY, {"schema_id": schema_id, "intent": turn.intent, "state": record.state_code})

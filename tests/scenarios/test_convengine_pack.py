@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +136,22 @@ async def test_the_kept_schema_is_dropped_when_the_intent_changes(db_url: str) -
         cleared = payload_of(split_turns(await engine.aaudit(cid))[-1], "SCHEMA_SCOPE_CLEARED")
         assert (cleared["schemaId"], cleared["schemaIntent"], cleared["intent"]) == (21, "LOAN_APPLICATION",
                                                                                     "ORDER_STATUS")
+
+
+async def test_a_convengine_conversation_adopted_at_confirmation_keeps_its_schema(db_url: str) -> None:
+    from tests.scenarios.test_adoption import convengine_row
+
+    llm = scripted()
+    async with engine_on(db_url, PACK, llm=llm, tasks={"loanTasks": {"opened": LoanTasks().opened_}},
+                         tools=tools([])) as engine:
+        cid, other = str(uuid.uuid4()), str(uuid.uuid4())
+        convengine_row(db_url, cid, intent="LOAN_APPLICATION", state="CONFIRM",
+                       context='{"customerId": "C-100", "requestedAmount": 250000}', params='{"schema_id": 21}',
+                       history=[("250000", '{"type": "TEXT", "value": "Confirm a loan of 250000 for C-100?"}')])
+        edited = await engine.aprocess("change the amount to 350000", cid)
+        assert (edited.state, edited.payload.value) == ("CONFIRM", "Confirm a loan of 350000 for C-100?")
+        assert llm.sites() == ["DIALOGUE_ACT"]
+        convengine_row(db_url, other, intent="ORDER_STATUS", state="ORDER_LOOKUP", context="{}",
+                       params='{"schema_id": "21"}', history=[])
+        await engine.aprocess("my order please", other)
+        assert (await engine.astate(other)).get("schema_scope") is None  # another intent's schema is not kept
