@@ -24,9 +24,13 @@ async def policy_enforcement(turn: Turn) -> None:
     """
     policies = sorted((p for p in turn.snapshot.policies if p.enabled), key=lambda p: (p.priority, p.policy_id))
     for policy in policies:
-        hit = await _llm_hit(turn, policy) if policy.rule_type == LLM_POLICY else _text_hit(turn, policy)
+        if policy.rule_type == LLM_POLICY:
+            outcome = await _llm_outcome(turn, policy)
+            hit, failed_closed = outcome is not None, outcome == "FAIL_CLOSED"
+        else:
+            hit, failed_closed = _text_hit(turn, policy), False
         if hit:
-            _block(turn, policy, failed_closed=hit == "FAIL_CLOSED")
+            _block(turn, policy, failed_closed=failed_closed)
             return
 
 
@@ -38,19 +42,19 @@ def _text_hit(turn: Turn, policy: PolicyRecord) -> bool:
         return False
 
 
-async def _llm_hit(turn: Turn, policy: PolicyRecord) -> bool | str:
-    """True on a violation, "FAIL_CLOSED" when undecided and fail-closed, else False (all audited)."""
+async def _llm_outcome(turn: Turn, policy: PolicyRecord) -> str | None:
+    """Returns "VIOLATION", "FAIL_CLOSED" (undecided and fail-closed) or None to allow; all audited."""
     from convengine.llm.policy import check_policy, fail_closed
 
     verdict = await check_policy(turn, policy)
     if verdict.violates is not None:
         turn.audit("POLICY_LLM_CHECK", {"policyId": policy.policy_id, "violates": verdict.violates,
                                         "reason": verdict.reason, "callSite": "POLICY"})
-        return verdict.violates
+        return "VIOLATION" if verdict.violates else None
     closed = fail_closed(turn)
     turn.audit("POLICY_LLM_UNDECIDED", {"policyId": policy.policy_id, "error": verdict.error, "failClosed": closed,
                                         "outcome": "BLOCK" if closed else "ALLOW", "callSite": "POLICY"})
-    return "FAIL_CLOSED" if closed else False
+    return "FAIL_CLOSED" if closed else None
 
 
 def _block(turn: Turn, policy: PolicyRecord, *, failed_closed: bool = False) -> None:

@@ -33,11 +33,6 @@ def current_schema(turn: Turn) -> OutputSchemaRecord | None:
                  if s.enabled and s.schema_id == scope.get("schema_id") and s.intent_code == turn.intent), None)
 
 
-def kept_schema(turn: Turn) -> bool:
-    """Whether the current schema comes from the conversation (not from the state's own rows)."""
-    return select_schema(turn.snapshot, turn.intent, turn.state) is None and current_schema(turn) is not None
-
-
 def remember_schema(turn: Turn, record: OutputSchemaRecord) -> None:
     """Keep ``record`` for the conversation (when it was selected for the current intent)."""
     if record.intent_code != turn.intent:
