@@ -38,6 +38,8 @@ class Adopted:
     turns: int
     recent_turns: list[dict[str, Any]]
     problems: list[str] = field(default_factory=list)
+    schema_id: int | None = None
+    """ConvEngine's sticky ``schema_id`` param (the schema chosen while collecting), when it was an id."""
 
     def audit_payload(self) -> dict[str, Any]:
         return {"intent": self.intent, "state": self.state, "turns": self.turns,
@@ -56,11 +58,21 @@ async def find(engine: AsyncEngine, conversation_id: str, *, recent: int, max_de
         window = (await conn.execute(_recent_query(conversation_id, recent))).all()
     problems: list[str] = []
     context = _object(row.context, "context_json", max_depth, problems)
-    params, dropped = caller_params(_object(row.params, "input_params_json", max_depth, problems))
+    raw_params = _object(row.params, "input_params_json", max_depth, problems)
+    params, dropped = caller_params(raw_params)
     if dropped:
         problems.append(f"input_params_json: engine-computed keys dropped: {', '.join(dropped)}")
     return Adopted(row.intent or "UNKNOWN", row.state or "UNKNOWN", context, params, int(turns),
-                   [_recent(r, max_depth) for r in reversed(window)], problems)
+                   [_recent(r, max_depth) for r in reversed(window)], problems, _schema_id(raw_params))
+
+
+def _schema_id(params: dict[str, Any]) -> int | None:
+    value = params.get("schema_id")
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    return int(value) if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) < 19 else None
 
 
 def _row_query(conversation_id: str) -> sa.Select[Any]:

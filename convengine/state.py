@@ -50,6 +50,9 @@ class EngineState(TypedDict, total=False):
     """Completed turns of this conversation (a counter, not derived from history)."""
     recent_turns: list[dict[str, Any]]
     """The newest turns ``{user, assistant}``, oldest first, at most max_turns long."""
+    schema_scope: dict[str, Any] | None
+    """The slot schema chosen while collecting ``{schema_id, intent, state}``: it stays with the
+    conversation through confirmation and processing until the intent changes or a reset."""
     # --- turn-scoped ------------------------------------------------------------------
     turn_input: dict[str, Any]
     """This turn's request: ``text``, ``params``, ``reset``, ``turn_id``."""
@@ -78,6 +81,7 @@ CONVERSATION_KEYS: tuple[str, ...] = (
     "input_params",
     "turn",
     "recent_turns",
+    "schema_scope",
 )
 
 

@@ -13,7 +13,12 @@ ERROR = "ERROR"
 # --- ce_rule.phase ---------------------------------------------------------------------
 
 POST_DIALOGUE_ACT = "POST_DIALOGUE_ACT"
+POST_CLASSIFIER_INTENT = "POST_CLASSIFIER_INTENT"
+"""Runs only when a classifier resolved the intent (ConvEngine's IntentResolutionStep)."""
+POST_AGENT_INTENT = "POST_AGENT_INTENT"
+"""Runs only when the intent agent (LLM) accepted an intent (ConvEngine's AgentIntentResolver)."""
 POST_INTENT = "POST_INTENT"
+"""convengine's own phase: runs after either resolver, after the path's phase."""
 POST_SCHEMA_EXTRACTION = "POST_SCHEMA_EXTRACTION"
 PRE_AGENT_MCP = "PRE_AGENT_MCP"
 POST_SEMANTIC_INTERPRET = "POST_SEMANTIC_INTERPRET"
@@ -24,6 +29,8 @@ POST_RESPONSE_RESOLUTION = "POST_RESPONSE_RESOLUTION"
 
 PHASES = (
     POST_DIALOGUE_ACT,
+    POST_CLASSIFIER_INTENT,
+    POST_AGENT_INTENT,
     POST_INTENT,
     POST_SCHEMA_EXTRACTION,
     PRE_AGENT_MCP,
@@ -35,10 +42,8 @@ PHASES = (
 )
 
 PHASE_ALIASES = {
-    "POST_AGENT_INTENT": POST_INTENT,
-    "POST_CLASSIFIER_INTENT": POST_INTENT,
-    "AGENT_POST_INTENT": POST_INTENT,
-    "CLASSIFIER_POST_INTENT": POST_INTENT,
+    "AGENT_POST_INTENT": POST_AGENT_INTENT,
+    "CLASSIFIER_POST_INTENT": POST_CLASSIFIER_INTENT,
     "PIPELINE_RULES": PRE_RESPONSE_RESOLUTION,
     "AGENT_POST_MCP": POST_AGENT_MCP,
     "AGENT_POST_SEMANTIC_INTERPRET": POST_SEMANTIC_INTERPRET,
@@ -84,6 +89,8 @@ RULE_ACTIONS = (
 # --- policies and classifiers ----------------------------------------------------------
 
 POLICY_TYPES = ("REGEX", "CONTAINS", "STARTS_WITH", "EXACT")
+LLM_POLICY = "LLM"
+"""ce_policy.rule_type asking the POLICY LLM call site (``pattern`` describes the policy in words)."""
 CLASSIFIER_TYPES = ("REGEX", "CONTAINS", "STARTS_WITH", "EXACT", "SEMANTIC")
 
 # --- responses and templates -----------------------------------------------------------

@@ -33,6 +33,7 @@ from convengine.vocab import (
     DIALOGUE_ACTS,
     INTENT_COLLISION,
     INTERACTION_MODES,
+    LLM_POLICY,
     POLICY_TYPES,
     RESPONSE_FORMATS,
     RESPONSE_TYPES,
@@ -218,7 +219,11 @@ def _text_matcher(v: Validation, rec: PolicyRecord | ClassifierRecord, kinds: It
 def _policies(v: Validation) -> None:
     for rec in list(v.rows("ce_policy")):
         assert isinstance(rec, PolicyRecord)
-        _text_matcher(v, rec, POLICY_TYPES)
+        if rec.rule_type == LLM_POLICY:  # judged by the POLICY call site: the pattern describes the policy
+            if not (rec.pattern or "").strip():
+                v.bad(rec, rec.row_id, "pattern", "an LLM policy needs a pattern describing what it forbids")
+            continue
+        _text_matcher(v, rec, (*POLICY_TYPES, LLM_POLICY))
 
 
 def _classifiers(v: Validation) -> None:

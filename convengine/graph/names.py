@@ -31,6 +31,7 @@ RULES = "rules"
 STATE_GRAPH = "state_graph"
 KNOWLEDGE_FALLBACK = "knowledge_fallback"
 RESPONSE_RESOLUTION = "response_resolution"
+POST_RESPONSE_RULES = "post_response_rules"
 MEMORY = "memory"
 PERSIST_CONVERSATION = "persist_conversation"
 PIPELINE_END_GUARD = "pipeline_end_guard"
@@ -61,6 +62,7 @@ DEFAULT_ORDER: tuple[str, ...] = (
     STATE_GRAPH,
     KNOWLEDGE_FALLBACK,
     RESPONSE_RESOLUTION,
+    POST_RESPONSE_RULES,
     MEMORY,
     PERSIST_CONVERSATION,
     PIPELINE_END_GUARD,

@@ -181,12 +181,15 @@ def parse_json(text: str, call_site: str) -> Any:
         body = fenced.group(1)
     try:
         return json.loads(body)
+    except RecursionError:
+        raise LlmInvalidResponseError(f"LLM reply for {call_site} is JSON nested too deeply to read",
+                                      details={"callSite": call_site}) from None
     except json.JSONDecodeError as exc:
         start, end = body.find("{"), body.rfind("}")
         if 0 <= start < end:
             try:
                 return json.loads(body[start:end + 1])
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 pass
         raise LlmInvalidResponseError(f"LLM reply for {call_site} is not valid JSON ({exc.msg}): {_preview(text)}",
                                       details={"callSite": call_site}) from None

@@ -1,9 +1,11 @@
 """Pending actions: action_lifecycle (runtime + expiry), disambiguation, pending_action (execution).
 
 The runtime lives in ``context.pending_action_runtime`` (OPEN, IN_PROGRESS, EXECUTED,
-REJECTED, EXPIRED). Unlike ConvEngine, expiry really expires: an expired confirmation is
-re-opened and must be confirmed again before anything runs. TTL counts turns with the
-conversation's turn counter, from the turn the confirmation was presented.
+REJECTED, EXPIRED). Unlike ConvEngine, expiry really expires: a confirmation whose TTL ran out
+stays EXPIRED (the turn that notices it reports ``pending_action_result=EXPIRED``) until the user
+answers; that answer is refused (reported EXPIRED too) and the action is presented again, so only a
+confirmation given after that runs it. TTL counts turns with the conversation's turn counter, from
+the turn the confirmation was presented.
 """
 
 from __future__ import annotations
@@ -78,30 +80,44 @@ async def action_lifecycle(turn: Turn) -> None:
     turn_no, at = int(turn.get("turn") or 1), now_ms(turn)
     runtime = dict(turn.read_context().get("pending_action_runtime") or {})
     events: list[dict[str, Any]] = []
-    if runtime.get("status") in ("OPEN", "IN_PROGRESS") and _expired(runtime, turn_no, at):
+    noticed = runtime.get("status") in ("OPEN", "IN_PROGRESS") and _expired(runtime, turn_no, at)
+    if noticed:
         runtime.update(status="EXPIRED", expired_turn=turn_no, expired_at_epoch_ms=at)
         events.append({"event": "EXPIRED", "status": "EXPIRED", "turn": turn_no, "actionKey": runtime.get("action_key")})
     action = catalogue_action(turn, requested_key(turn))
-    expired_before = runtime.get("status") == "EXPIRED"
+    answered = turn.read_params().get("policy_decision") in ("EXECUTE_PENDING_ACTION", "REJECT_PENDING_ACTION")
+    blocked = False
     if action is None:
         runtime = {} if runtime.get("status") not in ("OPEN", "IN_PROGRESS") else runtime
+    elif runtime.get("status") == "EXPIRED" and runtime.get("action_ref") == action.action_ref:
+        blocked = answered  # an expired confirmation stays expired until the user answers it
+        if blocked:  # the answer is refused and the action presented again: only a later "yes" runs it
+            _open(runtime, action, turn_no, at, turn)
+            events.append({"event": "REOPENED_AFTER_EXPIRY", "status": "OPEN", "turn": turn_no,
+                           "actionKey": action.action_key, "actionRef": action.action_ref})
     elif not runtime or runtime.get("action_ref") != action.action_ref or runtime.get("status") in TERMINAL:
-        presented_turn = turn_no if expired_before else max(turn_no - 1, 1)
-        presented_at = at if expired_before else _presented_at(turn, at)
-        _open(runtime, action, presented_turn, presented_at, turn)
-        events.append({"event": "REOPENED_AFTER_EXPIRY" if expired_before else "OPEN", "status": "OPEN",
-                       "turn": turn_no, "actionKey": action.action_key, "actionRef": action.action_ref})
-    turn.params["pending_action_runtime_status"] = "EXPIRED" if expired_before else runtime.get("status")
-    _advance(turn, runtime, turn_no, at, events, blocked=expired_before)
+        _open(runtime, action, max(turn_no - 1, 1), _presented_at(turn, at), turn)
+        events.append({"event": "OPEN", "status": "OPEN", "turn": turn_no, "actionKey": action.action_key,
+                       "actionRef": action.action_ref})
+    _report(turn, runtime, expired_now=noticed or blocked)
+    if not blocked:
+        _advance(turn, runtime, turn_no, at, events)
     turn.context["pending_action_runtime"] = runtime
     for event in events:
         turn.audit("PENDING_ACTION_LIFECYCLE", event)
 
 
-def _advance(turn: Turn, runtime: dict[str, Any], turn_no: int, at: int, events: list[dict[str, Any]],
-             *, blocked: bool) -> None:
+def _report(turn: Turn, runtime: dict[str, Any], *, expired_now: bool) -> None:
+    """The runtime status param; on the turn expiry is noticed and on the answer it blocks, the turn's
+    ``pending_action_result`` is EXPIRED so a rule or response can tell the user."""
+    turn.params["pending_action_runtime_status"] = "EXPIRED" if expired_now else runtime.get("status")
+    if expired_now:
+        turn.params["pending_action_result"] = "EXPIRED"
+
+
+def _advance(turn: Turn, runtime: dict[str, Any], turn_no: int, at: int, events: list[dict[str, Any]]) -> None:
     decision = turn.read_params().get("policy_decision")
-    if blocked or runtime.get("status") != "OPEN":
+    if runtime.get("status") != "OPEN":
         return
     if decision == "EXECUTE_PENDING_ACTION":
         runtime.update(status="IN_PROGRESS", in_progress_turn=turn_no, in_progress_at_epoch_ms=at)

@@ -10,6 +10,7 @@ from convengine import adoption
 from convengine.adoption import Adopted
 from convengine.graph import names
 from convengine.nodes.common import Step, truthy
+from convengine.nodes.schema_scope import adopt_schema
 from convengine.nodes.turn import Turn
 from convengine.state import RESET_PARAM_KEYS, caller_params, persistent_params, turn_defaults
 from convengine.vocab import UNKNOWN
@@ -81,6 +82,8 @@ def _adopt(turn: Turn, adopted: Adopted) -> None:
     turn.set("input_params", adopted.input_params)
     turn.set("recent_turns", adopted.recent_turns)
     turn.set("turn", adopted.turns)
+    if adopted.schema_id is not None:
+        adopt_schema(turn, adopted.schema_id)
     turn.audit("CONVERSATION_ADOPTED", adopted.audit_payload())
 
 
@@ -112,6 +115,7 @@ def wipe(turn: Turn, reason: str, *, extra: dict[str, Any] | None = None) -> Non
     turn.set("status", "RUNNING")
     turn.set("recent_turns", [])
     turn.set("schema_facts", {})
+    turn.set("schema_scope", None)
     turn.set("transitions", [])
     turn.set("turn_start", {"intent": UNKNOWN, "state": UNKNOWN, "turn": turn.get("turn")})
     turn.params["reset_reason"] = reason

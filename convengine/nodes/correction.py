@@ -11,6 +11,7 @@ from typing import Any
 from convengine.config_loader.records import PromptTemplateRecord
 from convengine.graph import names
 from convengine.nodes.common import Step, in_scope, specificity
+from convengine.nodes.schema_scope import current_schema
 from convengine.nodes.turn import Turn
 from convengine.schema import (
     coerce_field,
@@ -19,7 +20,6 @@ from convengine.schema import (
     is_unset,
     normalise_alias,
     schema_dict,
-    select_schema,
 )
 from convengine.vocab import INTERACTION_MODES
 
@@ -131,7 +131,7 @@ def routing_defaults(turn: Turn) -> None:
 async def correction(turn: Turn) -> None:
     routing_defaults(turn)
     act = turn.dialogue_act
-    record = select_schema(turn.snapshot, turn.intent, turn.state)
+    record = current_schema(turn)
     if record is None:
         return
     facts = compute_facts(record, turn.read_context())
@@ -163,7 +163,7 @@ def _patch(turn: Turn, record: Any) -> None:
 
 
 def _correction_skip(turn: Turn) -> tuple[str | None, dict[str, Any]] | None:
-    if select_schema(turn.snapshot, turn.intent, turn.state) is not None:
+    if current_schema(turn) is not None:
         return None
     return None, {"reason": "NO_SCHEMA"}
 

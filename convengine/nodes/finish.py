@@ -10,6 +10,7 @@ from convengine.errors import ErrorCode, InvalidInputError, StepError
 from convengine.graph import names
 from convengine.jsontext import dumps
 from convengine.nodes.common import Step, now_ms
+from convengine.nodes.schema_scope import settle_schema_scope
 from convengine.nodes.turn import Turn
 from convengine.state import persistent_params
 
@@ -77,6 +78,7 @@ async def persist_conversation(turn: Turn) -> None:
         raise StepError("the turn produced no response payload (no step set one)",
                         code=ErrorCode.PIPELINE_NO_RESPONSE_PAYLOAD)
     blocked = turn.get("status") == "BLOCKED"
+    settle_schema_scope(turn)
     context = json_safe(turn.read_context())
     params = json_safe(persistent_params(turn.read_params(), _kept_keys(turn)))
     _check_params_size(turn, params)

@@ -1,5 +1,6 @@
-"""intent_resolution (schema lock, sticky intent, policy skip, classifiers, agent), one POST_INTENT
-pass after either resolver, reset_resolved_intent and fallback_intent_state."""
+"""intent_resolution (schema lock, sticky intent, policy skip, classifiers, agent), the resolving path's
+rule phase (POST_CLASSIFIER_INTENT or POST_AGENT_INTENT, then POST_INTENT), reset_resolved_intent and
+fallback_intent_state."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from convengine.graph import names
 from convengine.nodes.bootstrap import RESET_COMMANDS, wipe
 from convengine.nodes.common import Step, dig, resolved, run_rules, truthy
 from convengine.nodes.knowledge import semantic_scores
+from convengine.nodes.schema_scope import current_schema
 from convengine.nodes.turn import Turn
-from convengine.schema import compute_facts, select_schema
+from convengine.schema import compute_facts
 from convengine.textmatch import RegexTimeoutError
-from convengine.vocab import INTENT_COLLISION, POST_INTENT, UNKNOWN
+from convengine.vocab import INTENT_COLLISION, POST_AGENT_INTENT, POST_CLASSIFIER_INTENT, POST_INTENT, UNKNOWN
 
 FORCE_PARAMS = ("force_intent_resolution", "resolve_intent", "switch_intent", "switch_flow", "switch_mode")
 SWITCH_PHRASES = re.compile(r"\b(switch intent|change intent|change flow|change mode)\b", re.IGNORECASE)
@@ -32,7 +34,7 @@ def collection_active(turn: Turn) -> bool:
     """Locked, or the current intent has a schema (state, else ANY) that context does not complete."""
     if dig(turn.read_context(), "intent_lock", "locked"):
         return True
-    record = select_schema(turn.snapshot, turn.intent, turn.state) if resolved(turn.intent) else None
+    record = current_schema(turn) if resolved(turn.intent) else None
     return record is not None and not compute_facts(record, turn.read_context())["complete"]
 
 
@@ -143,9 +145,17 @@ async def _apply(turn: Turn, result: Resolution, by_classifier: Resolution | Non
         "classifierIntent": by_classifier.intent if by_classifier else None,
         "agentIntent": None if by_classifier else result.intent})
     if result.run_post_rules:
-        turn.params["post_intent_rule"] = True
-        source = "IntentResolutionStep Classifier" if by_classifier else "AgentIntentResolver"
-        origin = "RULES_STEP" if by_classifier else "AGENT_INTENT_RESOLVER"
+        await post_intent_rules(turn, by_classifier=by_classifier is not None)
+
+
+async def post_intent_rules(turn: Turn, *, by_classifier: bool) -> None:
+    """The resolving path's phase (ConvEngine's: a row scoped to one path fires only on that path), then
+    convengine's POST_INTENT for rows meant for either path (run only when the pack has such rows)."""
+    turn.params["post_intent_rule"] = True
+    source = "IntentResolutionStep Classifier" if by_classifier else "AgentIntentResolver"
+    origin = "RULES_STEP" if by_classifier else "AGENT_INTENT_RESOLVER"
+    await run_rules(turn, POST_CLASSIFIER_INTENT if by_classifier else POST_AGENT_INTENT, source, origin=origin)
+    if turn.snapshot.rules_for(POST_INTENT):
         await run_rules(turn, POST_INTENT, source, origin=origin)
 
 

@@ -47,7 +47,7 @@ async def knowledge_fallback(turn: Turn) -> None:
                                                "sources": payload["sources"]})
     turn.audit("ASSISTANT_OUTPUT", {"output": payload["value"], "outputFormat": "TEXT", "responseType": "KNOWLEDGE",
                                     "intent": turn.intent, "state": turn.state})
-    turn.route_to(names.MEMORY)
+    turn.route_to(names.POST_RESPONSE_RULES)
 
 
 async def _search(turn: Turn, query: str, kbs: list[str] | None, k: int) -> list[SearchHit]:
@@ -136,4 +136,4 @@ def _skip(turn: Turn) -> SkipAudit | None:
     return None
 
 
-STEPS = (Step(names.KNOWLEDGE_FALLBACK, knowledge_fallback, skip=_skip, routes=(names.MEMORY,)),)
+STEPS = (Step(names.KNOWLEDGE_FALLBACK, knowledge_fallback, skip=_skip, routes=(names.POST_RESPONSE_RULES,)),)

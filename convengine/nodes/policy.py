@@ -1,37 +1,69 @@
-"""policy_enforcement (ce_policy, before any LLM call) and guardrail (sensitive actions)."""
+"""policy_enforcement (ce_policy, before any other LLM call; LLM policies use the POLICY call site) and
+guardrail (sensitive actions)."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
+from convengine.config_loader.records import PolicyRecord
 from convengine.graph import names
 from convengine.nodes.common import Step, truthy
 from convengine.nodes.turn import Turn
 from convengine.textmatch import PatternError, RegexTimeoutError, cached_regex
+from convengine.vocab import LLM_POLICY
 
 _WHITESPACE = re.compile(r"[\r\n\t]+| {2,}")
 
 
 async def policy_enforcement(turn: Turn) -> None:
-    """First matching enabled ce_policy (by priority) blocks the turn with its response_text."""
+    """First matching enabled ce_policy (by priority) blocks the turn with its response_text.
+
+    Text policies match the raw text; ``LLM`` policies ask the POLICY call site, which runs here,
+    before any other LLM call of the turn.
+    """
     policies = sorted((p for p in turn.snapshot.policies if p.enabled), key=lambda p: (p.priority, p.policy_id))
-    text = turn.user_text
     for policy in policies:
-        try:
-            hit = policy.matcher is not None and policy.matcher.matches(text)
-        except RegexTimeoutError as exc:
-            turn.audit("POLICY_PATTERN_TIMEOUT", {"policyId": policy.policy_id, "error": exc.message})
-            continue
+        if policy.rule_type == LLM_POLICY:
+            outcome = await _llm_outcome(turn, policy)
+            hit, failed_closed = outcome is not None, outcome == "FAIL_CLOSED"
+        else:
+            hit, failed_closed = _text_hit(turn, policy), False
         if hit:
-            _block(turn, policy.policy_id, policy.rule_type, policy.pattern, policy.response_text)
+            _block(turn, policy, failed_closed=failed_closed)
             return
 
 
-def _block(turn: Turn, policy_id: int, rule_type: str, pattern: str, response_text: str) -> None:
+def _text_hit(turn: Turn, policy: PolicyRecord) -> bool:
+    try:
+        return policy.matcher is not None and policy.matcher.matches(turn.user_text)
+    except RegexTimeoutError as exc:
+        turn.audit("POLICY_PATTERN_TIMEOUT", {"policyId": policy.policy_id, "error": exc.message})
+        return False
+
+
+async def _llm_outcome(turn: Turn, policy: PolicyRecord) -> str | None:
+    """Returns "VIOLATION", "FAIL_CLOSED" (undecided and fail-closed) or None to allow; all audited."""
+    from convengine.llm.policy import check_policy, fail_closed
+
+    verdict = await check_policy(turn, policy)
+    if verdict.violates is not None:
+        turn.audit("POLICY_LLM_CHECK", {"policyId": policy.policy_id, "violates": verdict.violates,
+                                        "reason": verdict.reason, "callSite": "POLICY"})
+        return "VIOLATION" if verdict.violates else None
+    closed = fail_closed(turn)
+    turn.audit("POLICY_LLM_UNDECIDED", {"policyId": policy.policy_id, "error": verdict.error, "failClosed": closed,
+                                        "outcome": "BLOCK" if closed else "ALLOW", "callSite": "POLICY"})
+    return "FAIL_CLOSED" if closed else None
+
+
+def _block(turn: Turn, policy: PolicyRecord, *, failed_closed: bool = False) -> None:
     turn.set("status", "BLOCKED")
-    turn.set("payload", {"type": "TEXT", "value": response_text})
-    turn.audit("POLICY_BLOCK", {"policyId": policy_id, "ruleType": rule_type, "pattern": pattern})
+    turn.set("payload", {"type": "TEXT", "value": policy.response_text})
+    payload: dict[str, Any] = {"policyId": policy.policy_id, "ruleType": policy.rule_type, "pattern": policy.pattern}
+    if failed_closed:
+        payload["failedClosed"] = True
+    turn.audit("POLICY_BLOCK", payload)
     turn.route_to(names.PERSIST_CONVERSATION)
 
 

@@ -1,4 +1,12 @@
-"""rules (PRE_RESPONSE_RESOLUTION) and state_graph (allowed transitions from ce_state_graph)."""
+"""rules (PRE_RESPONSE_RESOLUTION), state_graph (allowed transitions from ce_state_graph) and
+post_response_rules (POST_RESPONSE_RESOLUTION, after the response is resolved).
+
+POST_RESPONSE_RESOLUTION rules see the resolved payload (``@.payload``) and may change intent, state,
+input params and context like any rule; those changes are returned and persisted with the turn, but
+the payload is not resolved again (ConvEngine's PostResponseRulesStep). A SET_STATE there is checked
+against the state graph like one in PRE_RESPONSE_RESOLUTION; HARD_BLOCK keeps the state the response
+was resolved for.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +15,7 @@ from typing import Any
 from convengine.graph import names
 from convengine.nodes.common import Step, run_rules
 from convengine.nodes.turn import Turn
-from convengine.vocab import ANY, PRE_RESPONSE_RESOLUTION, UNKNOWN
+from convengine.vocab import ANY, POST_RESPONSE_RESOLUTION, PRE_RESPONSE_RESOLUTION, UNKNOWN
 
 
 async def rules(turn: Turn) -> None:
@@ -42,11 +50,7 @@ def _mode(turn: Turn) -> str:
 
 async def state_graph(turn: Turn) -> None:
     checks = _checks(turn)
-    violations = []
-    for check in checks:
-        edges = allowed_edges(turn, check["intent"])
-        if edges is not None and (check["fromState"], check["toState"]) not in edges:
-            violations.append(check)
+    violations = _violations(turn, checks)
     if not violations:
         turn.params["state_graph_valid"] = True
         turn.audit("STATE_GRAPH_VALID", {"checked": checks, "intent": turn.intent, "state": turn.state})
@@ -54,7 +58,16 @@ async def state_graph(turn: Turn) -> None:
     _violated(turn, violations)
 
 
-def _violated(turn: Turn, violations: list[dict[str, Any]]) -> None:
+def _violations(turn: Turn, checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    found = []
+    for check in checks:
+        edges = allowed_edges(turn, check["intent"])
+        if edges is not None and (check["fromState"], check["toState"]) not in edges:
+            found.append(check)
+    return found
+
+
+def _violated(turn: Turn, violations: list[dict[str, Any]], keep: dict[str, Any] | None = None) -> None:
     mode = _mode(turn)
     params = turn.params
     params["state_graph_valid"] = False
@@ -63,7 +76,7 @@ def _violated(turn: Turn, violations: list[dict[str, Any]]) -> None:
         turn.audit("STATE_GRAPH_VIOLATION", {**v, "allowed": False, "mode": mode,
                                              "validateOnly": mode != "HARD_BLOCK", "softBlock": mode == "SOFT_BLOCK"})
     if mode == "HARD_BLOCK":
-        start = turn.get("turn_start") or {}
+        start = keep or turn.get("turn_start") or {}
         blocked_state = turn.state
         turn.set("intent", start.get("intent") or UNKNOWN)
         turn.set("state", start.get("state") or UNKNOWN)
@@ -81,7 +94,27 @@ def _state_graph_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
+async def post_response_rules(turn: Turn) -> None:
+    before = {"intent": turn.intent, "state": turn.state}
+    seen = len(turn.get("transitions") or [])
+    await run_rules(turn, POST_RESPONSE_RESOLUTION, "PostResponseRulesStep")
+    if not turn.settings.flow.state_graph.enabled:
+        return
+    checks = [{"fromState": t["from"], "toState": t["to"], "intent": t["intent"], "cause": t["cause"]}
+              for t in (turn.get("transitions") or [])[seen:] if str(t.get("cause", "")).startswith("rule")]
+    violations = _violations(turn, checks)
+    if violations:
+        _violated(turn, violations, keep=before)
+
+
+def _post_response_skip(turn: Turn) -> tuple[str | None, dict[str, Any]] | None:
+    if turn.snapshot.rules_for(POST_RESPONSE_RESOLUTION):
+        return None
+    return None, {"reason": "NO_POST_RESPONSE_RULES"}
+
+
 STEPS = (
     Step(names.RULES, rules),
     Step(names.STATE_GRAPH, state_graph, skip=_state_graph_skip),
+    Step(names.POST_RESPONSE_RULES, post_response_rules, skip=_post_response_skip),
 )

@@ -10,8 +10,9 @@ from convengine.config_loader.records import ContainerConfigRecord, OutputSchema
 from convengine.errors import LlmNotConfiguredError
 from convengine.graph import names
 from convengine.nodes.common import Step, dig, run_rules
+from convengine.nodes.schema_scope import current_schema, remember_schema
 from convengine.nodes.turn import Turn
-from convengine.schema import compute_facts, meaningful, schema_dict, select_schema
+from convengine.schema import compute_facts, meaningful, schema_dict
 from convengine.vocab import ANY, POST_SCHEMA_EXTRACTION
 
 # --- context data (ce_container_config) --------------------------------------------------
@@ -102,6 +103,7 @@ def finish_schema(turn: Turn, record: OutputSchemaRecord, *, audit: bool = True)
     """Recompute facts, lock or unlock the intent, publish the facts as params and audit."""
     facts = compute_facts(record, turn.read_context())
     turn.set("schema_facts", facts)
+    remember_schema(turn, record)
     locked = not facts["complete"]
     turn.context["intent_lock"] = {"locked": locked, "reason": "SCHEMA_INCOMPLETE" if locked else None}
     turn.params.update(missing_fields=facts["missing"], missing_field_options=facts["options"],
@@ -118,7 +120,7 @@ def finish_schema(turn: Turn, record: OutputSchemaRecord, *, audit: bool = True)
 
 
 async def schema_extraction(turn: Turn) -> None:
-    record = select_schema(turn.snapshot, turn.intent, turn.state)
+    record = current_schema(turn)
     if record is None:
         turn.context["intent_lock"] = {"locked": False, "reason": None}
         turn.audit("SCHEMA_EXTRACTION_SKIPPED", {"reason": "NO_SCHEMA", "intent": turn.intent, "state": turn.state})
@@ -154,13 +156,13 @@ async def _without_llm(turn: Turn, record: OutputSchemaRecord, seeded: list[str]
 
 def _schema_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
     locked = dig(turn.read_context(), "intent_lock", "locked")
-    if locked or select_schema(turn.snapshot, turn.intent, turn.state) is not None:
+    if locked or current_schema(turn) is not None:
         return None
     return "SCHEMA_EXTRACTION_SKIPPED", {"reason": "NO_SCHEMA", "intent": turn.intent, "state": turn.state}
 
 
 async def auto_advance(turn: Turn) -> None:
-    record = select_schema(turn.snapshot, turn.intent, turn.state)
+    record = current_schema(turn)
     if record is None:
         turn.audit("AUTO_ADVANCE_SKIPPED_NO_SCHEMA", {"intent": turn.intent, "state": turn.state})
         return
@@ -173,7 +175,7 @@ async def auto_advance(turn: Turn) -> None:
 
 
 def _auto_advance_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
-    if select_schema(turn.snapshot, turn.intent, turn.state) is not None:
+    if current_schema(turn) is not None:
         return None
     return "AUTO_ADVANCE_SKIPPED_NO_SCHEMA", {"intent": turn.intent, "state": turn.state}
 

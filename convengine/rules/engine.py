@@ -112,6 +112,8 @@ class PhaseRun:
         else:  # every pass moved intent or state: the rules may be ping-ponging
             self._audit("RULE_PASS_LIMIT_REACHED", {"phase": self.phase, "passes": result.passes,
                                                     "maxPasses": self.max_passes, **self._where()})
+        self._audit("RULE_PHASE_RUN", {"phase": self.phase, "passes": result.passes, "matched": result.matched,
+                                       "changed": result.changed, **self._where()})
         return result
 
     def _stamp(self) -> None:

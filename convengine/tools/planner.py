@@ -17,8 +17,9 @@ from convengine.errors import ConvEngineError
 from convengine.graph import names
 from convengine.llm.prompts import PLANNER_SYSTEM, PLANNER_USER, config_prompt, render_for
 from convengine.nodes.common import dig, most_specific, run_rules
-from convengine.schema import compute_facts, select_schema
-from convengine.vocab import POST_AGENT_MCP, PRE_AGENT_MCP
+from convengine.nodes.schema_scope import current_schema
+from convengine.schema import compute_facts
+from convengine.vocab import POST_AGENT_MCP, POST_SEMANTIC_INTERPRET, PRE_AGENT_MCP
 
 if TYPE_CHECKING:
     from convengine.nodes.turn import Turn
@@ -29,6 +30,8 @@ PLANNER_SCHEMA: dict[str, Any] = {"type": "object", "required": ["action", "tool
                                                  "args": {"type": ["object", "null"]},
                                                  "answer": {"type": ["string", "null"]},
                                                  "operation_tag": {"type": ["string", "null"]}}}
+SEMANTIC_INTERPRET_TOOL = "db.semantic.interpret"
+"""After a successful call of this tool, POST_SEMANTIC_INTERPRET rules run (ConvEngine's McpToolStep)."""
 CANNOT_PLAN = "I couldn't plan tool usage safely. Can you rephrase your question?"
 CANNOT_DECIDE = "I couldn't decide the next tool step safely."
 RESTRICTED = "This request is restricted by policy. Read-only operations are allowed."
@@ -90,7 +93,7 @@ def _skip_reason(turn: Turn) -> tuple[str, str, dict[str, Any]] | None:
     params = turn.read_params()
     if params.get("skip_tool_execution") or params.get("guardrail_blocked"):
         return "SKIPPED_BY_GUARDRAIL", "MCP_SKIPPED_GUARDRAIL", {}
-    record = select_schema(turn.snapshot, turn.intent, turn.state)
+    record = current_schema(turn)
     if record is not None:
         facts = compute_facts(record, turn.read_context())
         if not facts["complete"]:
@@ -335,6 +338,8 @@ async def call_step(turn: Turn) -> None:
                lastToolGroup=tool.group, lastToolArgs=args)
     rows = len(result) if isinstance(result, list) else None
     turn.audit("MCP_TOOL_RESULT", {"tool_code": code, "tool_group": tool.group, "rows": rows, "result": result})
+    if code.lower() == SEMANTIC_INTERPRET_TOOL:  # a host-registered interpreter: its rules run as in ConvEngine
+        await run_rules(turn, POST_SEMANTIC_INTERPRET, "McpToolStep PostSemanticInterpret")
     turn.route_to(names.MCP_PLANNER)
 
 

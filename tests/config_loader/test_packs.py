@@ -41,7 +41,8 @@ def test_convengine_shaped_rows_import_unchanged(sync_engine: sa.Engine) -> None
     assert contract == '{"allows":["reset"],"expects":["structured_input"]}'
     snapshot = load_snapshot(sync_engine)
     assert snapshot.tool("loan.credit.rating.check").group == "HTTP_API"  # type: ignore[union-attr]
-    assert [r.rule_id for r in snapshot.rules_for("POST_INTENT")] == [501, 504, 505]
+    assert [r.rule_id for r in snapshot.rules_for("POST_AGENT_INTENT")] == [501, 505]
+    assert [r.rule_id for r in snapshot.rules_for("POST_CLASSIFIER_INTENT")] == [504]
     assert snapshot.settings.mcp.tool_max_loops == 4  # ce_config McpToolStep.MCP_TOOL_MAX_LOOPS
     assert snapshot.component_float("AgentIntentResolver", "MIN_CONFIDENCE", 0.0) == 0.55
 

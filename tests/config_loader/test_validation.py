@@ -50,6 +50,11 @@ def test_the_base_pack_is_valid() -> None:
 BAD_ROWS = [
     ("ce_policy", {"policy_id": 7, "rule_type": "REGEX", "pattern": "(unclosed", "response_text": "no"},
      "ce_policy[7].pattern: does not compile"),
+    ("ce_policy", {"policy_id": 5, "rule_type": "llm", "pattern": "investment advice", "response_text": "no"}, None),
+    ("ce_policy", {"policy_id": 6, "rule_type": "LLM", "pattern": " ", "response_text": "no"},
+     "ce_policy[6].pattern: an LLM policy needs a pattern"),
+    ("ce_policy", {"policy_id": 4, "rule_type": "SEMANTIC", "pattern": "x", "response_text": "no"},
+     "ce_policy[4].rule_type: must be one of REGEX, CONTAINS, STARTS_WITH, EXACT, LLM"),
     ("ce_intent_classifier", {"classifier_id": 8, "intent_code": "LOAN", "rule_type": "REGEX", "pattern": "[a-",
                               "priority": 2}, "ce_intent_classifier[8].pattern: does not compile"),
     ("ce_rule", {"rule_id": 9, "intent_code": "LOAN", "state_code": "COLLECT", "rule_type": "REGEX",
@@ -119,11 +124,17 @@ def test_a_bad_row_is_named_with_its_table_id_column_and_reason(table: str, row:
 
 
 def test_phase_aliases_are_accepted_and_canonicalised() -> None:
-    pack = pack_with("ce_rule", {"rule_id": 40, "phase": "POST_AGENT_INTENT", "intent_code": "LOAN",
-                                 "state_code": "COLLECT", "rule_type": "EXACT", "match_pattern": "ANY",
-                                 "action": "SET_INPUT_PARAM", "action_value": "x"})
-    snapshot = validate_pack(pack)
-    assert [r.rule_id for r in snapshot.rules_for("POST_INTENT")] == [40]
+    rows = [{"rule_id": 40 + i, "phase": phase, "intent_code": "LOAN", "state_code": "COLLECT", "rule_type": "EXACT",
+             "match_pattern": "ANY", "action": "SET_INPUT_PARAM", "action_value": "x"}
+            for i, phase in enumerate(("POST_AGENT_INTENT", "agent_post_intent", "CLASSIFIER_POST_INTENT",
+                                       "pipeline_rules"))]
+    data = pack_with("ce_rule", rows[0])
+    data["ce_rule"].extend(rows[1:])
+    snapshot = validate_pack(data)
+    assert [r.rule_id for r in snapshot.rules_for("POST_AGENT_INTENT")] == [40, 41]  # each path keeps its phase
+    assert [r.rule_id for r in snapshot.rules_for("POST_CLASSIFIER_INTENT")] == [42]
+    assert 43 in [r.rule_id for r in snapshot.rules_for("PRE_RESPONSE_RESOLUTION")]
+    assert snapshot.rules_for("POST_INTENT") == ()
 
 
 def test_tool_group_aliases_are_accepted() -> None:

@@ -127,6 +127,29 @@ async def test_expiry_by_turns_blocks_execution_until_confirmed_again(db_url: st
         assert again.state == "DONE" and tasks.calls == ["submit:LOAN/CONFIRM", "notify"]
 
 
+async def test_expiry_noticed_without_an_answer_is_reported_and_stays_until_answered(db_url: str) -> None:
+    tasks = Tasks()
+    async with engine_on(db_url, confirm_pack(**{"ttl-turns": 1}), tasks={"tasks": tasks}) as engine:
+        cid = await to_confirm(engine)  # asked on turn 2
+        await engine.aprocess("hmm", cid)  # turn 3: within the TTL
+        noticed = await engine.aprocess("let me think", cid)  # turn 4: the TTL ran out, no yes/no
+        assert noticed.payload.value == "in CONFIRM: EXPIRED"  # reported on the turn it is noticed
+        assert noticed.context["pending_action_runtime"]["status"] == "EXPIRED"
+        events = await turn_events(engine, cid)
+        assert [e.payload["event"] for e in events if e.stage == "PENDING_ACTION_LIFECYCLE"] == ["EXPIRED"]
+        quiet = await engine.aprocess("still thinking", cid)  # not re-opened with a fresh TTL
+        assert quiet.context["pending_action_runtime"]["status"] == "EXPIRED"
+        assert quiet.payload.value == "in CONFIRM: "  # the expiry was reported already
+        answer = await engine.aprocess("yes", cid)  # the answer to the expired question is refused
+        assert (answer.state, answer.payload.value, tasks.calls) == ("CONFIRM", "in CONFIRM: EXPIRED", [])
+        events = await turn_events(engine, cid)
+        assert [e.payload["event"] for e in events if e.stage == "PENDING_ACTION_LIFECYCLE"] == [
+            "REOPENED_AFTER_EXPIRY"]
+        assert payload_of(events, "PENDING_ACTION_SKIPPED")["reason"] == "EXPIRED"
+        again = await engine.aprocess("yes", cid)  # confirmed after the action was presented again
+        assert again.state == "DONE" and tasks.calls == ["submit:LOAN/CONFIRM", "notify"]
+
+
 async def test_expiry_by_minutes(db_url: str) -> None:
     clock = {"ms": 1_000_000.0}
     tasks = Tasks()

@@ -213,7 +213,7 @@ async def test_rule_audits_name_their_source_and_stamp_params(db_url: str) -> No
                                  "RULE_APPLIED (IntentResolutionStep Classifier)", "RULE_NO_MATCH (RulesStep)"])
         events = await turn_events(engine, result.conversation_id)
         match = payload_of(events, "RULE_MATCH (IntentResolutionStep Classifier)")
-        assert match["phase"] == "POST_INTENT" and match["intent"] == "LOAN"
+        assert match["phase"] == "POST_CLASSIFIER_INTENT" and match["intent"] == "LOAN"
 
 
 async def test_custom_match_types_and_actions(db_url: str) -> None:
