@@ -30,6 +30,8 @@ from convengine.textmatch import PatternError, TextMatcher, compile_regex
 from convengine.vocab import (
     ANY,
     CLASSIFIER_TYPES,
+    CLEAR_CONTEXT,
+    CLEAR_INPUT_PARAM,
     DIALOGUE_ACTS,
     INTENT_COLLISION,
     INTERACTION_MODES,
@@ -245,18 +247,22 @@ def _rules(v: Validation) -> None:
 
 def _rule_action_value(v: Validation, rec: RuleRecord) -> None:
     value = (rec.action_value or "").strip()
-    if rec.action in ("SET_STATE", "SET_INTENT", "SET_DIALOGUE_ACT", "SET_INPUT_PARAM", "SET_TASK") and not value:
+    if rec.action in _NEEDS_VALUE and not value:
         v.bad(rec, rec.row_id, "action_value", f"{rec.action} needs an action_value")
         return
     if rec.action == "SET_STATE" and value.upper() not in v.handled_states:
         v.bad(rec, rec.row_id, "action_value", _unhandled(value, v))
     if rec.action == "SET_DIALOGUE_ACT" and not value.startswith("{") and value.upper() not in DIALOGUE_ACTS:
         v.bad(rec, rec.row_id, "action_value", f"unknown dialogue act {value!r}; known: {', '.join(DIALOGUE_ACTS)}")
-    if rec.action in ("SET_INPUT_PARAM", "SET_DIALOGUE_ACT") and value[:1] in "[{":
+    if rec.action in ("SET_INPUT_PARAM", "SET_DIALOGUE_ACT", CLEAR_INPUT_PARAM, CLEAR_CONTEXT) and value[:1] in "[{":
         try:
             json.loads(value)
         except json.JSONDecodeError as exc:
             v.bad(rec, rec.row_id, "action_value", f"is not valid JSON: {exc.msg}")
+
+
+_NEEDS_VALUE = ("SET_STATE", "SET_INTENT", "SET_DIALOGUE_ACT", "SET_INPUT_PARAM", "SET_TASK",
+                CLEAR_INPUT_PARAM, CLEAR_CONTEXT)
 
 
 def _check_json_schema(v: Validation, rec: Record, column: str, schema: Any) -> None:
