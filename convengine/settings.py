@@ -397,6 +397,9 @@ class EngineSettings(BaseSettings):
     template_timeout_ms: int = Field(1000, ge=1)
     """Longest a template may take to render (responses, prompts, HTTP tool requests)."""
     template_max_output_chars: int = Field(200_000, ge=1)
+    template_strict: bool = True
+    """Texts shown to the user (EXACT responses...) fail with UNRESOLVED_PROMPT_VARIABLE naming the row
+    when they show an undefined or null variable; false renders them empty, as ConvEngine does."""
     auto_migrate: bool = True
     checkpoint_prune_every: int = Field(DEFAULT_CHECKPOINT_PRUNE_EVERY, ge=0)
     """Every N completed turns, drop a conversation's older checkpoints (keep the latest); 0 keeps

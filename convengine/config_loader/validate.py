@@ -23,6 +23,7 @@ from convengine.config_loader.records import (
     RuleRecord,
     VerboseRecord,
 )
+from convengine.config_loader.template_checks import check_templates
 from convengine.errors import Violation
 from convengine.jsonschemas import checked_validator
 from convengine.rules.jsonpath import compile_jsonpath
@@ -95,6 +96,7 @@ class Validation:
     known_states: frozenset[str] = frozenset()
     reachable_states: frozenset[str] = frozenset()
     handled_states: frozenset[str] = frozenset()
+    all_intents: frozenset[str] = frozenset()
 
     def bad(self, record: Record | str, row_id: Any, column: str | None, reason: str) -> None:
         table = record if isinstance(record, str) else record.TABLE
@@ -106,11 +108,12 @@ class Validation:
 
 def validate(v: Validation, labels: dict[str, dict[Any, str]]) -> None:
     """Run every check, filling ``v.violations``/``v.warnings`` and compiling matchers."""
+    v.all_intents = frozenset({i.intent_code for i in v.rows("ce_intent")} | {ANY, UNKNOWN, INTENT_COLLISION})  # type: ignore[attr-defined]
     v.reachable_states = _reachable_states(v)
     v.handled_states = _handled_states(v)
     v.known_states = v.reachable_states | v.handled_states
     for check in (_scopes, _verbose, _policies, _classifiers, _rules, _schemas, _responses,
-                  _templates, _tools, _db_tools, _state_graph, _config):
+                  _templates, _tools, _db_tools, _state_graph, _config, check_templates):
         check(v)
     _relabel(v, labels)
 
@@ -167,10 +170,18 @@ def _scope_of(v: Validation, rec: Record, intents: set[str]) -> None:
         if not value and (rec.TABLE, column) not in _BLANK_OK:
             v.bad(rec, rec.row_id, column, "must not be blank (use ANY for a wildcard)")
     if intent and intent not in intents:
+        if rec.TABLE == "ce_rule" and intent not in v.all_intents:
+            v.bad(rec, rec.row_id, "intent_code", _unknown_intent(intent, v))
+            return
         v.warnings.append(f"{rec.TABLE}[{rec.row_id}]: intent {intent!r} is not an enabled ce_intent; row is inactive")
         return
     if state and state not in v.reachable_states:
         v.bad(rec, rec.row_id, "state_code", _unreachable(state, v))
+
+
+def _unknown_intent(intent: str, v: Validation) -> str:
+    known = ", ".join(sorted(v.all_intents))
+    return f"unknown intent {intent!r}: no ce_intent row has it, so the rule can never run (known: {known})"
 
 
 def _unreachable(state: str, v: Validation) -> str:
@@ -252,6 +263,8 @@ def _rule_action_value(v: Validation, rec: RuleRecord) -> None:
         return
     if rec.action == "SET_STATE" and value.upper() not in v.handled_states:
         v.bad(rec, rec.row_id, "action_value", _unhandled(value, v))
+    if rec.action == "SET_INTENT" and value.upper() not in v.all_intents:
+        v.bad(rec, rec.row_id, "action_value", _unknown_intent(value.upper(), v))
     if rec.action == "SET_DIALOGUE_ACT" and not value.startswith("{") and value.upper() not in DIALOGUE_ACTS:
         v.bad(rec, rec.row_id, "action_value", f"unknown dialogue act {value!r}; known: {', '.join(DIALOGUE_ACTS)}")
     if rec.action in ("SET_INPUT_PARAM", "SET_DIALOGUE_ACT", CLEAR_INPUT_PARAM, CLEAR_CONTEXT) and value[:1] in "[{":
@@ -310,8 +323,9 @@ def _responses(v: Validation) -> None:
 def _templates(v: Validation) -> None:
     for rec in v.rows("ce_prompt_template"):
         t: Any = rec
-        if t.output_format not in TEMPLATE_FORMATS:
-            v.bad(rec, rec.row_id, "output_format", f"must be one of {', '.join(TEMPLATE_FORMATS)}, got {t.output_format!r}")
+        if t.output_format not in TEMPLATE_FORMATS:  # ConvEngine never selects such a row: skip it, load the rest
+            v.warnings.append(f"ce_prompt_template[{rec.row_id}]: output_format {t.output_format!r} is not one of "
+                              f"{', '.join(TEMPLATE_FORMATS)}; no call site selects this row, so it is ignored")
         if t.interaction_mode and t.interaction_mode not in INTERACTION_MODES:
             v.warnings.append(f"ce_prompt_template[{rec.row_id}]: unknown interaction_mode {t.interaction_mode!r} is treated as absent")
         if t.interaction_contract:

@@ -31,8 +31,8 @@ ORDER_RULES = [
     rule("SET_STATE", "START", match="another one", state="REVIEW", priority=3),
 ]
 ORDER_RESPONSES = [
-    {"intent_code": "LOAN", "state_code": "START", "exact_text": "Which size? [{{customer}}]", "priority": 1},
-    {"intent_code": "LOAN", "state_code": "REVIEW", "exact_text": "{{quantity}} x {{size}} ({{what}}) [{{absent}}]"},
+    {"intent_code": "LOAN", "state_code": "START", "exact_text": "Which size? [{{ customer or '' }}]", "priority": 1},
+    {"intent_code": "LOAN", "state_code": "REVIEW", "exact_text": "{{quantity}} x {{size}} ({{what}}) [{{ absent or '' }}]"},
 ]
 
 
@@ -63,7 +63,7 @@ async def test_capture_groups_fill_params_and_clearing_asks_again(db_url: str) -
 async def test_a_regex_without_groups_keeps_dollar_text_as_written(db_url: str) -> None:
     rules = [rule("SET_INPUT_PARAM", '{"price": "$5"}', kind="REGEX", match=r"\bcheap\b"),
              rule("SET_STATE", "REVIEW", kind="JSON_PATH", match="$[?(@.inputParams.price == null)]", priority=10)]
-    responses = [{"intent_code": "LOAN", "state_code": "REVIEW", "exact_text": "price=[{{price}}]"}]
+    responses = [{"intent_code": "LOAN", "state_code": "REVIEW", "exact_text": "price=[{{ price or '' }}]"}]
     async with engine_on(db_url, pack(ce_rule=rules, ce_response=responses)) as engine:
         result = await engine.aprocess("a cheap loan")
         # the group does not exist: the value has no value, so `== null` matches
