@@ -23,16 +23,19 @@ from convengine.config_loader.records import (
     RuleRecord,
     VerboseRecord,
 )
+from convengine.config_loader.snapshot import SETTINGS_CONFIG_TYPE
 from convengine.config_loader.template_checks import check_templates
 from convengine.errors import Violation
 from convengine.jsonschemas import checked_validator
 from convengine.rules.jsonpath import compile_jsonpath
+from convengine.settings import COMPONENT_OVERRIDES
 from convengine.textmatch import PatternError, TextMatcher, compile_regex
 from convengine.vocab import (
     ANY,
     CLASSIFIER_TYPES,
     CLEAR_CONTEXT,
     CLEAR_INPUT_PARAM,
+    DEFAULT_ACT_REGEXES,
     DIALOGUE_ACTS,
     INTENT_COLLISION,
     INTERACTION_MODES,
@@ -74,6 +77,20 @@ _TYPED_CONFIG: dict[tuple[str, str], Callable[[str], Any]] = {
     ("MCPPLANNER", "MCP_PLANNER_MAX_OBSERVATIONS_COUNT"): int,
     ("MCPPLANNER", "MCP_PLANNER_MAX_OBS_CHARS"): int,
 }
+
+
+# Every (TYPE, KEY) of a ce_config row that convengine reads (besides EngineSettings rows).
+READ_CONFIG_KEYS: frozenset[tuple[str, str]] = frozenset({
+    *_TYPED_CONFIG, *COMPONENT_OVERRIDES,
+    *{("DIALOGUEACTSTEP", f"REGEX_{act}") for act in DEFAULT_ACT_REGEXES},
+    *{("DIALOGUEACTSTEP", k) for k in ("SYSTEM_PROMPT", "USER_PROMPT", "QUERY_REWRITE_SYSTEM_PROMPT",
+                                       "QUERY_REWRITE_USER_PROMPT")},
+    *{("AGENTINTENTRESOLVER", k) for k in ("SYSTEM_PROMPT", "USER_PROMPT")},
+    *{("AGENTINTENTCOLLISIONRESOLVER", k) for k in ("SYSTEM_PROMPT", "USER_PROMPT", "DERIVATION_HINT")},
+    *{("MCPPLANNER", k) for k in ("SYSTEM_PROMPT", "USER_PROMPT")},
+    *{("DISAMBIGUATIONSTEP", k) for k in ("LLM_SYSTEM_PROMPT", "LLM_USER_PROMPT", "QUESTION_TEMPLATE")},
+    ("RESETRESOLVEDINTENTSTEP", "RESET_INTENT_CODES"),
+})
 
 
 def _parse_bool(value: str) -> bool:
@@ -400,6 +417,9 @@ def _config(v: Validation) -> None:
         if not c.enabled:
             continue
         key = (c.config_type.upper(), c.config_key.upper())
+        if key[0] != SETTINGS_CONFIG_TYPE.upper() and key not in READ_CONFIG_KEYS:
+            v.warnings.append(f"ce_config[{rec.row_id}]: {c.config_type}.{c.config_key} is not read by convengine; "
+                              "the row does nothing")
         if key[0] == "DIALOGUEACTSTEP" and key[1].startswith("REGEX_") and c.config_value:
             _attach_regex_check(v, rec, c.config_value)
         parser = _TYPED_CONFIG.get(key)
