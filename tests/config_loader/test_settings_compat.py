@@ -77,8 +77,8 @@ def test_convengines_application_yml_loads_and_lists_what_is_not_used() -> None:
     for expected in ("settings.llm.openai is not a convengine setting; ignored",
                      "settings.llm.lmstudio is not a convengine setting",
                      "settings.demo is not a convengine setting",
-                     "settings.flow.llm_threshold is not read here (nor by ConvEngine): the setting is "
-                     "flow.dialogue-act.llm-threshold",
+                     ("settings.flow.llm_threshold is not read here (nor by ConvEngine): the setting is "
+                      "flow.dialogue-act.llm-threshold"),
                      "settings.interaction_policy is not read here (nor by ConvEngine)",
                      "settings.mcp.db.semantic is accepted but does nothing",
                      "settings.schema_active is accepted but does nothing"):
