@@ -130,6 +130,8 @@ class Engine:
         from convengine.runtime import EngineRuntime
 
         self._runtime = await EngineRuntime.start(self.url, self.options, self.bus)
+        for warning in self.warnings:
+            logger.warning("convengine: %s", warning)
 
     def close(self) -> None:
         if self._closed:
@@ -303,6 +305,16 @@ class Engine:
     @property
     def settings(self) -> Any:
         return self.snapshot.settings
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the configuration does that will not work as written: validation warnings, and
+        tasks its pending actions and SET_TASK rules call that this engine was not given (logged
+        when the engine opens)."""
+        from convengine.config_loader.requirements import unregistered_tasks
+
+        snapshot = self.snapshot
+        return [*snapshot.warnings, *unregistered_tasks(snapshot, self._runtime.services.registries.tasks)]
 
     @property
     def database_label(self) -> str:

@@ -430,6 +430,9 @@ class EngineSettings(BaseSettings):
     template_timeout_ms: int = Field(1000, ge=1)
     """Longest a template may take to render (responses, prompts, HTTP tool requests)."""
     template_max_output_chars: int = Field(200_000, ge=1)
+    template_strict: bool = True
+    """Texts shown to the user (EXACT responses...) fail with UNRESOLVED_PROMPT_VARIABLE naming the row
+    when they show an undefined or null variable; false renders them empty, as ConvEngine does."""
     auto_migrate: bool = True
     checkpoint_prune_every: int = Field(DEFAULT_CHECKPOINT_PRUNE_EVERY, ge=0)
     """Every N completed turns, drop a conversation's older checkpoints (keep the latest); 0 keeps
@@ -443,15 +446,103 @@ class EngineSettings(BaseSettings):
             ConfigError: a value has the wrong type, an unknown key was given or a ``${env:NAME}``
                 reference names an unset variable (see :mod:`convengine.security.env_refs`).
         """
+        return cls.build_tolerant(pack_settings=pack_settings, **overrides)[0]
+
+    @classmethod
+    def build_tolerant(cls, *, pack_settings: Mapping[str, Any] | None = None,
+                       **overrides: Any) -> tuple[EngineSettings, list[str]]:
+        """:meth:`build`, reading a pack's ``settings:`` the way ConvEngine reads its application.yml:
+        keys convengine does not know (``llm.openai.*``, ``demo.*``...) are left out and returned as
+        warnings, with the settings that are accepted but do nothing; keyword arguments stay strict.
+
+        Raises:
+            ConfigError: as :meth:`build` (a known key with a wrong value is still an error).
+        """
+        pack, warnings = compat_pack_settings(cls, pack_settings or {})
         try:
             from_env = cls().model_dump(exclude_unset=True, by_alias=True)
-            merged = deep_merge(normalise_keys(cls, pack_settings or {}), from_env)
+            merged = deep_merge(pack, from_env)
             merged = deep_merge(merged, normalise_keys(cls, overrides))
             settings = cls(**resolve_env_refs(merged))
         except ValidationError as exc:
             raise ConfigError(_describe(exc), code=ErrorCode.SETTINGS_INVALID) from None
         remember_settings_secrets(settings.model_dump())
-        return settings
+        return settings, warnings
+
+
+# Settings convengine accepts (so ConvEngine configurations load) but does not act on.
+INERT_SETTINGS: dict[tuple[str, ...], str] = {
+    ("schema_active",): "only ConvEngine's inspection endpoints used it",
+    ("experimental",): "ConvEngine's experimental SQL-generation endpoints are not offered",
+    ("transport", "stomp"): "STOMP/WebSocket is not offered (SSE is)",
+    ("mcp", "db", "semantic"): "ConvEngine's semantic text-to-SQL pipeline is not implemented",
+    ("mcp", "db", "query"): "ConvEngine's semantic text-to-SQL pipeline is not implemented",
+    ("mcp", "db", "preflight"): "ConvEngine's semantic text-to-SQL pipeline is not implemented",
+    ("mcp", "db", "sql_guardrail_table"): "tool SQL is checked by PostgreSQL's parser instead",
+    ("mcp", "db", "introspect_tables"): "ConvEngine's schema introspection is not implemented",
+    ("audit", "dispatch"): "audit events are written in one batch per turn",
+    ("audit", "cache_inspector"): "ConvEngine's cache inspector is not implemented",
+}
+# Where ConvEngine's README puts a key that ConvEngine (and convengine) read elsewhere.
+_READ_ELSEWHERE = {
+    "interaction_policy", "action_lifecycle", "disambiguation", "guardrail", "state_graph",
+    "tool_orchestration", "memory", "query_rewrite", "conversation_history", "dialogue_act",
+}
+
+
+def compat_pack_settings(model: type[BaseModel], data: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A pack's settings without the keys convengine does not know, and a warning for each of them
+    and for each accepted setting that does nothing."""
+    normalised = normalise_keys(model, data)
+    schema = normalised.get("schema")
+    if isinstance(schema, Mapping):  # ConvEngine writes convengine.schema.active
+        normalised["schema"] = schema.get("active")
+    kept, unknown = _split_unknown(model, normalised, ())
+    warnings = [_unknown_warning(path) for path in unknown]
+    warnings += [f"settings.{'.'.join(path)} is accepted but does nothing: {why}"
+                 for path, why in INERT_SETTINGS.items() if _given(kept, path)]
+    return kept, warnings
+
+
+def _given(data: Mapping[str, Any], path: tuple[str, ...]) -> bool:
+    node: Any = data
+    for part in path:
+        if not isinstance(node, Mapping):
+            return False
+        node = node.get("schema" if part == "schema_active" else part)
+        if node is None:
+            return False
+    return True
+
+
+def _unknown_warning(path: tuple[str, ...]) -> str:
+    dotted = ".".join(path)
+    if len(path) == 1 and path[0] in _READ_ELSEWHERE or path == ("flow", "llm_threshold"):
+        where = "flow.dialogue-act.llm-threshold" if path == ("flow", "llm_threshold") else f"flow.{dotted}"
+        return f"settings.{dotted} is not read here (nor by ConvEngine): the setting is {where}; ignored"
+    return f"settings.{dotted} is not a convengine setting; ignored"
+
+
+def _split_unknown(model: type[BaseModel], data: Mapping[str, Any],
+                   path: tuple[str, ...]) -> tuple[dict[str, Any], list[tuple[str, ...]]]:
+    known = set(model.model_fields) | {f.alias for f in model.model_fields.values() if f.alias}
+    kept: dict[str, Any] = {}
+    unknown: list[tuple[str, ...]] = []
+    for key, value in data.items():
+        if key not in known:
+            unknown.append((*path, key))
+            continue
+        sub, each = _submodel(model, key), _mapped_submodel(model, key)
+        if sub is not None and isinstance(value, Mapping):
+            value, inner = _split_unknown(sub, value, (*path, key))
+            unknown += inner
+        elif each is not None and isinstance(value, Mapping):
+            split = {k: _split_unknown(each, v, (*path, key, k)) if isinstance(v, Mapping) else (v, [])
+                     for k, v in value.items()}
+            value = {k: v for k, (v, _) in split.items()}
+            unknown += [p for _, inner in split.values() for p in inner]
+        kept[key] = value
+    return kept, unknown
 
 
 def _describe(exc: ValidationError) -> str:

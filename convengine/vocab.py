@@ -73,6 +73,8 @@ GET_CONTEXT = "GET_CONTEXT"
 GET_SCHEMA_JSON = "GET_SCHEMA_JSON"
 GET_SESSION = "GET_SESSION"
 SET_TASK = "SET_TASK"
+CLEAR_INPUT_PARAM = "CLEAR_INPUT_PARAM"
+CLEAR_CONTEXT = "CLEAR_CONTEXT"
 
 RULE_ACTIONS = (
     SET_STATE,
@@ -84,6 +86,8 @@ RULE_ACTIONS = (
     GET_SCHEMA_JSON,
     GET_SESSION,
     SET_TASK,
+    CLEAR_INPUT_PARAM,
+    CLEAR_CONTEXT,
 )
 
 # --- policies and classifiers ----------------------------------------------------------

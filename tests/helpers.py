@@ -13,7 +13,9 @@ from convengine.engine import Engine
 STEP_STAGES = {"STEP_ENTER", "STEP_EXIT", "STEP_SKIPPED"}
 
 BASE_PACK: dict[str, Any] = {
-    "settings": {"flow": {"dialogue-act": {"resolute": "REGEX_ONLY"}}},
+    # Scenario packs show absent values on purpose (ConvEngine's permissive EXACT rendering);
+    # strict rendering, the default, is tested in tests/config_loader/test_template_checks.py.
+    "settings": {"flow": {"dialogue-act": {"resolute": "REGEX_ONLY"}}, "template_strict": False},
     "ce_intent": [{"intent_code": "GREETING", "description": "hello"},
                   {"intent_code": "LOAN", "description": "loans"}],
     "ce_intent_classifier": [

@@ -8,15 +8,19 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
+from convengine.cli.guard import SETUP_FAILED, guarded, report, state
 from convengine.cli.knowledge import knowledge_app
 from convengine.errors import ConvEngineError
-from convengine.security.redact import redact_text
 from convengine.settings import DEFAULT_DATABASE_URL
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, help="convengine: a data-driven conversational engine.")
-db_app = typer.Typer(no_args_is_help=True, help="Database schema of the ce_* tables.")
-pack_app = typer.Typer(no_args_is_help=True, help="Import, export and validate packs (YAML control-plane rows).")
+# rich_markup_mode=None: typer's rich help shows flags as "--trace <bool>"; the plain help does not.
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  rich_markup_mode=None, help="convengine: a data-driven conversational engine.")
+db_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Database schema of the ce_* tables.")
+pack_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                       help="Import, export and validate packs (YAML control-plane rows).")
 app.add_typer(db_app, name="db")
 app.add_typer(pack_app, name="pack")
 app.add_typer(knowledge_app, name="knowledge")
@@ -28,13 +32,22 @@ UrlOption = Annotated[str, typer.Option("--url", help="Database URL (sqlite:///F
                                         envvar="CONVENGINE_DATABASE_URL")]
 
 
+@app.callback()
+def options(debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of a failure")] = False) -> None:
+    """convengine: a data-driven conversational engine."""
+    state.debug = debug
+
+
 def fail(exc: ConvEngineError) -> None:
-    err.print(f"[red]error[/red] [{exc.code.value}] {redact_text(exc.message)}", markup=True, highlight=False,
-              soft_wrap=True)
-    raise typer.Exit(1)
+    """One line naming the code and the cause; exit code 2 (the command could not do its work)."""
+    if state.debug:
+        raise exc
+    report(exc.code.value, exc.message)
+    raise typer.Exit(SETUP_FAILED)
 
 
 @db_app.command("upgrade")
+@guarded
 def db_upgrade(url: UrlOption = DEFAULT_DATABASE_URL) -> None:
     """Create or upgrade the ce_* tables (safe to run again)."""
     from convengine.db import parse_database_url, upgrade
@@ -50,21 +63,29 @@ def db_upgrade(url: UrlOption = DEFAULT_DATABASE_URL) -> None:
 
 
 @pack_app.command("validate")
-def pack_validate(file: Annotated[Path, typer.Argument(help="The pack (YAML)")]) -> None:
-    """Check a pack: every violation is listed with table, row, column and reason."""
+@guarded
+def pack_validate(
+    file: Annotated[Path, typer.Argument(help="The pack (YAML)")],
+    tasks: Annotated[Path | None, typer.Option("--tasks", help="Python file defining TASKS, to check the tasks the "
+                                                               "pack calls (default: <pack>_tasks.py)")] = None,
+) -> None:
+    """Check a pack: every violation is listed with table, row, column and reason; warnings name
+    what is accepted but will not work (unknown variables, settings nothing reads, tasks not defined)."""
+    from convengine.cli.support import pack_warnings
     from convengine.config_loader import validate_pack
 
     try:
         snapshot = validate_pack(file)
     except ConvEngineError as exc:
         fail(exc)
-    for warning in snapshot.warnings:
-        err.print(f"[yellow]warning[/yellow] {warning}", highlight=False)
+    for warning in pack_warnings(file, snapshot, tasks):
+        err.print(f"[yellow]warning[/yellow] {escape(warning)}", highlight=False, soft_wrap=True)
     rows = sum(len(r) for r in snapshot.tables().values())
-    out.print(f"{file}: valid ({rows} rows, version {snapshot.version})")
+    out.print(f"{escape(str(file))}: valid ({rows} rows, version {snapshot.version})", highlight=False)
 
 
 @pack_app.command("import")
+@guarded
 def pack_import(
     file: Annotated[Path, typer.Argument(help="The pack (YAML)")],
     url: UrlOption = DEFAULT_DATABASE_URL,
@@ -86,6 +107,7 @@ def pack_import(
 
 
 @pack_app.command("export")
+@guarded
 def pack_export(
     url: UrlOption = DEFAULT_DATABASE_URL,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to FILE instead of stdout")] = None,
@@ -94,12 +116,15 @@ def pack_export(
                                   "instead of ***; ${env:NAME} references are always kept")] = False,
 ) -> None:
     """Write the control tables as a pack (YAML), secrets masked unless --include-secrets."""
+    from convengine.cli.guard import require_existing_sqlite
     from convengine.config_loader import dump_pack, export_pack
     from convengine.config_loader.packs import redact_pack
     from convengine.db import create_sync_engine, parse_database_url
 
     try:
-        engine = create_sync_engine(parse_database_url(url))
+        parsed = parse_database_url(url)
+        require_existing_sqlite(parsed)
+        engine = create_sync_engine(parsed)
         pack, masked = (export_pack(engine), 0) if include_secrets else redact_pack(export_pack(engine))
         text = dump_pack(pack)
         engine.dispose()
@@ -116,6 +141,7 @@ def pack_export(
 
 
 @app.command("chat")
+@guarded
 def chat(
     url: UrlOption = DEFAULT_DATABASE_URL,
     pack: Annotated[Path | None, typer.Option("--pack", help="Pack to load (default: the bundled support desk)")] = None,
@@ -138,6 +164,8 @@ def chat(
         engine = open_chat_engine(url, pack, tasks, scripted, llm, replace=replace)
     except ConvEngineError as exc:
         fail(exc)
+    for warning in engine.warnings:
+        err.print(f"[yellow]warning[/yellow] {escape(warning)}", highlight=False, soft_wrap=True)
     try:
         code = run_chat(engine, conversation_id=conversation, trace=trace, console=out)
     finally:
@@ -146,6 +174,7 @@ def chat(
 
 
 @app.command("serve")
+@guarded
 def serve(
     url: UrlOption = DEFAULT_DATABASE_URL,
     pack: Annotated[Path | None, typer.Option("--pack", help="Pack to import at startup")] = None,
@@ -176,6 +205,7 @@ def serve(
 
 
 @app.command("test")
+@guarded
 def test(
     paths: Annotated[list[Path], typer.Argument(help="*.conv.yaml files or folders holding them")],
     url: Annotated[str | None, typer.Option("--url", help="Database (default: a temporary SQLite file per file)")] = None,

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from convengine.engine import Engine, TurnResult
@@ -16,7 +18,7 @@ QUIT = {"/quit", "/exit", "/q"}
 
 
 def print_result(console: Console, result: TurnResult) -> None:
-    console.print(f"[bold green]bot>[/bold green] {result.text}", highlight=False)
+    console.print(f"[bold green]bot>[/bold green] {escape(result.text)}", highlight=False)
     console.print(f"     [dim]{result.intent} / {result.state}  (turn {result.turn})[/dim]", highlight=False)
 
 
@@ -39,12 +41,79 @@ def _last_turn(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return steps[starts[-1]:] if starts else steps
 
 
+CHAT_HELP = """Commands:
+  /help          this help
+  /trace         show or hide each turn's step trace
+  /reset         start the conversation over (keeps the conversation id)
+  /quit          leave (also /exit, /q, Ctrl-D)
+Anything else is sent to the engine. Up/down arrows recall earlier messages."""
+
+
+def enable_line_editing() -> None:
+    """Line editing and history for interactive input (readline), kept in ~/.convengine_history."""
+    try:
+        import atexit
+        import readline
+    except ImportError:  # Windows without pyreadline: plain input still works
+        return
+    history = Path.home() / ".convengine_history"
+    try:
+        readline.read_history_file(history)
+    except OSError:
+        pass
+    readline.set_history_length(1000)
+    atexit.register(_save_history, readline, history)
+
+
+def _save_history(readline: Any, history: Path) -> None:
+    try:
+        readline.write_history_file(history)
+    except OSError:
+        pass
+
+
+@dataclass
+class ChatSession:
+    engine: Engine
+    console: Console
+    conversation_id: str | None
+    trace: bool
+    failed: bool = False
+
+    def command(self, text: str) -> bool:
+        """Run a /command; False when ``text`` is not one."""
+        name = text.strip().lower()
+        if name in ("/help", "/?"):
+            self.console.print(CHAT_HELP, markup=False, highlight=False)
+        elif name == "/trace":
+            self.trace = not self.trace
+            self.console.print(f"[dim]trace {'on' if self.trace else 'off'}[/dim]")
+        elif name == "/reset":
+            self.send("", reset=True)
+        else:
+            return False
+        return True
+
+    def send(self, message: str, *, reset: bool = False) -> None:
+        try:
+            result = self.engine.process(message, self.conversation_id, reset=reset)
+        except ConvEngineError as exc:
+            self.failed = True
+            self.console.print(f"[red]error[/red] [{exc.code.value}] {escape(exc.message)}", highlight=False)
+            return
+        self.conversation_id = result.conversation_id
+        print_result(self.console, result)
+        if self.trace:
+            print_trace(self.console, self.engine, result)
+
+
 def run_chat(engine: Engine, *, conversation_id: str | None, trace: bool, console: Console) -> int:
     """Read messages until EOF or /quit; returns the exit code (1 if any turn failed)."""
     interactive = sys.stdin.isatty()
-    failed = False
+    session = ChatSession(engine, console, conversation_id, trace)
     if interactive:
-        console.print("[dim]Type a message, /quit to leave.[/dim]")
+        enable_line_editing()
+        console.print("[dim]Type a message; /help for commands, /quit to leave.[/dim]")
     while True:
         try:
             line = console.input("[bold cyan]you>[/bold cyan] ") if interactive else sys.stdin.readline()
@@ -58,20 +127,13 @@ def run_chat(engine: Engine, *, conversation_id: str | None, trace: bool, consol
         if not message.strip():
             continue
         if not interactive:
-            console.print(f"[bold cyan]you>[/bold cyan] {message}", highlight=False)
-        try:
-            result = engine.process(message, conversation_id)
-        except ConvEngineError as exc:
-            failed = True
-            console.print(f"[red]error[/red] [{exc.code.value}] {exc.message}", highlight=False)
+            console.print(f"[bold cyan]you>[/bold cyan] {escape(message)}", highlight=False)
+        if message.startswith("/") and session.command(message):
             continue
-        conversation_id = result.conversation_id
-        print_result(console, result)
-        if trace:
-            print_trace(console, engine, result)
-    if conversation_id:
-        console.print(f"[dim]conversation {conversation_id}[/dim]")
-    return 1 if failed else 0
+        session.send(message)
+    if session.conversation_id:
+        console.print(f"[dim]conversation {session.conversation_id}[/dim]")
+    return 1 if session.failed else 0
 
 
 def open_chat_engine(url: str, pack: Path | None, tasks: Path | None, scripted: Path | None, llm: str = "auto",

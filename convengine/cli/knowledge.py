@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from convengine.errors import ConvEngineError, ErrorCode, InvalidInputError
-from convengine.security.redact import redact_text
+from convengine.cli.guard import guarded
+from convengine.errors import ErrorCode, InvalidInputError
 from convengine.settings import DEFAULT_DATABASE_URL
 
 knowledge_app = typer.Typer(no_args_is_help=True, help="Knowledge bases: ingest documents, list, search, delete.")
@@ -51,13 +51,8 @@ def _open(url: str, embeddings: str) -> Any:
     return Knowledge.open(url, embeddings=load_embeddings(embeddings))
 
 
-def _fail(exc: ConvEngineError) -> None:
-    err.print(f"[red]error[/red] [{exc.code.value}] {redact_text(exc.message)}", markup=True, highlight=False,
-              soft_wrap=True)
-    raise typer.Exit(2)
-
-
 @knowledge_app.command("ingest")
+@guarded
 def ingest(
     kb: Annotated[str, typer.Argument(help="Knowledge base name (created when missing)")],
     paths: Annotated[list[Path], typer.Argument(help="Files or folders (text, Markdown, HTML, PDF)")],
@@ -69,28 +64,23 @@ def ingest(
     """Read documents into a knowledge base; unchanged ones are skipped, changed ones replaced."""
     from convengine.knowledge.chunking import discover
 
-    try:
-        knowledge = _open(url, embeddings)
-        files = discover(list(paths))
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err) as bar:
-            task = bar.add_task(f"ingesting into {kb}", total=len(files))
-            report = knowledge.ingest(kb, paths, description=description, prune=prune,
-                                      progress=lambda source, outcome: bar.advance(task))
-        knowledge.close()
-    except ConvEngineError as exc:
-        _fail(exc)
+    knowledge = _open(url, embeddings)
+    files = discover(list(paths))
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err) as bar:
+        task = bar.add_task(f"ingesting into {kb}", total=len(files))
+        report = knowledge.ingest(kb, paths, description=description, prune=prune,
+                                  progress=lambda source, outcome: bar.advance(task))
+    knowledge.close()
     out.print(f"{kb}: {report}", highlight=False)
 
 
 @knowledge_app.command("list")
+@guarded
 def list_bases(url: UrlOption = DEFAULT_DATABASE_URL) -> None:
     """Every knowledge base with its documents and passages."""
-    try:
-        knowledge = _open(url, "none")
-        bases = knowledge.list()
-        knowledge.close()
-    except ConvEngineError as exc:
-        _fail(exc)
+    knowledge = _open(url, "none")
+    bases = knowledge.list()
+    knowledge.close()
     table = Table("knowledge base", "documents", "passages", "revision", "description")
     for base in bases:
         table.add_row(base["kb_name"], str(base["documents"]), str(base["chunks"]), str(base["revision"]),
@@ -99,6 +89,7 @@ def list_bases(url: UrlOption = DEFAULT_DATABASE_URL) -> None:
 
 
 @knowledge_app.command("search")
+@guarded
 def search(
     kb: Annotated[str, typer.Argument(help="Knowledge base name")],
     query: Annotated[str, typer.Argument(help="What to look for")],
@@ -107,12 +98,9 @@ def search(
     k: Annotated[int, typer.Option("-k", help="How many passages")] = 5,
 ) -> None:
     """The best passages for QUERY, with every score."""
-    try:
-        knowledge = _open(url, embeddings)
-        hits = knowledge.search(kb, query, k)
-        knowledge.close()
-    except ConvEngineError as exc:
-        _fail(exc)
+    knowledge = _open(url, embeddings)
+    hits = knowledge.search(kb, query, k)
+    knowledge.close()
     for hit in hits:
         vector = "-" if hit.vector is None else f"{hit.vector:.3f}"
         out.print(f"[bold]{hit.score:.3f}[/bold] (lexical {hit.lexical:.3f}, vector {vector}) "
@@ -121,16 +109,14 @@ def search(
 
 
 @knowledge_app.command("delete")
+@guarded
 def delete(
     kb: Annotated[str, typer.Argument(help="Knowledge base name")],
     sources: Annotated[list[str] | None, typer.Argument(help="Documents to delete (default: the whole base)")] = None,
     url: UrlOption = DEFAULT_DATABASE_URL,
 ) -> None:
     """Delete documents of a knowledge base, or the whole base."""
-    try:
-        knowledge = _open(url, "none")
-        count = knowledge.delete(kb, sources or None)
-        knowledge.close()
-    except ConvEngineError as exc:
-        _fail(exc)
+    knowledge = _open(url, "none")
+    count = knowledge.delete(kb, sources or None)
+    knowledge.close()
     out.print(f"{kb}: {count} document{'s' if count != 1 else ''} deleted", highlight=False)

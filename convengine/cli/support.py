@@ -80,3 +80,12 @@ def choose_llm(choice: str) -> Any:
     if choice != "auto":
         raise ConfigError(f"unknown --llm {choice!r}: use auto, openai or none")
     return None
+
+
+def pack_warnings(pack: Path, snapshot: Any, tasks: Path | None = None) -> list[str]:
+    """A validated pack's warnings, plus the tasks it calls that its tasks file does not define."""
+    from convengine.config_loader.requirements import unregistered_tasks
+
+    tasks_file = tasks or companion(pack, "tasks")
+    registered = getattr(load_module(tasks_file), "TASKS", {}) if tasks_file is not None else {}
+    return [*snapshot.warnings, *unregistered_tasks(snapshot, registered)]

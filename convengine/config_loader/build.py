@@ -63,7 +63,7 @@ def build_snapshot(data: SnapshotInput) -> ConfigSnapshot:
     """
     rowset = coerce_rows(dict(data.tables), origin=data.origin)
     tables, labels = _records(rowset)
-    settings, settings_violations = _settings(tables, data.settings_overrides)
+    settings, settings_violations, settings_warnings = _settings(tables, data.settings_overrides)
     check = Validation(
         tables,
         rule_types=frozenset(RULE_TYPES) | {t.upper() for t in data.extensions.rule_types},
@@ -71,6 +71,7 @@ def build_snapshot(data: SnapshotInput) -> ConfigSnapshot:
         regex_timeout_s=(settings.regex_timeout_ms if settings else 100) / 1000,
     )
     validate(check, labels)
+    check.warnings[:0] = settings_warnings
     violations = rowset.violations + settings_violations + check.violations
     if violations or settings is None:
         raise ConfigValidationError(violations, source=data.source)
@@ -128,12 +129,12 @@ def _normalise(table: str, row: dict[str, Any]) -> dict[str, Any]:
 
 def _settings(
     tables: dict[str, list[Record]], overrides: Mapping[str, Any]
-) -> tuple[EngineSettings | None, list[Violation]]:
+) -> tuple[EngineSettings | None, list[Violation], list[str]]:
     pack_settings, violations = settings_from_config_rows(tables.get("ce_config", []))
     try:
-        base = EngineSettings.build(pack_settings=pack_settings, **overrides)
+        base, warnings = EngineSettings.build_tolerant(pack_settings=pack_settings, **overrides)
     except ConfigError as exc:
-        return None, violations + [Violation("ce_config", SETTINGS_CONFIG_TYPE, "config_value", exc.message)]
+        return None, violations + [Violation("ce_config", SETTINGS_CONFIG_TYPE, "config_value", exc.message)], []
     component = {
         (r.config_type.upper(), r.config_key.upper()): r.config_value  # type: ignore[attr-defined]
         for r in tables.get("ce_config", [])
@@ -142,7 +143,7 @@ def _settings(
     effective, bad = apply_component_overrides(base, component)
     for (ctype, key), msg in bad:
         violations.append(Violation("ce_config", f"{ctype}.{key}", "config_value", msg))
-    return effective, violations
+    return effective, violations, warnings
 
 
 def settings_from_config_rows(rows: Iterable[Any]) -> tuple[dict[str, Any], list[Violation]]:

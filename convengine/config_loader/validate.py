@@ -23,13 +23,19 @@ from convengine.config_loader.records import (
     RuleRecord,
     VerboseRecord,
 )
+from convengine.config_loader.snapshot import SETTINGS_CONFIG_TYPE
+from convengine.config_loader.template_checks import check_templates
 from convengine.errors import Violation
 from convengine.jsonschemas import checked_validator
 from convengine.rules.jsonpath import compile_jsonpath
+from convengine.settings import COMPONENT_OVERRIDES
 from convengine.textmatch import PatternError, TextMatcher, compile_regex
 from convengine.vocab import (
     ANY,
     CLASSIFIER_TYPES,
+    CLEAR_CONTEXT,
+    CLEAR_INPUT_PARAM,
+    DEFAULT_ACT_REGEXES,
     DIALOGUE_ACTS,
     INTENT_COLLISION,
     INTERACTION_MODES,
@@ -74,6 +80,20 @@ _TYPED_CONFIG: dict[tuple[str, str], Callable[[str], Any]] = {
 }
 
 
+# Every (TYPE, KEY) of a ce_config row that convengine reads (besides EngineSettings rows).
+READ_CONFIG_KEYS: frozenset[tuple[str, str]] = frozenset({
+    *_TYPED_CONFIG, *COMPONENT_OVERRIDES,
+    *{("DIALOGUEACTSTEP", f"REGEX_{act}") for act in DEFAULT_ACT_REGEXES},
+    *{("DIALOGUEACTSTEP", k) for k in ("SYSTEM_PROMPT", "USER_PROMPT", "QUERY_REWRITE_SYSTEM_PROMPT",
+                                       "QUERY_REWRITE_USER_PROMPT")},
+    *{("AGENTINTENTRESOLVER", k) for k in ("SYSTEM_PROMPT", "USER_PROMPT")},
+    *{("AGENTINTENTCOLLISIONRESOLVER", k) for k in ("SYSTEM_PROMPT", "USER_PROMPT", "DERIVATION_HINT")},
+    *{("MCPPLANNER", k) for k in ("SYSTEM_PROMPT", "USER_PROMPT")},
+    *{("DISAMBIGUATIONSTEP", k) for k in ("LLM_SYSTEM_PROMPT", "LLM_USER_PROMPT", "QUESTION_TEMPLATE")},
+    ("RESETRESOLVEDINTENTSTEP", "RESET_INTENT_CODES"),
+})
+
+
 def _parse_bool(value: str) -> bool:
     lowered = value.strip().lower()
     if lowered not in ("true", "false", "1", "0", "yes", "no"):
@@ -94,6 +114,7 @@ class Validation:
     known_states: frozenset[str] = frozenset()
     reachable_states: frozenset[str] = frozenset()
     handled_states: frozenset[str] = frozenset()
+    all_intents: frozenset[str] = frozenset()
 
     def bad(self, record: Record | str, row_id: Any, column: str | None, reason: str) -> None:
         table = record if isinstance(record, str) else record.TABLE
@@ -105,11 +126,12 @@ class Validation:
 
 def validate(v: Validation, labels: dict[str, dict[Any, str]]) -> None:
     """Run every check, filling ``v.violations``/``v.warnings`` and compiling matchers."""
+    v.all_intents = frozenset({i.intent_code for i in v.rows("ce_intent")} | {ANY, UNKNOWN, INTENT_COLLISION})  # type: ignore[attr-defined]
     v.reachable_states = _reachable_states(v)
     v.handled_states = _handled_states(v)
     v.known_states = v.reachable_states | v.handled_states
     for check in (_scopes, _verbose, _policies, _classifiers, _rules, _schemas, _responses,
-                  _templates, _tools, _db_tools, _state_graph, _config):
+                  _templates, _tools, _db_tools, _state_graph, _config, check_templates):
         check(v)
     _relabel(v, labels)
 
@@ -166,10 +188,18 @@ def _scope_of(v: Validation, rec: Record, intents: set[str]) -> None:
         if not value and (rec.TABLE, column) not in _BLANK_OK:
             v.bad(rec, rec.row_id, column, "must not be blank (use ANY for a wildcard)")
     if intent and intent not in intents:
+        if rec.TABLE == "ce_rule" and intent not in v.all_intents:
+            v.bad(rec, rec.row_id, "intent_code", _unknown_intent(intent, v))
+            return
         v.warnings.append(f"{rec.TABLE}[{rec.row_id}]: intent {intent!r} is not an enabled ce_intent; row is inactive")
         return
     if state and state not in v.reachable_states:
         v.bad(rec, rec.row_id, "state_code", _unreachable(state, v))
+
+
+def _unknown_intent(intent: str, v: Validation) -> str:
+    known = ", ".join(sorted(v.all_intents))
+    return f"unknown intent {intent!r}: no ce_intent row has it, so the rule can never run (known: {known})"
 
 
 def _unreachable(state: str, v: Validation) -> str:
@@ -250,18 +280,24 @@ def _rules(v: Validation) -> None:
 
 def _rule_action_value(v: Validation, rec: RuleRecord) -> None:
     value = (rec.action_value or "").strip()
-    if rec.action in ("SET_STATE", "SET_INTENT", "SET_DIALOGUE_ACT", "SET_INPUT_PARAM", "SET_TASK") and not value:
+    if rec.action in _NEEDS_VALUE and not value:
         v.bad(rec, rec.row_id, "action_value", f"{rec.action} needs an action_value")
         return
     if rec.action == "SET_STATE" and value.upper() not in v.handled_states:
         v.bad(rec, rec.row_id, "action_value", _unhandled(value, v))
+    if rec.action == "SET_INTENT" and value.upper() not in v.all_intents:
+        v.bad(rec, rec.row_id, "action_value", _unknown_intent(value.upper(), v))
     if rec.action == "SET_DIALOGUE_ACT" and not value.startswith("{") and value.upper() not in DIALOGUE_ACTS:
         v.bad(rec, rec.row_id, "action_value", f"unknown dialogue act {value!r}; known: {', '.join(DIALOGUE_ACTS)}")
-    if rec.action in ("SET_INPUT_PARAM", "SET_DIALOGUE_ACT") and value[:1] in "[{":
+    if rec.action in ("SET_INPUT_PARAM", "SET_DIALOGUE_ACT", CLEAR_INPUT_PARAM, CLEAR_CONTEXT) and value[:1] in "[{":
         try:
             json.loads(value)
         except json.JSONDecodeError as exc:
             v.bad(rec, rec.row_id, "action_value", f"is not valid JSON: {exc.msg}")
+
+
+_NEEDS_VALUE = ("SET_STATE", "SET_INTENT", "SET_DIALOGUE_ACT", "SET_INPUT_PARAM", "SET_TASK",
+                CLEAR_INPUT_PARAM, CLEAR_CONTEXT)
 
 
 def _check_json_schema(v: Validation, rec: Record, column: str, schema: Any) -> None:
@@ -309,8 +345,9 @@ def _responses(v: Validation) -> None:
 def _templates(v: Validation) -> None:
     for rec in v.rows("ce_prompt_template"):
         t: Any = rec
-        if t.output_format not in TEMPLATE_FORMATS:
-            v.bad(rec, rec.row_id, "output_format", f"must be one of {', '.join(TEMPLATE_FORMATS)}, got {t.output_format!r}")
+        if t.output_format not in TEMPLATE_FORMATS:  # ConvEngine never selects such a row: skip it, load the rest
+            v.warnings.append(f"ce_prompt_template[{rec.row_id}]: output_format {t.output_format!r} is not one of "
+                              f"{', '.join(TEMPLATE_FORMATS)}; no call site selects this row, so it is ignored")
         if t.interaction_mode and t.interaction_mode not in INTERACTION_MODES:
             v.warnings.append(f"ce_prompt_template[{rec.row_id}]: unknown interaction_mode {t.interaction_mode!r} is treated as absent")
         if t.interaction_contract:
@@ -385,6 +422,9 @@ def _config(v: Validation) -> None:
         if not c.enabled:
             continue
         key = (c.config_type.upper(), c.config_key.upper())
+        if key[0] != SETTINGS_CONFIG_TYPE.upper() and key not in READ_CONFIG_KEYS:
+            v.warnings.append(f"ce_config[{rec.row_id}]: {c.config_type}.{c.config_key} is not read by convengine; "
+                              "the row does nothing")
         if key[0] == "DIALOGUEACTSTEP" and key[1].startswith("REGEX_") and c.config_value:
             _attach_regex_check(v, rec, c.config_value)
         parser = _TYPED_CONFIG.get(key)

@@ -7,7 +7,12 @@ import json
 from typing import Any
 
 from convengine.config_loader.records import ResponseRecord
-from convengine.errors import LlmNotConfiguredError, PromptRenderError, ResponseMappingNotFoundError
+from convengine.errors import (
+    ErrorCode,
+    LlmNotConfiguredError,
+    PromptRenderError,
+    ResponseMappingNotFoundError,
+)
 from convengine.graph import names
 from convengine.nodes.common import Step, dig
 from convengine.nodes.turn import Turn
@@ -39,12 +44,15 @@ def select_response(turn: Turn) -> ResponseRecord:
 
 
 def render_exact(turn: Turn, row: ResponseRecord) -> str:
-    """Permissive rendering; a template that fails falls back to context.mcp.finalAnswer, else the raw text."""
+    """Render exact_text (strict unless ``template_strict: false``): a missing or null variable fails
+    the turn naming the row; any other failure falls back to context.mcp.finalAnswer, else the raw text."""
     source = row.exact_text or ""
     try:
         return render_text(source, template_variables(turn, names=referenced_names(source)),
                            template=f"ce_response[{row.response_id}].exact_text", limits=turn.settings)
     except PromptRenderError as exc:
+        if exc.code == ErrorCode.UNRESOLVED_PROMPT_VARIABLE:
+            raise
         fallback = dig(turn.read_context(), "mcp", "finalAnswer")
         turn.audit("EXACT_RESPONSE_RENDERING", {"component": "ResponseResolutionStep", "fallbackUsed": True,
                                                 "errorClass": exc.details.get("errorClass"), "errorMessage": exc.message,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -93,13 +94,79 @@ def _coerce_scalar(text: str) -> Any:
     return text
 
 
+_GROUP_REF = re.compile(r"\$(\d+)|\$\{([A-Za-z_]\w*)\}")
+
+
+def regex_groups(rule: RuleRecord, session: RuleSession) -> Any:
+    """The match of a REGEX rule's pattern on this turn's text (its capture groups), or None."""
+    if rule.rule_type != "REGEX" or rule.matcher is None or not hasattr(rule.matcher, "search"):
+        return None
+    return rule.matcher.search(session.user_text)
+
+
+def _group(match: Any, ref: re.Match[str]) -> Any:
+    number, name = ref.group(1), ref.group(2)
+    try:
+        return match.group(int(number)) if number is not None else match.group(name)
+    except (IndexError, KeyError, re.error, ValueError):
+        return None
+
+
+def substitute_groups(value: Any, match: Any) -> Any:
+    """``$1`` / ``${name}`` in a SET_INPUT_PARAM value -> the REGEX rule's capture groups.
+
+    A string that is exactly one reference takes the group's value (``None`` when the group
+    did not take part in the match); references inside a longer string are replaced by the
+    group's text (empty when it did not take part). Nested objects and lists are substituted too.
+    """
+    if match is None:
+        return value
+    if isinstance(value, dict):
+        return {k: substitute_groups(v, match) for k, v in value.items()}
+    if isinstance(value, list):
+        return [substitute_groups(v, match) for v in value]
+    if not isinstance(value, str) or "$" not in value:
+        return value
+    whole = _GROUP_REF.fullmatch(value)
+    if whole:
+        return _group(match, whole)
+    return _GROUP_REF.sub(lambda ref: _group(match, ref) or "", value)
+
+
 def set_input_param(rule: RuleRecord, session: RuleSession, env: ActionEnv) -> dict[str, Any]:
     raw = _value(rule)
     if not raw:
         raise RuleError(f"ce_rule[{rule.rule_id}]: SET_INPUT_PARAM needs a value", code=ErrorCode.INVALID_RULE_ACTION)
-    values = parse_input_params(raw)
+    values = substitute_groups(parse_input_params(raw), regex_groups(rule, session))
     session.keep_params(values)
     return {"ruleId": rule.rule_id, "params": values}
+
+
+def parse_names(raw: str) -> list[str]:
+    """CLEAR_* values: ``name``, ``a, b`` or a JSON list of names."""
+    text = raw.strip()
+    if text.startswith("["):
+        return [str(item).strip() for item in json.loads(text) if str(item).strip()]
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def clear_input_param(rule: RuleRecord, session: RuleSession, env: ActionEnv) -> dict[str, Any]:
+    """Forget stored input params (``cancel_reason``), so a later flow asks for them again."""
+    names = parse_names(_value(rule))
+    params = session.params
+    cleared = [name for name in names if params.pop(name, _MISSING) is not _MISSING]
+    return {"ruleId": rule.rule_id, "params": names, "cleared": cleared}
+
+
+def clear_context(rule: RuleRecord, session: RuleSession, env: ActionEnv) -> dict[str, Any]:
+    """Forget top-level context keys (extracted schema fields...), so a second order asks again."""
+    names = parse_names(_value(rule))
+    context = session.context
+    cleared = [name for name in names if context.pop(name, _MISSING) is not _MISSING]
+    return {"ruleId": rule.rule_id, "keys": names, "cleared": cleared}
+
+
+_MISSING = object()
 
 
 def set_json(rule: RuleRecord, session: RuleSession, env: ActionEnv) -> dict[str, Any]:
@@ -158,4 +225,6 @@ BUILTIN_ACTIONS: Mapping[str, ActionHandler] = {
     "GET_SCHEMA_JSON": _getter("schema_json", lambda s: s.schema_json()),
     "GET_SESSION": _getter("session", lambda s: s.session_dict()),
     "SET_TASK": set_task,
+    "CLEAR_INPUT_PARAM": clear_input_param,
+    "CLEAR_CONTEXT": clear_context,
 }

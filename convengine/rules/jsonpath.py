@@ -3,6 +3,15 @@
 A filter on the root object (``$[?(@.schemaComplete == true)]``) tests the document
 itself, as Jayway does; a rule matches when the path finds anything, or, when it finds
 exactly one boolean, when that boolean is true.
+
+Existence and null checks mean what they say:
+
+* ``@.x`` - ``x`` exists (even when its value is null); ``!@.x`` - ``x`` does not exist;
+* ``@.x != null`` - ``x`` exists and is not null (a missing ``x`` does not match);
+* ``@.x == null`` - ``x`` has no value: it is missing or null.
+
+(jsonpath-ng follows RFC 9535, where a missing member is ``!= null``; Jayway's ConvEngine rules
+were written to mean "has a value".)
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ from jsonpath_ng import JSONPath
 from jsonpath_ng.ext import filter as _filter
 from jsonpath_ng.ext import parse as _parse
 from jsonpath_ng.ext.string import Sub
+from jsonpath_ng.jsonpath import DatumInContext
 
 from convengine.textmatch import PatternError, linear_regex
 
@@ -62,7 +72,23 @@ def compile_jsonpath(source: str) -> JsonPathMatcher:
     except Exception as exc:  # noqa: BLE001 - the parser raises several unrelated types
         raise ValueError(f"invalid JSONPath {text!r}: {exc}") from None
     _bound_regexes(expression)
+    _null_comparisons(expression)
     return JsonPathMatcher(text, expression, text.startswith("$[?"))
+
+
+class _NullComparison(_filter.Expression):
+    """``@.x == null`` / ``@.x != null``: compares "has a value" (present and not null)."""
+
+    def find(self, datum: Any) -> list[Any]:
+        wrapped = DatumInContext.wrap(datum)
+        has_value = any(m.value is not None for m in self.target.find(wrapped))
+        return [wrapped] if has_value == (self.op == "!=") else []
+
+
+def _null_comparisons(node: Any) -> None:
+    for item in _nodes(node):
+        if type(item) is _filter.Expression and item.op in ("==", "!=") and item.value is None:
+            item.__class__ = _NullComparison
 
 
 def _bound_regexes(node: Any) -> None:

@@ -2,9 +2,16 @@
 
 Jinja2's sandbox renders ``{{var}}`` and dotted paths; ConvEngine's other syntaxes
 (``#{expr}``, ``[(${expr})]``, ``[[${expr}]]``, ``[${expr}]``, SpEL's ``?:`` and ``?.``)
-are rewritten to it first. Maps and lists render as JSON. EXACT texts render
-permissively (a missing variable renders empty); prompts are strict: every plain
-``{{path}}`` must resolve, otherwise ``UNRESOLVED_PROMPT_VARIABLE`` names it.
+are rewritten to it first, and so are Thymeleaf text blocks (``[# th:if="${x != null}"]...[/]``,
+:mod:`convengine.templates.thymeleaf`). Maps and lists render as JSON.
+
+Prompts are strict: every plain ``{{path}}`` must resolve, otherwise ``UNRESOLVED_PROMPT_VARIABLE``
+names it; a null value renders empty (prompt variables such as not-yet-collected schema fields are
+null by design). Texts shown to the user (EXACT responses) are strict too unless the pack sets
+``template_strict: false``: a variable that is undefined *or null* is ``UNRESOLVED_PROMPT_VARIABLE``
+naming the row, instead of a hole in the answer; write ``{{ x or '' }}`` or guard with
+``[# th:if="${x != null}"]`` where a missing value is expected. With ``template_strict: false`` they
+render as ConvEngine's do: undefined and null render empty.
 
 Every render is bounded (:mod:`convengine.templates.sandbox`): it stops with
 ``PROMPT_RENDER_FAILED`` after ``settings.template_timeout_ms`` or before building more than
@@ -27,6 +34,7 @@ import re2
 
 from convengine.errors import ErrorCode, PromptRenderError
 from convengine.settings import EngineSettings
+from convengine.templates import thymeleaf
 from convengine.templates.sandbox import BoundedSandbox, TemplateBudgetError, budget_for, check_serialised
 
 _CONVENGINE_FORMS = [
@@ -45,13 +53,16 @@ class TemplateLimits:
 
     timeout_ms: float = EngineSettings.model_fields["template_timeout_ms"].default
     max_chars: int = EngineSettings.model_fields["template_max_output_chars"].default
+    strict_text: bool = EngineSettings.model_fields["template_strict"].default
 
     @classmethod
     def of(cls, source: Any = None) -> TemplateLimits:
-        """Limits from settings (``template_timeout_ms``, ``template_max_output_chars``), or the defaults."""
+        """Limits from settings (``template_timeout_ms``, ``template_max_output_chars``,
+        ``template_strict``), or the defaults."""
         if source is None or isinstance(source, TemplateLimits):
             return source or DEFAULT_LIMITS
-        return cls(source.template_timeout_ms, source.template_max_output_chars)
+        return cls(source.template_timeout_ms, source.template_max_output_chars,
+                   getattr(source, "template_strict", True))
 
 
 DEFAULT_LIMITS = TemplateLimits()
@@ -67,29 +78,61 @@ def _finalize(value: Any) -> Any:
     return value
 
 
+class NullValueError(Exception):
+    """A strict text shows a null value."""
+
+
+def _finalize_not_null(value: Any) -> Any:
+    if value is None:
+        raise NullValueError("shows a value that is null")
+    return _finalize(value)
+
+
 class _LenientUndefined(jinja2.ChainableUndefined):
     def __str__(self) -> str:
         return ""
 
 
-_LENIENT = BoundedSandbox(undefined=_LenientUndefined, finalize=_finalize, autoescape=False,
-                          keep_trailing_newline=True)
-_STRICT = BoundedSandbox(undefined=jinja2.StrictUndefined, finalize=_finalize, autoescape=False,
-                         keep_trailing_newline=True)
+def _sandbox(undefined: type[jinja2.Undefined], finalize: Any) -> BoundedSandbox:
+    env = BoundedSandbox(undefined=undefined, finalize=finalize, autoescape=False, keep_trailing_newline=True)
+    thymeleaf.install(env)
+    return env
+
+
+_LENIENT = _sandbox(_LenientUndefined, _finalize)
+_STRICT = _sandbox(jinja2.StrictUndefined, _finalize)
+_STRICT_TEXT = _sandbox(jinja2.StrictUndefined, _finalize_not_null)
+_ENVS = {"lenient": _LENIENT, "prompt": _STRICT, "text": _STRICT_TEXT}
 
 
 def translate(source: str) -> str:
-    """ConvEngine/Thymeleaf expression forms -> Jinja2 expressions."""
-    text = source
+    """ConvEngine/Thymeleaf expression forms and text blocks -> Jinja2.
+
+    Raises:
+        jinja2.TemplateSyntaxError: a Thymeleaf block is unsupported, unclosed or closes nothing.
+    """
+    text = thymeleaf.translate_blocks(source)
     for pattern, replacement in _CONVENGINE_FORMS:
         text = pattern.sub(replacement, text)
     return _EXPR.sub(lambda m: "{{" + m.group(1).replace("?:", " or ").replace("?.", ".") + "}}", text)
 
 
 @lru_cache(maxsize=2048)
-def _compile(source: str, strict: bool) -> jinja2.Template:
-    env = _STRICT if strict else _LENIENT
-    return env.from_string(translate(source))
+def _compile(source: str, mode: str) -> jinja2.Template:
+    return _ENVS[mode].from_string(translate(source))
+
+
+def check_syntax(source: str | None) -> str | None:
+    """Why ``source`` does not compile (``does not parse: ... (line N)``), or None when it does."""
+    if not source:
+        return None
+    try:
+        _compile(source, "prompt")
+    except jinja2.TemplateSyntaxError as exc:
+        return f"does not parse: {exc.message} (line {exc.lineno})"
+    except Exception as exc:  # noqa: BLE001 - the sandbox refusing a constant, for instance
+        return f"does not compile: {type(exc).__name__}: {exc}"
+    return None
 
 
 @lru_cache(maxsize=2048)
@@ -99,17 +142,34 @@ def referenced_names(source: str) -> frozenset[str]:
         parsed = _LENIENT.parse(translate(source))
     except jinja2.TemplateSyntaxError:
         return frozenset()
-    return frozenset(jinja2.meta.find_undeclared_variables(parsed))
+    return frozenset(jinja2.meta.find_undeclared_variables(parsed)) - set(_LENIENT.globals)
+
+
+_STATEMENT = re2.compile(r"\{%-?\s*(\w+)")
 
 
 def placeholders(source: str) -> list[str]:
-    """Plain dotted-path placeholders of a template, in order."""
+    """Plain dotted-path placeholders of a template, in order, outside ``if``/``for`` blocks
+    (a guarded placeholder is checked when its block renders)."""
+    try:
+        text = translate(source)
+    except jinja2.TemplateSyntaxError:
+        return []
     found: list[str] = []
-    for match in _EXPR.finditer(translate(source)):
-        path = _PLAIN_PATH.match(match.group(1))
-        if path:
-            found.append(path.group(1))
+    depth, position = 0, 0
+    for statement in _STATEMENT.finditer(text):
+        if depth == 0:
+            found.extend(_plain_paths(text[position:statement.start()]))
+        keyword = statement.group(1)
+        depth += 1 if keyword in ("if", "for") else -1 if keyword in ("endif", "endfor") else 0
+        position = statement.end()
+    if depth == 0:
+        found.extend(_plain_paths(text[position:]))
     return found
+
+
+def _plain_paths(text: str) -> list[str]:
+    return [path.group(1) for match in _EXPR.finditer(text) if (path := _PLAIN_PATH.match(match.group(1)))]
 
 
 def resolve_path(variables: Mapping[str, Any], path: str) -> tuple[bool, Any]:
@@ -122,13 +182,13 @@ def resolve_path(variables: Mapping[str, Any], path: str) -> tuple[bool, Any]:
     return True, node
 
 
-def _render(source: str, strict: bool, variables: Mapping[str, Any], limits: Any) -> str:
+def _render(source: str, mode: str, variables: Mapping[str, Any], limits: Any) -> str:
     """Compile (cached) and render under a budget, counting the output as it is produced."""
     bounds = TemplateLimits.of(limits)
     with budget_for(bounds.timeout_ms, bounds.max_chars) as budget:
         parts: list[str] = []
         total = 0
-        for chunk in _compile(source, strict).generate(dict(variables)):
+        for chunk in _compile(source, mode).generate(dict(variables)):
             total += len(chunk)
             if total > bounds.max_chars:
                 budget.fits(total, "an output")
@@ -137,22 +197,53 @@ def _render(source: str, strict: bool, variables: Mapping[str, Any], limits: Any
 
 
 def render_text(source: str | None, variables: Mapping[str, Any], *, template: str = "template",
-                limits: Any = None) -> str:
-    """Permissive rendering (EXACT responses, verbose messages): a missing variable renders empty.
+                limits: Any = None, strict: bool | None = None) -> str:
+    """Texts shown to the user (EXACT responses, verbose messages, questions).
 
-    ``limits``: :class:`TemplateLimits` or the settings to take them from (default limits if omitted).
+    Strict unless ``strict=False`` or the settings say ``template_strict: false``: a variable that
+    is undefined or null is an error; permissive, it renders empty. ``limits``:
+    :class:`TemplateLimits` or the settings to take them from (default limits if omitted).
 
     Raises:
-        PromptRenderError: ``PROMPT_RENDER_FAILED`` naming ``template`` when the source does not
+        PromptRenderError: ``UNRESOLVED_PROMPT_VARIABLE`` (strict) naming the variable and
+            ``template``; ``PROMPT_RENDER_FAILED`` naming ``template`` when the source does not
             parse, the sandbox refuses it, an expression fails (e.g. a division by zero), or the
             render goes over its time or size limit.
     """
     if not source:
         return ""
+    if strict is None:
+        strict = TemplateLimits.of(limits).strict_text
+    if strict:
+        _require(source, variables, template, nulls=True)
     try:
-        return _render(source, False, variables, limits)
+        return _render(source, "text" if strict else "lenient", variables, limits)
+    except (jinja2.UndefinedError, NullValueError) as exc:
+        raise _unresolved(template, exc) from None
     except Exception as exc:  # noqa: BLE001 - every template failure becomes one clear error
         raise _render_failed(template, exc) from None
+
+
+def _require(source: str, variables: Mapping[str, Any], template: str, *, nulls: bool) -> None:
+    """Every plain placeholder outside a block resolves (and, with ``nulls``, is not null)."""
+    missing = []
+    for path in placeholders(source):
+        found, value = resolve_path(variables, path)
+        if not found or (nulls and value is None):
+            missing.append(path)
+    if missing:
+        names = list(dict.fromkeys(missing))
+        verb = ("has" if len(names) == 1 else "have") + (" no value (missing or null)" if nulls else " no value")
+        raise PromptRenderError(
+            f"{template} refers to {', '.join(repr(m) for m in names)}, which {verb} in this turn",
+            details={"template": template, "missingPromptVars": names},
+        )
+
+
+def _unresolved(template: str, exc: Exception) -> PromptRenderError:
+    message = exc.message if isinstance(exc, jinja2.UndefinedError) else str(exc)
+    return PromptRenderError(f"{template}: {message}", details={"template": template,
+                                                                "errorClass": type(exc).__name__})
 
 
 def render_prompt(source: str | None, variables: Mapping[str, Any], *, template: str,
@@ -166,17 +257,11 @@ def render_prompt(source: str | None, variables: Mapping[str, Any], *, template:
     """
     if not source:
         return ""
-    missing = [p for p in placeholders(source) if not resolve_path(variables, p)[0]]
-    if missing:
-        raise PromptRenderError(
-            f"{template} refers to {', '.join(repr(m) for m in dict.fromkeys(missing))}, which "
-            f"{'has' if len(missing) == 1 else 'have'} no value in this turn",
-            details={"template": template, "missingPromptVars": list(dict.fromkeys(missing))},
-        )
+    _require(source, variables, template, nulls=False)
     try:
-        return _render(source, True, variables, limits)
+        return _render(source, "prompt", variables, limits)
     except jinja2.UndefinedError as exc:
-        raise PromptRenderError(f"{template}: {exc.message}", details={"template": template}) from None
+        raise _unresolved(template, exc) from None
     except Exception as exc:  # noqa: BLE001 - every template failure becomes one clear error
         raise _render_failed(template, exc) from None
 

@@ -149,7 +149,7 @@ def test_cli_reports_every_violation_and_fails(tmp_path: Path) -> None:
         "ce_rule": [{"rule_id": 2, "rule_type": "EXACT", "match_pattern": "x", "action": "JUMP"}],
     }))
     done = run_cli("pack", "validate", str(bad))
-    assert done.returncode == 1
+    assert done.returncode == 2  # an invalid configuration: exit code 2, one line per violation
     assert "ce_policy[1].pattern" in done.stderr and "ce_rule[2].action" in done.stderr
 
 

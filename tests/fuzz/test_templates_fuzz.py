@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -33,11 +34,14 @@ def test_user_text_is_rendered_verbatim_never_evaluated(value: str, before: str,
 def test_structured_values_render_as_json_and_scalars_as_text(value: Any) -> None:
     import json
 
+    if value is None:  # a null shown to the user is an error, unless rendering is permissive
+        with pytest.raises(PromptRenderError, match="missing or null"):
+            render_text("{{v}}", {"v": value})
+        assert render_text("{{v}}", {"v": value}, strict=False) == ""
+        return
     rendered = render_text("{{v}}", {"v": value})
     if isinstance(value, (dict, list)):
         assert json.loads(rendered) == value
-    elif value is None:
-        assert rendered == ""
     elif isinstance(value, bool):
         assert rendered == ("true" if value else "false")
     else:

@@ -137,14 +137,14 @@ def test_serving_beyond_loopback_without_keys_refuses_to_start(db_url: str) -> N
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONVENGINE_API__")}
     done = subprocess.run(_serve_command(db_url, *BEYOND_LOOPBACK), capture_output=True, text=True, timeout=60, check=False,
                           env=env)
-    assert done.returncode == 1
+    assert done.returncode == 2  # the CLI's exit code for a configuration it cannot start with
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
     assert "refusing to serve on 0.0.0.0 without authentication" in lines[0]
     assert "CONVENGINE_API__AUTH__API_KEYS" in lines[0] and "CONVENGINE_API__AUTH__MODE=off" in lines[0]
     short = subprocess.run(_serve_command(db_url, *BEYOND_LOOPBACK), capture_output=True, text=True, timeout=60, check=False,
                            env={**env, "CONVENGINE_API__AUTH__API_KEYS": '["short"]'})
-    assert short.returncode == 1 and "at least 16 characters" in short.stderr
+    assert short.returncode == 2 and "at least 16 characters" in short.stderr
     assert "short" not in short.stderr  # a key is never shown
 
 

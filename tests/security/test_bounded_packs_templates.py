@@ -73,7 +73,7 @@ async def test_hostile_packs_are_refused_before_anything_is_built(db_url: str, w
         assert time.monotonic() - started < 30, name
         for error in (checked.value, opened.value):
             assert error.code is ErrorCode.PACK_INVALID and reason in error.message, (name, error.message)
-        assert imported.returncode == 1 and "PACK_INVALID" in imported.stderr and reason in imported.stderr
+        assert imported.returncode == 2 and "PACK_INVALID" in imported.stderr and reason in imported.stderr
     assert_unchanged(before, world())
 
 

@@ -1,0 +1,80 @@
+"""The CLI's front door: a command that cannot reach its database or load its configuration
+prints one line with the cause and exits with code 2; ``convengine --debug ...`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import sqlalchemy.exc
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from convengine.db.url import DatabaseUrl
+from convengine.errors import ConfigError, ConvEngineError, ErrorCode
+from convengine.security.redact import redact_text
+
+SETUP_FAILED = 2
+"""Exit code of a command that could not do its work (database or configuration)."""
+
+F = TypeVar("F", bound=Callable[..., Any])
+_err = Console(stderr=True)
+
+
+@dataclass
+class CliState:
+    debug: bool = False
+
+
+state = CliState()
+
+
+def report(code: str, message: str) -> None:
+    """Print ``error [CODE] message`` (secrets masked, rich markup escaped) on stderr."""
+    _err.print(f"[red]error[/red] [{code}] {escape(redact_text(message))}", markup=True, highlight=False,
+               soft_wrap=True)
+
+
+def describe_database_error(exc: BaseException) -> str:
+    """The driver's own words, on one line, with a hint when the ce_* tables are missing."""
+    cause = getattr(exc, "orig", None) or exc
+    lines = [line.strip() for line in str(cause).splitlines()
+             if line.strip() and not line.strip().startswith(("(Background", "[SQL", "HINT"))]
+    text = " ".join(lines) or type(cause).__name__
+    if "no such table" in text or type(cause).__name__ == "UndefinedTable":
+        text += " (the database has no ce_* tables: run `convengine db upgrade --url ...` first)"
+    return f"cannot use the database: {text}"
+
+
+def require_existing_sqlite(url: DatabaseUrl) -> None:
+    """Refuse a SQLite file that does not exist (reading it would create an empty one)."""
+    if url.sqlite_path is not None and not url.sqlite_path.exists():
+        raise ConfigError(f"no database at {url.sqlite_path} (nothing to read; check --url)",
+                          code=ErrorCode.DATABASE_UNAVAILABLE)
+
+
+def guarded(command: F) -> F:
+    """Turn database and configuration failures of ``command`` into one line and exit code 2."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except (typer.Exit, typer.Abort, KeyboardInterrupt):
+            raise
+        except ConvEngineError as exc:
+            if state.debug:
+                raise
+            report(exc.code.value, exc.message)
+        except (sqlalchemy.exc.SQLAlchemyError, OSError) as exc:
+            if state.debug:
+                raise
+            report(ErrorCode.DATABASE_UNAVAILABLE.value, describe_database_error(exc)
+                   if isinstance(exc, sqlalchemy.exc.SQLAlchemyError) else f"{type(exc).__name__}: {exc}")
+        raise typer.Exit(SETUP_FAILED)
+
+    return run  # type: ignore[return-value]

@@ -1,0 +1,139 @@
+"""Thymeleaf text blocks -> Jinja2 statements.
+
+ConvEngine's templates use Thymeleaf's TEXT-mode blocks; they are rewritten here, before the
+inline forms (``[[${x}]]``...), so they render instead of reaching the user as written:
+
+* ``[# th:if="${cond}"]...[/]`` and ``[# th:unless="${cond}"]...[/]``;
+* ``[# th:each="item : ${items}"]...[/]`` (iteration status variables are not supported);
+* ``[# th:text="${x}"/]`` and ``[# th:utext="${x}"/]``.
+
+Conditions are SpEL as ConvEngine writes them: ``and``/``or``/``!``/``not``, ``&&``/``||``,
+``== null``/``!= null`` (a missing value counts as null), ``?:``, ``?.`` and
+``#strings.isEmpty(x)`` (with ``isNotEmpty``, ``contains``, ``startsWith``, ``endsWith``,
+``toUpperCase``, ``toLowerCase``, ``trim``, ``length``). Anything else that opens with ``[#``, an
+unclosed block or a stray ``[/]`` is a template syntax error (so validation names the row).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jinja2
+import re2
+
+_TAG = re2.compile(r"\[#\s*th:(\w+)\s*=\s*\"([^\"]*)\"\s*(/?)\]|\[#[^\]]*\]|\[/\]")
+_EACH = re2.compile(r"^\s*([A-Za-z_]\w*)\s*(,\s*[A-Za-z_]\w*\s*)?:\s*(.+?)\s*$")
+_DOLLAR = re2.compile(r"\$\{(.+?)\}")
+_SPEL = [
+    (re2.compile(r"\s*!=\s*null\b"), " is not ce_null"),
+    (re2.compile(r"\s*==\s*null\b"), " is ce_null"),
+    (re2.compile(r"\bnull\b"), "none"),
+    (re2.compile(r"&&"), " and "),
+    (re2.compile(r"\|\|"), " or "),
+    (re2.compile(r"!([^=])"), r" not \1"),
+    (re2.compile(r"#strings\."), "ce_strings."),
+    (re2.compile(r"\?:"), " or "),
+    (re2.compile(r"\?\."), "."),
+]
+
+
+def is_null(value: Any) -> bool:
+    """The ``ce_null`` test: None or undefined (a missing value is null, as in SpEL)."""
+    return value is None or isinstance(value, jinja2.Undefined)
+
+
+class Strings:
+    """Thymeleaf's ``#strings`` utility object (the subset ConvEngine's templates use)."""
+
+    @staticmethod
+    def _text(value: Any) -> str:
+        return "" if is_null(value) else str(value)
+
+    def isEmpty(self, value: Any) -> bool:
+        return not self._text(value).strip()
+
+    def isNotEmpty(self, value: Any) -> bool:
+        return not self.isEmpty(value)
+
+    def contains(self, value: Any, part: Any) -> bool:
+        return self._text(part) in self._text(value)
+
+    def startsWith(self, value: Any, part: Any) -> bool:
+        return self._text(value).startswith(self._text(part))
+
+    def endsWith(self, value: Any, part: Any) -> bool:
+        return self._text(value).endswith(self._text(part))
+
+    def toUpperCase(self, value: Any) -> str:
+        return self._text(value).upper()
+
+    def toLowerCase(self, value: Any) -> str:
+        return self._text(value).lower()
+
+    def trim(self, value: Any) -> str:
+        return self._text(value).strip()
+
+    def length(self, value: Any) -> int:
+        return len(self._text(value))
+
+
+def install(env: jinja2.Environment) -> None:
+    """Make the ``ce_null`` test and ``ce_strings`` available to translated templates."""
+    env.tests["ce_null"] = is_null
+    env.globals["ce_strings"] = Strings()
+
+
+def spel(expression: str) -> str:
+    """A SpEL condition (``${...}`` parts unwrapped) as a Jinja expression."""
+    text = _DOLLAR.sub(r"(\1)", expression)
+    for pattern, replacement in _SPEL:
+        text = pattern.sub(replacement, text)
+    return text.strip()
+
+
+def _syntax_error(message: str, source: str, offset: int) -> jinja2.TemplateSyntaxError:
+    return jinja2.TemplateSyntaxError(message, source.count("\n", 0, offset) + 1)
+
+
+def translate_blocks(source: str) -> str:
+    """Rewrite every Thymeleaf text block; raises ``TemplateSyntaxError`` naming what is wrong."""
+    if "[#" not in source and "[/]" not in source:
+        return source
+    out: list[str] = []
+    open_blocks: list[tuple[str, int]] = []
+    position = 0
+    for match in _TAG.finditer(source):
+        out.append(source[position:match.start()])
+        position = match.end()
+        if match.group(0) == "[/]":
+            if not open_blocks:
+                raise _syntax_error("'[/]' closes no Thymeleaf block", source, match.start())
+            out.append("{% end" + open_blocks.pop()[0] + " %}")
+            continue
+        out.append(_open(match, source, open_blocks))
+    if open_blocks:
+        raise _syntax_error(f"a Thymeleaf [# th:...] block is never closed with [/] "
+                            f"({len(open_blocks)} open)", source, open_blocks[-1][1])
+    out.append(source[position:])
+    return "".join(out)
+
+
+def _open(match: Any, source: str, open_blocks: list[tuple[str, int]]) -> str:
+    attribute, value, closed = match.group(1), match.group(2) or "", match.group(3) == "/"
+    where = match.start()
+    if attribute in ("text", "utext") and closed:
+        return "{{ " + spel(value) + " }}"
+    if closed or attribute not in ("if", "unless", "each"):
+        raise _syntax_error(f"unsupported Thymeleaf text block {match.group(0)!r} (supported: "
+                            "[# th:if=...], [# th:unless=...], [# th:each=...] closed by [/], "
+                            "[# th:text=.../], [# th:utext=.../])", source, where)
+    if attribute == "each":
+        each = _EACH.match(value)
+        if each is None or each.group(2):
+            raise _syntax_error(f"th:each must read 'name : ${{list}}' (no status variable), got {value!r}",
+                                source, where)
+        open_blocks.append(("for", where))
+        return "{% for " + each.group(1) + " in (" + spel(each.group(3)) + ") %}"
+    open_blocks.append(("if", where))
+    condition = spel(value)
+    return "{% if " + (f"not ({condition})" if attribute == "unless" else condition) + " %}"
