@@ -218,15 +218,19 @@ def tables_page() -> str:
 # Where each phase runs: (node, audit source). Checked against the code by _phases_run().
 PHASE_STEPS: dict[str, tuple[str, str] | None] = {
     vocab.POST_DIALOGUE_ACT: (names.DIALOGUE_ACT, "after the dialogue act is classified"),
-    vocab.POST_INTENT: (names.INTENT_RESOLUTION, "after the classifier or the intent agent resolved an intent"),
+    vocab.POST_CLASSIFIER_INTENT: (names.INTENT_RESOLUTION, "after a classifier resolved the intent"),
+    vocab.POST_AGENT_INTENT: (names.INTENT_RESOLUTION, "after the intent agent resolved the intent"),
+    vocab.POST_INTENT: (names.INTENT_RESOLUTION, "after the classifier or the intent agent resolved an intent "
+                                                 "(after the path's own phase)"),
     vocab.POST_SCHEMA_EXTRACTION: (names.SCHEMA_EXTRACTION,
                                    "after slots were extracted (or filled from input params with no LLM)"),
     vocab.PRE_AGENT_MCP: (names.MCP_PLANNER, "before the first planner call of the turn"),
-    vocab.POST_SEMANTIC_INTERPRET: None,
+    vocab.POST_SEMANTIC_INTERPRET: (names.MCP_TOOL_CALL, "after a successful `db.semantic.interpret` tool call"),
     vocab.POST_AGENT_MCP: (names.MCP_PLANNER, "when the planner loop ends, if the planner ran"),
     vocab.POST_TOOL_EXECUTION: (names.TOOL_ORCHESTRATION, "after a direct tool (`tool_request`) ran"),
     vocab.PRE_RESPONSE_RESOLUTION: (names.RULES, "the rules step, just before the response is chosen"),
-    vocab.POST_RESPONSE_RESOLUTION: None,
+    vocab.POST_RESPONSE_RESOLUTION: (names.POST_RESPONSE_RULES, "after the response is chosen: may change intent, "
+                                                                "state, params and context, not the payload"),
 }
 
 
@@ -237,8 +241,8 @@ def _phases_run() -> set[str]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "run_rules" and len(node.args) > 1:
                 arg = node.args[1]
-                if isinstance(arg, ast.Name) and arg.id in vocab.PHASES:
-                    found.add(arg.id)
+                options = [arg.body, arg.orelse] if isinstance(arg, ast.IfExp) else [arg]
+                found.update(a.id for a in options if isinstance(a, ast.Name) and a.id in vocab.PHASES)
     return found
 
 
@@ -249,6 +253,10 @@ ACTION_DOCS: dict[str, tuple[str, str, str]] = {
     vocab.SET_DIALOGUE_ACT: ("an act, or JSON with `dialogueAct`, `confidence`, `source`, `standaloneQuery`",
                              "`AFFIRM` or `{\"dialogueAct\": \"EDIT\", \"confidence\": 0.9}`",
                              "Overrides the classified dialogue act (one of " + ", ".join(vocab.DIALOGUE_ACTS) + ")."),
+    vocab.CLEAR_INPUT_PARAM: ("a name, `a, b`, or a JSON list of names", "`cancel_reason` or `[\"size\", \"crust\"]`",
+                              "Forgets those input params (they no longer persist), so a later turn asks again."),
+    vocab.CLEAR_CONTEXT: ("a name, `a, b`, or a JSON list of top-level context keys", "`order_id`",
+                          "Removes those keys from the context (extracted slots included)."),
     vocab.SET_INPUT_PARAM: ("`{\"k\": v, ...}`, `{\"key\": k, \"value\": v}`, `[{\"key\": k, \"value\": v}]`, "
                             "`k:v` or `k`", "`{\"cancel_reason\": \"late\"}`, `vip:true`, `flagged`",
                             "Sets input params that persist to later turns. In `k:v` the value is read as null, "
@@ -356,6 +364,7 @@ STEP_DOCS: dict[str, str] = {
     names.STATE_GRAPH: "check the turn's transitions against `ce_state_graph`",
     names.KNOWLEDGE_FALLBACK: "when no intent matched, answer from the knowledge bases (`knowledge.fallback`)",
     names.RESPONSE_RESOLUTION: "`ce_response`: EXACT text or DERIVED by the model",
+    names.POST_RESPONSE_RULES: "`POST_RESPONSE_RESOLUTION` rules (skipped when the pack has none)",
     names.MEMORY: "update the rolling summary (by the model with a `ce_memory` row, else built in)",
     names.PERSIST_CONVERSATION: "commit checkpoint, conversation row, history and audit",
     names.PIPELINE_END_GUARD: "audit `PIPELINE_TIMING` (under Studio, commit the turn's rows)",

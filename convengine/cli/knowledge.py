@@ -63,7 +63,9 @@ def ingest(
 ) -> None:
     """Read documents into a knowledge base; unchanged ones are skipped, changed ones replaced."""
     from convengine.knowledge.chunking import discover
+    from convengine.knowledge.store import check_name
 
+    check_name(kb)
     knowledge = _open(url, embeddings)
     files = discover(list(paths))
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err) as bar:
