@@ -340,6 +340,21 @@ class KnowledgeSettings(_Section):
     fallback: KnowledgeFallbackSettings = Field(default_factory=KnowledgeFallbackSettings)
 
 
+class FlowsSettings(_Section):
+    """Conversation flows (convengine.flows)."""
+
+    max_steps_per_turn: int = Field(64, ge=1, le=10_000)
+    """Node steps one turn may take before it is stopped (an audited error; nothing kept)."""
+    python_timeout_s: float = Field(2.0, gt=0, le=60)
+    """Wall-clock limit of a python node's script."""
+    python_memory_mb: int = Field(256, ge=32, le=8192)
+    """Address-space limit of a python node's process."""
+    python_max_output_chars: int = Field(20_000, ge=100)
+    """print() output kept from a script (for the trace)."""
+    welcome_flow: str | None = None
+    """The flow a conversation started with ``Engine.start`` (the welcome event) runs."""
+
+
 # --- convengine.llm and engine-level ---------------------------------------------------
 
 
@@ -414,6 +429,7 @@ class EngineSettings(BaseSettings):
     llm: LlmSettings = Field(default_factory=LlmSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
+    flows: FlowsSettings = Field(default_factory=FlowsSettings)
     tables: dict[str, str] = Field(default_factory=dict)
     """ConvEngine's table-name remap; only the default names are supported (see docs/decisions.md)."""
     schema_active: str | None = Field(None, alias="schema")

@@ -50,6 +50,9 @@ class EngineState(TypedDict, total=False):
     """Completed turns of this conversation (a counter, not derived from history)."""
     recent_turns: list[dict[str, Any]]
     """The newest turns ``{user, assistant}``, oldest first, at most max_turns long."""
+    flow: dict[str, Any]
+    """The conversation flows' position: call ``stack`` (flow, node, mode), ``vars`` (session.*),
+    entity ``attempts`` and ``handoff`` (see convengine.flows)."""
     # --- turn-scoped ------------------------------------------------------------------
     turn_input: dict[str, Any]
     """This turn's request: ``text``, ``params``, ``reset``, ``turn_id``."""
@@ -78,6 +81,7 @@ CONVERSATION_KEYS: tuple[str, ...] = (
     "input_params",
     "turn",
     "recent_turns",
+    "flow",
 )
 
 
