@@ -74,7 +74,7 @@ async def call_service(walk: Walk, flow: Flow, node: FlowNodeRecord, config: dic
     walk.variables[service_id] = body
     for name, path in (config.get("outputs") or {}).items():
         found = compile_jsonpath(str(path)).find(body)
-        walk.variables[str(name)] = found[0].value if len(found) == 1 else [f.value for f in found] or None
+        walk.variables[str(name)] = found[0] if len(found) == 1 else (list(found) or None)
     walk.turn.audit(vocab.FLOW_SERVICE_CALLED, {**audit, "status": result["status"], "attempt": result["attempt"],
                                                 "latencyMs": result["latencyMs"], "response": body,
                                                 "outputs": sorted(config.get("outputs") or {})})
