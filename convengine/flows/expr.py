@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import operator
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -117,12 +116,12 @@ def _check(node: ast.AST) -> None:
         raise ExpressionError(f"names starting with '_' are not allowed ({node.attr})")
     if isinstance(node, ast.Name) and node.id.startswith("_"):
         raise ExpressionError(f"names starting with '_' are not allowed ({node.id})")
-    if isinstance(node, ast.Call):
-        if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS or node.keywords:
-            raise ExpressionError(f"only these functions may be called: {', '.join(sorted(FUNCTIONS))}")
+    if isinstance(node, ast.Call) and (not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS
+                                       or node.keywords):
+        raise ExpressionError(f"only these functions may be called: {', '.join(sorted(FUNCTIONS))}")
 
 
-def _eval(node: ast.expr, scopes: Mapping[str, Any]) -> Any:  # noqa: PLR0911 - one branch per node type
+def _eval(node: ast.expr, scopes: Mapping[str, Any]) -> Any:
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Name):

@@ -31,10 +31,10 @@ import sys, json, math, re, io
 _data = json.loads(sys.stdin.read())
 _out = sys.stdout
 _buf = io.StringIO()
-_BLOCKED = ("open", "socket.", "subprocess.", "os.system", "os.exec", "os.fork", "os.forkpty", "os.posix_spawn",
-            "os.spawn", "os.kill", "os.killpg", "ctypes.", "import", "compile", "os.remove", "os.rename",
-            "os.rmdir", "os.mkdir", "os.chdir", "os.listdir", "os.scandir", "os.putenv", "os.unsetenv", "sys._getframe",
-            "object.__getattr__", "resource.")
+_BLOCKED = ("open", "os.", "socket.", "subprocess.", "ctypes.", "import", "compile", "signal.", "resource.",
+            "shutil.", "mmap.", "sys._getframe", "sys.addaudithook", "sys._current_frames", "syslog.", "fcntl.",
+            "msvcrt.", "winreg.", "webbrowser.", "urllib.", "http.", "ftplib.", "smtplib.", "telnetlib.", "glob.",
+            "pathlib.", "tempfile.", "sqlite3.", "marshal.", "pickle.", "cpython.", "code.__new__", "function.__new__")
 def _hook(event, args):
     if event == "exec" or event == "object.__setattr__":
         return
@@ -86,7 +86,7 @@ async def run_script(code: str, inputs: dict[str, Any], *, timeout_s: float, mem
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-I", "-S", "-c", CHILD, cwd=home, env={}, stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
-            preexec_fn=_limits(memory_mb, max(1, int(timeout_s) + 1)))  # noqa: PLW1509 - limits need preexec_fn
+            preexec_fn=_limits(memory_mb, max(1, int(timeout_s) + 1)))
         try:
             out, _ = await asyncio.wait_for(proc.communicate(data), timeout_s)
         except TimeoutError:

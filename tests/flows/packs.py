@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 from tests.helpers import pack
@@ -22,7 +23,7 @@ def edge(flow: str, a: str, b: str, *, outcome: str | None = None, condition: st
 
 
 def chain(flow: str, *ids: str) -> list[dict[str, Any]]:
-    return [edge(flow, a, b) for a, b in zip(ids, ids[1:], strict=False)]
+    return [edge(flow, a, b) for a, b in pairwise(ids)]
 
 
 LOAN_NODES = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,7 @@ from tests.helpers import assert_in_order, engine_on, payload_of, turn_events, t
 pytestmark = pytest.mark.asyncio
 
 
-async def position(engine, cid):  # noqa: ANN001, ANN201 - test helper
+async def position(engine: Any, cid: str) -> list[tuple[str, str, str]]:
     flow = (await engine.astate(cid)).get("flow") or {}
     return [(f["flow"], f["node"], f["mode"]) for f in flow.get("stack", [])]
 
