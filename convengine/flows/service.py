@@ -44,8 +44,20 @@ def _fixed_origin(template: str) -> str | None:
 
 
 async def call_service(walk: Walk, flow: Flow, node: FlowNodeRecord, config: dict[str, Any]) -> Result:
+    """Call the service; any failure (a missing secret, a refused URL, the call itself) is audited and
+    takes the node's ``error`` edge."""
     where = f"ce_flow_node[{flow.code}/{node.node_id}]"
     service_id = str(config["service_id"])
+    try:
+        spec = _request(walk, config, where)
+    except ConvEngineError as exc:
+        walk.turn.audit(vocab.FLOW_SERVICE_FAILED, {"flow": flow.code, "node": node.node_id, "serviceId": service_id,
+                                                    "errorCode": exc.code.value, "message": redact_text(exc.message)})
+        return Result("next", vocab.ERROR)
+    return await _call(walk, flow, node, config, spec)
+
+
+def _request(walk: Walk, config: dict[str, Any], where: str) -> HttpRequest:
     url_template = resolve_secrets(str(config["url"]), where)
     url = walk.render(url_template, where)
     origin = _fixed_origin(url_template)
@@ -57,10 +69,16 @@ async def call_service(walk: Walk, flow: Flow, node: FlowNodeRecord, config: dic
         "read_timeout_ms": int(config.get("timeout_ms", settings.defaults.read_timeout_ms)),
         "connect_timeout_ms": min(int(config.get("timeout_ms", settings.defaults.connect_timeout_ms)),
                                   settings.defaults.connect_timeout_ms)})
-    spec = HttpRequest(url=url, method=str(config.get("method", "GET")).upper(),
+    return HttpRequest(url=url, method=str(config.get("method", "GET")).upper(),
                        headers={str(k): str(v) for k, v in walk.render(resolve_secrets(config.get("headers") or {},
                                                                                        where), where).items()},
                        body=walk.render(resolve_secrets(config.get("body"), where), where), policy=policy)
+
+
+async def _call(walk: Walk, flow: Flow, node: FlowNodeRecord, config: dict[str, Any], spec: HttpRequest) -> Result:
+    service_id = str(config["service_id"])
+    settings = walk.turn.settings.mcp.http_api
+    url = spec.url
     audit = {"flow": flow.code, "node": node.node_id, "serviceId": service_id, "method": spec.method,
              "url": redact_text(f"{urlsplit(url).scheme}://{urlsplit(url).netloc}{urlsplit(url).path}")}
     try:
