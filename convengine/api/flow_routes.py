@@ -13,7 +13,7 @@ from convengine.api.body import DepthCheckedRoute
 from convengine.api.routes import REFUSALS, AdminDep, CallerDep, ConversationId, EngineDep, error_reply
 from convengine.api.schemas import ErrorBody, MessageResponse
 from convengine.engine import TurnResult
-from convengine.errors import ConversationNotFoundError, ConvEngineError, InvalidInputError
+from convengine.errors import ConvEngineError, ConversationNotFoundError, InvalidInputError
 
 router = APIRouter(route_class=DepthCheckedRoute)
 
