@@ -154,6 +154,12 @@ async def knowledge(walk: Walk, flow: Flow, node: FlowNodeRecord, mode: str) -> 
     return await answer_from_knowledge(walk, flow, node, _config(node))
 
 
+async def agent(walk: Walk, flow: Flow, node: FlowNodeRecord, mode: str) -> Result:
+    from convengine.flows.agent import agent as run_agent
+
+    return await run_agent(walk, flow, node, mode)
+
+
 HANDLERS: dict[str, Handler] = {
     vocab.START: passthrough,
     vocab.INTENT: passthrough,
@@ -169,4 +175,5 @@ HANDLERS: dict[str, Handler] = {
     vocab.SERVICE: service,
     vocab.PYTHON: python,
     vocab.KNOWLEDGE: knowledge,
+    vocab.AGENT: agent,
 }

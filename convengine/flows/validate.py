@@ -25,6 +25,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     vocab.SUBFLOW: ("flow",),
     vocab.SERVICE: ("service_id", "url"),
     vocab.PYTHON: ("code",),
+    vocab.AGENT: ("instructions",),
 }
 
 
@@ -162,6 +163,8 @@ def _waits(c: _Check, node: FlowNodeRecord) -> bool:
     """Whether running the node can stop the walk for input (entity, handoff, a subflow that can)."""
     if node.node_type in (vocab.ENTITY, vocab.HANDOFF):
         return True
+    if node.node_type == vocab.AGENT:
+        return bool((node.config or {}).get("greeting") or (node.config or {}).get("stay"))
     if node.node_type == vocab.SUBFLOW:
         called = (node.config or {}).get("flow")
         return any(r.node_type in (vocab.ENTITY, vocab.HANDOFF) for r in c.nodes.get(called, {}).values())

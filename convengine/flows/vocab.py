@@ -16,11 +16,12 @@ HANDOFF = "handoff"
 SERVICE = "service"
 PYTHON = "python"
 KNOWLEDGE = "knowledge"
+AGENT = "agent"
 
 NODE_TYPES: frozenset[str] = frozenset(
     {START, END, INTENT, MESSAGE, ENTITY, DECISION, ROUTER, SET, FALLBACK, SUBFLOW, HANDOFF, SERVICE, PYTHON,
-     KNOWLEDGE})
-WAITING_TYPES: frozenset[str] = frozenset({ENTITY})
+     KNOWLEDGE, AGENT})
+WAITING_TYPES: frozenset[str] = frozenset({ENTITY, AGENT})
 """Node types that may stop the walk to wait for the user's next message."""
 BRANCHING_TYPES: frozenset[str] = frozenset({DECISION, ROUTER})
 
@@ -35,6 +36,7 @@ OUTCOMES: dict[str, frozenset[str]] = {
     KNOWLEDGE: frozenset({FOUND, NOT_FOUND}),
     SERVICE: frozenset({ERROR}),
     PYTHON: frozenset({ERROR}),
+    AGENT: frozenset({ERROR}),
 }
 
 # How the walk enters the node it stopped at.
@@ -68,6 +70,9 @@ FLOW_SERVICE_FAILED = "FLOW_SERVICE_FAILED"
 FLOW_SCRIPT_RAN = "FLOW_SCRIPT_RAN"
 FLOW_SCRIPT_FAILED = "FLOW_SCRIPT_FAILED"
 FLOW_KNOWLEDGE = "FLOW_KNOWLEDGE"
+FLOW_AGENT_ANSWERED = "FLOW_AGENT_ANSWERED"
+FLOW_AGENT_TOOL = "FLOW_AGENT_TOOL"
+FLOW_AGENT_FAILED = "FLOW_AGENT_FAILED"
 FLOW_HANDOFF = "FLOW_HANDOFF"
 FLOW_HANDOFF_MESSAGE = "FLOW_HANDOFF_MESSAGE"
 FLOW_HANDOFF_RESUMED = "FLOW_HANDOFF_RESUMED"

@@ -127,3 +127,47 @@ async def test_knowledge_node_found_and_not_found(db_url: str) -> None:
         cid2 = (await engine.aprocess("hello")).conversation_id
         missing = await engine.aprocess("quantum chromodynamics", cid2)
         assert missing.text == "I could not find that."
+
+
+async def test_agent_node_uses_its_tools_and_remembers(db_url: str) -> None:
+    from convengine.llm import ScriptedLLM
+
+    def plan(**step: Any) -> dict[str, Any]:
+        return {"action": "CALL_TOOL", "tool_code": None, "args": None, "answer": None, "operation_tag": None, **step}
+
+    llm = ScriptedLLM({"MCP_PLANNER": [
+        plan(tool_code="rates.lookup", args={"product": "loan"}),
+        plan(tool_code="secret.admin", args={}),  # not on the node's list: refused
+        plan(action="ANSWER", answer="Loans are at 5.5% today."),
+        plan(action="ANSWER", answer="You asked about loans before."),
+    ], "INTENT_AGENT": {"intent": None, "confidence": 0}})
+    nodes = [node("AG", "start", "start"),
+             node("AG", "helper", "agent", instructions="Answer rate questions.", tools=["rates.lookup"],
+                  greeting="Ask me about rates.", max_steps=4, stay=True),
+             node("AG", "end", "end")]
+    data = one_flow("AG", nodes, chain("AG", "start", "helper", "end"))
+    data["ce_mcp_tool"] = [
+        {"tool_code": "rates.lookup", "tool_group": "CALCULATOR_TRANSFORM", "description": "Today's rates"},
+        {"tool_code": "secret.admin", "tool_group": "CALCULATOR_TRANSFORM", "description": "Not for agents"}]
+    seen: list[dict[str, Any]] = []
+
+    def rates(args: dict[str, Any]) -> dict[str, Any]:
+        seen.append(args)
+        return {"loan": 5.5}
+
+    async with engine_on(db_url, data, llm=llm, tools={"rates.lookup": rates, "secret.admin": lambda a: "boom"}) as engine:
+        greeting = await engine.aprocess("hello")
+        cid = greeting.conversation_id
+        assert greeting.text == "Ask me about rates."
+        answer = await engine.aprocess("what is the rate today?", cid)
+        assert answer.text == "Loans are at 5.5% today."
+        assert seen == [{"product": "loan"}]
+        tools = [(e.payload["tool"], e.payload["status"]) for e in await turn_events(engine, cid)
+                 if e.stage == "FLOW_AGENT_TOOL"]
+        assert tools == [("rates.lookup", "OK"), ("secret.admin", "REFUSED")]
+        again = await engine.aprocess("what did I ask?", cid)
+        assert again.text == "You asked about loans before."
+        last_prompt = llm.calls_to("MCP_PLANNER")[-1].system
+        assert "Loans are at 5.5% today." in last_prompt  # its own memory
+        memory = (await engine.astate(cid))["flow"]["vars"]["_agent_memory_helper"]
+        assert [m["user"] for m in memory] == ["what is the rate today?", "what did I ask?"]
