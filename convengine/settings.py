@@ -358,6 +358,20 @@ class FlowsSettings(_Section):
 # --- convengine.llm and engine-level ---------------------------------------------------
 
 
+class LlmPrice(_Section):
+    input_per_million: float = Field(0.0, ge=0)
+    output_per_million: float = Field(0.0, ge=0)
+
+
+class LlmSpendSettings(_Section):
+    """Token usage is recorded per call (``ce_llm_usage``) and priced here; at ``monthly_cap`` (in the
+    prices' currency, per calendar month UTC) the LLM intent matcher and knowledge synthesis are skipped."""
+
+    monthly_cap: float | None = Field(None, ge=0)
+    prices: dict[str, LlmPrice] = Field(default_factory=dict)
+    """Model name (or ``default``) -> price per million input and output tokens."""
+
+
 class LlmSettings(_Section):
     provider: str = "openai"
     model: str = "gpt-4o-mini"
@@ -368,6 +382,7 @@ class LlmSettings(_Section):
     structured_output: Literal["auto", "json_schema", "json_mode", "function_calling"] = "auto"
     log_calls: bool = False
     """Also write every call to ce_llm_call_log."""
+    spend: LlmSpendSettings = Field(default_factory=LlmSpendSettings)
 
 
 class AuthSettings(_Section):

@@ -367,6 +367,21 @@ class CeFlowEdge(Base):
 FLOW_MODELS: tuple[type[Base], ...] = (CeFlow, CeFlowNode, CeFlowEdge)
 
 
+class CeLlmUsage(Base):
+    """convengine's own: the tokens of one LLM call and their price (for the monthly spend cap)."""
+
+    __tablename__ = "ce_llm_usage"
+    __table_args__ = (sa.Index(None, "created_at"),)
+    usage_id: Mapped[int] = _id()
+    conversation_id: Mapped[str | None] = mapped_column(UUID)
+    call_site: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    model: Mapped[str | None] = mapped_column(sa.Text)
+    input_tokens: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
+    output_tokens: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
+    cost: Mapped[float] = mapped_column(sa.Float, nullable=False, default=0.0)
+    created_at: Mapped[datetime | None] = _created()
+
+
 # --- runtime ---------------------------------------------------------------------------
 
 
