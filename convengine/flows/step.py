@@ -33,6 +33,9 @@ async def flow_step(turn: Turn) -> None:
         raise InvalidInputError("the conversation is not handed off to a human")
     else:
         begin(walk, event)
+    if not walk.stack:
+        turn.set(vocab.STATE_KEY, walk.data)  # nothing to walk (a reset may have cleared the stack)
+        return
     await walk_stack(walk)
     if walk.data.get("handoff"):
         turn.set("status", vocab.HANDOFF_STATUS)
@@ -61,7 +64,8 @@ def _handoff_turn(turn: Turn, data: dict[str, Any]) -> None:
 
 
 def _skip(turn: Turn) -> SkipAudit | None:
-    if turn.get(vocab.STATE_KEY) or _event(turn):
+    data = turn.get(vocab.STATE_KEY) or {}
+    if data.get("stack") or data.get("handoff") or _event(turn):
         return None
     if catalog_of(turn.snapshot).for_intent(turn.intent) is not None:
         return None

@@ -144,9 +144,12 @@ async def test_no_active_flow_skips_the_step(db_url: str) -> None:
     data["ce_intent"].append({"intent_code": "PLAIN", "description": "no flow"})
     data["ce_intent_classifier"].append({"intent_code": "PLAIN", "state_code": "UNKNOWN", "rule_type": "CONTAINS",
                                          "pattern": "plain", "priority": 3})
+    data["ce_response"].append({"intent_code": "PLAIN", "state_code": "UNKNOWN", "exact_text": "Plain answer"})
     async with engine_on(db_url, data) as engine:
-        result = await engine.aprocess("something plain")
-        assert result.text == "Fallback in UNKNOWN" or result.text
+        greeted = await engine.aprocess("hello")  # a flow runs to its end: back at the root
+        assert greeted.text == "Hello! How can I help?"
+        result = await engine.aprocess("something plain", greeted.conversation_id)
+        assert (result.intent, result.text) == ("PLAIN", "Plain answer")  # the pipeline answers as before
         skipped = [e.payload for e in await turn_events(engine, result.conversation_id)
                    if e.stage == "STEP_SKIPPED" and e.payload.get("step") == "flow"]
         assert skipped == [{"step": "flow", "reason": "NO_ACTIVE_FLOW"}]
