@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from convengine.errors import ConfigError
 
@@ -82,8 +82,15 @@ class Expect(_Strict):
 
 
 class Turn(_Strict):
-    user: str = ""
+    user: str
     event: Literal["welcome", "handoff_resume"] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _event_needs_no_text(cls, value: Any) -> Any:
+        if isinstance(value, dict) and value.get("event") is not None and "user" not in value:
+            return {**value, "user": ""}
+        return value
     params: dict[str, Any] = Field(default_factory=dict)
     reset: bool = False
     expect: Expect = Field(default_factory=Expect)
