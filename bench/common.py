@@ -49,7 +49,9 @@ SUPPORT_DESK = Flow("support_desk (deterministic)", EXAMPLES / "support_desk.yam
 LOAN = Flow("loan_application (scripted LLM)", EXAMPLES / "loan_application.yaml",
             ("I would like a loan", "my name is Ann Lee", "25k over 3 years", "change the amount to 30000", "yes"),
             reset_every=5, scripted=EXAMPLES / "loan_application_scripted.py")
-FLOWS = (SUPPORT_DESK, LOAN)
+FLOWS_ASSISTANT = Flow("flows_assistant (conversation flows)", EXAMPLES / "flows_assistant.yaml",
+                       ("I want a loan", "hello", "5000", "12"), reset_every=4)
+FLOWS = (SUPPORT_DESK, LOAN, FLOWS_ASSISTANT)
 
 
 def machine() -> dict[str, Any]:

@@ -181,6 +181,28 @@ class Engine:
         request = check_request(message, conversation_id, input_params, reset, self.settings)
         return await self._portal.acall(self._runtime.process(request, _owner(owner)))
 
+    def start(self, conversation_id: str | None = None, input_params: Mapping[str, Any] | None = None, *,
+              owner: str | None = None) -> TurnResult:
+        """Start a conversation with the welcome event: the bot speaks first (``flows.welcome_flow``)."""
+        return self._portal.call(self.astart(conversation_id, input_params, owner=owner))
+
+    async def astart(self, conversation_id: str | None = None, input_params: Mapping[str, Any] | None = None, *,
+                     owner: str | None = None) -> TurnResult:
+        from convengine.flows.control import event_request
+
+        request = event_request("welcome", conversation_id, input_params, self.settings)
+        return await self._portal.acall(self._runtime.process(request, _owner(owner)))
+
+    def resume_from_handoff(self, conversation_id: str) -> TurnResult:
+        """Hand a conversation back to the bot: its flow continues at the handoff node's next edge."""
+        return self._portal.call(self.aresume_from_handoff(conversation_id))
+
+    async def aresume_from_handoff(self, conversation_id: str) -> TurnResult:
+        from convengine.flows.control import event_request
+
+        request = event_request("handoff_resume", _cid(conversation_id), None, self.settings)
+        return await self._portal.acall(self._runtime.process(request, None))
+
     def seed(self, conversation_id: str, *, context: Mapping[str, Any] | None = None,
              input_params: Mapping[str, Any] | None = None) -> str:
         """Start a conversation with a given context and params, before its first message."""

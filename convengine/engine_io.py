@@ -32,6 +32,8 @@ class TurnRequest:
     params: dict[str, Any] = field(default_factory=dict)
     reset: bool = False
     turn_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    event: str | None = None
+    """A turn that is not a user message: ``welcome`` or ``handoff_resume`` (convengine.flows)."""
 
 
 def normalise_conversation_id(value: Any) -> str:

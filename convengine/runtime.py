@@ -155,7 +155,7 @@ class EngineRuntime:
                   "recursion_limit": snapshot.settings.recursion_limit}
         graph_input = {"conversation_id": request.conversation_id,
                        "turn_input": {"text": request.text, "params": request.params, "reset": request.reset,
-                                      "turn_id": request.turn_id}}
+                                      "turn_id": request.turn_id, "event": request.event}}
         async with self.saver.bind(conn):
             final: dict[str, Any] = await self.graph.ainvoke(graph_input, config, context=ctx, durability="exit")
             await self._commit(conn, ctx)

@@ -340,7 +340,36 @@ class KnowledgeSettings(_Section):
     fallback: KnowledgeFallbackSettings = Field(default_factory=KnowledgeFallbackSettings)
 
 
+class FlowsSettings(_Section):
+    """Conversation flows (convengine.flows)."""
+
+    max_steps_per_turn: int = Field(64, ge=1, le=10_000)
+    """Node steps one turn may take before it is stopped (an audited error; nothing kept)."""
+    python_timeout_s: float = Field(2.0, gt=0, le=60)
+    """Wall-clock limit of a python node's script."""
+    python_memory_mb: int = Field(256, ge=32, le=8192)
+    """Address-space limit of a python node's process."""
+    python_max_output_chars: int = Field(20_000, ge=100)
+    """print() output kept from a script (for the trace)."""
+    welcome_flow: str | None = None
+    """The flow a conversation started with ``Engine.start`` (the welcome event) runs."""
+
+
 # --- convengine.llm and engine-level ---------------------------------------------------
+
+
+class LlmPrice(_Section):
+    input_per_million: float = Field(0.0, ge=0)
+    output_per_million: float = Field(0.0, ge=0)
+
+
+class LlmSpendSettings(_Section):
+    """Token usage is recorded per call (``ce_llm_usage``) and priced here; at ``monthly_cap`` (in the
+    prices' currency, per calendar month UTC) the LLM intent matcher and knowledge synthesis are skipped."""
+
+    monthly_cap: float | None = Field(None, ge=0)
+    prices: dict[str, LlmPrice] = Field(default_factory=dict)
+    """Model name (or ``default``) -> price per million input and output tokens."""
 
 
 class LlmSettings(_Section):
@@ -353,6 +382,7 @@ class LlmSettings(_Section):
     structured_output: Literal["auto", "json_schema", "json_mode", "function_calling"] = "auto"
     log_calls: bool = False
     """Also write every call to ce_llm_call_log."""
+    spend: LlmSpendSettings = Field(default_factory=LlmSpendSettings)
 
 
 class AuthSettings(_Section):
@@ -419,6 +449,7 @@ class EngineSettings(BaseSettings):
     llm: LlmSettings = Field(default_factory=LlmSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
+    flows: FlowsSettings = Field(default_factory=FlowsSettings)
     tables: dict[str, str] = Field(default_factory=dict)
     """ConvEngine's table-name remap; only the default names are supported (see docs/decisions.md)."""
     schema_active: str | None = Field(None, alias="schema")

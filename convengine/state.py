@@ -53,6 +53,9 @@ class EngineState(TypedDict, total=False):
     schema_scope: dict[str, Any] | None
     """The slot schema chosen while collecting ``{schema_id, intent, state}``: it stays with the
     conversation through confirmation and processing until the intent changes or a reset."""
+    flow: dict[str, Any]
+    """The conversation flows' position: call ``stack`` (flow, node, mode), ``vars`` (session.*),
+    entity ``attempts`` and ``handoff`` (see convengine.flows)."""
     # --- turn-scoped ------------------------------------------------------------------
     turn_input: dict[str, Any]
     """This turn's request: ``text``, ``params``, ``reset``, ``turn_id``."""
@@ -82,6 +85,7 @@ CONVERSATION_KEYS: tuple[str, ...] = (
     "turn",
     "recent_turns",
     "schema_scope",
+    "flow",
 )
 
 

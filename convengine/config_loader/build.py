@@ -13,6 +13,7 @@ from convengine.config_loader.rows import RowSet, coerce_rows
 from convengine.config_loader.snapshot import SETTINGS_CONFIG_TYPE, ConfigSnapshot
 from convengine.config_loader.validate import Validation, validate
 from convengine.errors import ConfigError, ConfigValidationError, Violation
+from convengine.flows.validate import validate_flows
 from convengine.settings import EngineSettings, apply_component_overrides
 from convengine.vocab import ANY, RULE_ACTIONS, RULE_TYPES, canonical_phase, canonical_tool_group
 
@@ -33,6 +34,9 @@ _SNAPSHOT_FIELDS = {
     "ce_verbose": "verbose",
     "ce_state_graph": "state_graph",
     "ce_memory": "memory",
+    "ce_flow": "flows",
+    "ce_flow_node": "flow_nodes",
+    "ce_flow_edge": "flow_edges",
 }
 
 
@@ -72,6 +76,7 @@ def build_snapshot(data: SnapshotInput) -> ConfigSnapshot:
     )
     validate(check, labels)
     check.warnings[:0] = settings_warnings
+    validate_flows(check, labels)
     violations = rowset.violations + settings_violations + check.violations
     if violations or settings is None:
         raise ConfigValidationError(violations, source=data.source)

@@ -278,6 +278,48 @@ class MemoryRecord(Record):
     created_at: datetime | None = field(default=None, compare=False, repr=False)
 
 
+@dataclass(**_R)
+class FlowRecord(Record):
+    TABLE: ClassVar[str] = "ce_flow"
+    ID: ClassVar[str] = "flow_code"
+    flow_code: str
+    description: str | None = None
+    intent_code: str | None = None
+    entry_node: str | None = None
+    priority: int = 100
+    enabled: bool = True
+    created_at: datetime | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(**_R)
+class FlowNodeRecord(Record):
+    TABLE: ClassVar[str] = "ce_flow_node"
+    ID: ClassVar[str] = "flow_node_id"
+    flow_node_id: int
+    flow_code: str
+    node_id: str
+    node_type: str
+    config: Any = None
+    description: str | None = None
+    enabled: bool = True
+    created_at: datetime | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(**_R)
+class FlowEdgeRecord(Record):
+    TABLE: ClassVar[str] = "ce_flow_edge"
+    ID: ClassVar[str] = "flow_edge_id"
+    flow_edge_id: int
+    flow_code: str
+    from_node: str
+    to_node: str
+    outcome: str | None = None
+    condition: str | None = None
+    priority: int = 100
+    enabled: bool = True
+    created_at: datetime | None = field(default=None, compare=False, repr=False)
+
+
 RECORD_TYPES: dict[str, type[Record]] = {
     r.TABLE: r
     for r in (
@@ -297,5 +339,8 @@ RECORD_TYPES: dict[str, type[Record]] = {
         VerboseRecord,
         StateGraphRecord,
         MemoryRecord,
+        FlowRecord,
+        FlowNodeRecord,
+        FlowEdgeRecord,
     )
 }

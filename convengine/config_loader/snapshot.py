@@ -16,6 +16,9 @@ from convengine.config_loader.records import (
     ConfigRow,
     ContainerConfigRecord,
     DbToolRecord,
+    FlowEdgeRecord,
+    FlowNodeRecord,
+    FlowRecord,
     IntentRecord,
     MemoryRecord,
     OutputSchemaRecord,
@@ -58,6 +61,9 @@ class ConfigSnapshot:
     verbose: tuple[VerboseRecord, ...] = ()
     state_graph: tuple[StateGraphRecord, ...] = ()
     memory: tuple[MemoryRecord, ...] = ()
+    flows: tuple[FlowRecord, ...] = ()
+    flow_nodes: tuple[FlowNodeRecord, ...] = ()
+    flow_edges: tuple[FlowEdgeRecord, ...] = ()
     warnings: tuple[str, ...] = field(default=(), compare=False)
     known_states: frozenset[str] = field(default=frozenset(), compare=False)
     version: str = field(default="", compare=False)

@@ -316,6 +316,72 @@ class CeMemory(Base):
     created_at: Mapped[datetime | None] = _created()
 
 
+class CeFlow(Base):
+    """convengine's own: a conversation flow (a graph of typed nodes), entered for its intent."""
+
+    __tablename__ = "ce_flow"
+    flow_code: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    description: Mapped[str | None] = mapped_column(sa.Text)
+    intent_code: Mapped[str | None] = mapped_column(sa.Text)
+    """The intent whose match enters this flow (NULL: reached only as a subflow or the welcome flow)."""
+    entry_node: Mapped[str | None] = mapped_column(sa.Text)
+    """The node the flow starts at (NULL: its only ``start`` node)."""
+    priority: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=100, server_default="100")
+    enabled: Mapped[bool] = _enabled()
+    created_at: Mapped[datetime | None] = _created()
+
+
+class CeFlowNode(Base):
+    """One node of a flow: its type and its JSON configuration."""
+
+    __tablename__ = "ce_flow_node"
+    __table_args__ = (sa.UniqueConstraint("flow_code", "node_id"),)
+    flow_node_id: Mapped[int] = _id()
+    flow_code: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    node_id: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    node_type: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    config: Mapped[Any] = mapped_column(JSON, nullable=True)
+    description: Mapped[str | None] = mapped_column(sa.Text)
+    enabled: Mapped[bool] = _enabled()
+    created_at: Mapped[datetime | None] = _created()
+
+
+class CeFlowEdge(Base):
+    """A directed edge between two nodes of a flow, taken on an outcome and/or a condition."""
+
+    __tablename__ = "ce_flow_edge"
+    __table_args__ = (sa.Index(None, "flow_code", "from_node"),)
+    flow_edge_id: Mapped[int] = _id()
+    flow_code: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    from_node: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    to_node: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    outcome: Mapped[str | None] = mapped_column(sa.Text)
+    """The source node's outcome this edge follows (e.g. ``escalate``, ``not_found``, ``error``); NULL: the default."""
+    condition: Mapped[str | None] = mapped_column(sa.Text)
+    """A flow expression (decision/router edges); NULL: always true."""
+    priority: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=100, server_default="100")
+    enabled: Mapped[bool] = _enabled()
+    created_at: Mapped[datetime | None] = _created()
+
+
+FLOW_MODELS: tuple[type[Base], ...] = (CeFlow, CeFlowNode, CeFlowEdge)
+
+
+class CeLlmUsage(Base):
+    """convengine's own: the tokens of one LLM call and their price (for the monthly spend cap)."""
+
+    __tablename__ = "ce_llm_usage"
+    __table_args__ = (sa.Index(None, "created_at"),)
+    usage_id: Mapped[int] = _id()
+    conversation_id: Mapped[str | None] = mapped_column(UUID)
+    call_site: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    model: Mapped[str | None] = mapped_column(sa.Text)
+    input_tokens: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
+    output_tokens: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
+    cost: Mapped[float] = mapped_column(sa.Float, nullable=False, default=0.0)
+    created_at: Mapped[datetime | None] = _created()
+
+
 # --- runtime ---------------------------------------------------------------------------
 
 
@@ -481,6 +547,7 @@ CONTROL_MODELS: tuple[type[Base], ...] = (
     CeVerbose,
     CeStateGraph,
     CeMemory,
+    *FLOW_MODELS,
 )
 RUNTIME_MODELS: tuple[type[Base], ...] = (CeConversation, CeAudit, CeConversationHistory, CeLlmCallLog,
                                            CeMcpUserFeedback)

@@ -9,6 +9,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
+from convengine.flows import step as flow_step
 from convengine.graph import names
 from convengine.graph.plan import StepPlan
 from convengine.graph.wrapper import ContextProvider, make_node
@@ -34,7 +35,7 @@ from convengine.state import EngineInput, EngineState
 def default_steps() -> list[Step]:
     """ConvEngine's steps in convengine's default order (policy before any LLM call)."""
     by_name = {s.name: s for module in (bootstrap, policy, dialogue, actions, correction, intent, schema_steps,
-                                        tools, rules_steps, knowledge, response, finish) for s in module.STEPS}
+                                        tools, rules_steps, knowledge, response, finish, flow_step) for s in module.STEPS}
     missing = [n for n in names.DEFAULT_ORDER if n not in by_name]
     assert not missing, f"steps without an implementation: {missing}"
     return [by_name[n] for n in names.DEFAULT_ORDER]

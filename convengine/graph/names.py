@@ -20,6 +20,7 @@ GUARDRAIL = "guardrail"
 INTENT_RESOLUTION = "intent_resolution"
 RESET_RESOLVED_INTENT = "reset_resolved_intent"
 FALLBACK_INTENT_STATE = "fallback_intent_state"
+FLOW = "flow"
 ADD_CONTAINER_DATA = "add_container_data"
 SCHEMA_EXTRACTION = "schema_extraction"
 AUTO_ADVANCE = "auto_advance"
@@ -51,6 +52,7 @@ DEFAULT_ORDER: tuple[str, ...] = (
     INTENT_RESOLUTION,
     RESET_RESOLVED_INTENT,
     FALLBACK_INTENT_STATE,
+    FLOW,
     ADD_CONTAINER_DATA,
     SCHEMA_EXTRACTION,
     AUTO_ADVANCE,
@@ -79,3 +81,4 @@ LAST_STEP = PIPELINE_END_GUARD
 JAVA_STEP_CLASSES = {name: "".join(p.capitalize() for p in name.split("_")) + "Step" for name in DEFAULT_ORDER}
 JAVA_STEP_CLASSES[MCP_PLANNER] = "McpToolStep"
 JAVA_STEP_CLASSES[MCP_TOOL_CALL] = "McpToolStep"
+JAVA_STEP_CLASSES[FLOW] = "FlowStep"  # convengine's own step

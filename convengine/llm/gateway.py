@@ -28,6 +28,7 @@ from convengine.errors import (
     LlmTimeoutError,
 )
 from convengine.jsonschemas import checked_validator
+from convengine.llm import spend
 from convengine.llm.scripted import LlmCall, ScriptedLLM, UnscriptedCallError, reply_text
 from convengine.settings import LlmSettings
 
@@ -148,6 +149,7 @@ class LlmGateway:
                                 "model": reply.model or self.backend.name, "usage": reply.usage,
                                 "json": call.wants_json})
         await self._log(turn, call, reply.text, True, None, reply.model)
+        await spend.record(self.store, turn, call.call_site, reply.model or self.settings.model, reply.usage)
 
     async def _record_error(self, turn: Turn, call: LlmCall, error: LlmError, started: float, attempt: int, *,
                             will_retry: bool) -> None:

@@ -79,19 +79,21 @@ async def persist_conversation(turn: Turn) -> None:
                         code=ErrorCode.PIPELINE_NO_RESPONSE_PAYLOAD)
     blocked = turn.get("status") == "BLOCKED"
     settle_schema_scope(turn)
+    status = turn.get("status") if turn.get("status") in ("BLOCKED", "HANDOFF") else "RUNNING"
     context = json_safe(turn.read_context())
     params = json_safe(persistent_params(turn.read_params(), _kept_keys(turn)))
     _check_params_size(turn, params)
     turn.replace_context(context)
     turn.set("input_params", params)
-    turn.set("status", "BLOCKED" if blocked else "RUNNING")
+    turn.set("status", status)
     if not blocked:  # blocked text stays out of the history used for prompts
         window = list(turn.get("recent_turns") or [])
         window.append({"user": turn.user_text, "assistant": _window_value(payload), "at": now_ms(turn)})
         turn.set("recent_turns", window[-turn.settings.flow.conversation_history.max_turns:])
     _prepare_commit(turn, payload, context, params, blocked)
+    turn.ctx.commit.projection["status"] = status
     turn.audit("ENGINE_RETURN", {"intent": turn.intent, "state": turn.state, "payload": payload,
-                                 "status": "BLOCKED" if blocked else "RUNNING"})
+                                 "status": status})
 
 
 def _check_params_size(turn: Turn, params: dict[str, Any]) -> None:

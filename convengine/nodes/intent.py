@@ -109,6 +109,11 @@ async def _agent(turn: Turn) -> Resolution | None:
     if not turn.snapshot.allowed_intents():
         turn.audit("INTENT_AGENT_SKIPPED", {"reason": "NO_ALLOWED_INTENTS"})
         return None
+    from convengine.llm.spend import capped
+
+    if await capped(turn, "INTENT_AGENT"):
+        turn.audit("INTENT_AGENT_SKIPPED", {"reason": "SPEND_CAP_REACHED", "callSite": "INTENT_AGENT"})
+        return None
     from convengine.llm.intent_agent import resolve_with_agent
 
     return await resolve_with_agent(turn)

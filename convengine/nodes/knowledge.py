@@ -70,6 +70,11 @@ async def _synthesise(turn: Turn, query: str, hits: list[SearchHit]) -> str | No
     if turn.ctx.services.llm is None:
         turn.audit("KNOWLEDGE_SYNTHESIS_SKIPPED", {"reason": "NO_LLM_CONFIGURED", "callSite": "KNOWLEDGE_SYNTHESIS"})
         return None
+    from convengine.llm.spend import capped
+
+    if await capped(turn, "KNOWLEDGE_SYNTHESIS"):
+        turn.audit("KNOWLEDGE_SYNTHESIS_SKIPPED", {"reason": "SPEND_CAP_REACHED", "callSite": "KNOWLEDGE_SYNTHESIS"})
+        return None
     passages = "\n\n".join(f"[{i}] ({h.title or h.source})\n{h.text}" for i, h in enumerate(hits, 1))
     try:
         text = await turn.ctx.services.llm.text(turn, "KNOWLEDGE_SYNTHESIS", system=SYNTHESIS_SYSTEM,

@@ -30,6 +30,7 @@ class TurnOutcome:
     events: list[AuditEvent] = field(default_factory=list)
     llm_sites: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    flow: dict[str, Any] = field(default_factory=dict)
 
     def trace(self) -> str:
         """The turn's steps and their stages, one line per step."""
@@ -150,9 +151,11 @@ class FileRun:
         outcome = TurnOutcome(index, turn.user)
         before = len(self.llm.calls)
         try:
-            outcome.result = engine.process(turn.user, cid, turn.params or None, turn.reset)
+            outcome.result = _send(engine, cid, turn)
         except ConvEngineError as exc:
             outcome.error = exc
+        if turn.expect.flow is not None and outcome.error is None:
+            outcome.flow = dict(engine.state(cid).get("flow") or {})
         outcome.llm_sites = [c.call.call_site for c in self.llm.calls[before:]]
         try:
             events = engine.audit(cid)
@@ -163,6 +166,14 @@ class FileRun:
         outcome.events = events[starts[-1]:] if starts else []
         outcome.failures = check(turn.expect, outcome)
         return outcome
+
+
+def _send(engine: Engine, cid: str, turn: Turn) -> TurnResult:
+    if turn.event == "welcome":
+        return engine.start(cid, turn.params or None)
+    if turn.event == "handoff_resume":
+        return engine.resume_from_handoff(cid)
+    return engine.process(turn.user, cid, turn.params or None, turn.reset)
 
 
 def run_file(path: str | Path, *, url: str | None = None) -> list[TestOutcome]:
@@ -203,6 +214,23 @@ def check(expect: Expect, turn: TurnOutcome) -> list[str]:
     failures += _stages(expect, [e.stage for e in turn.events])
     failures += _llm(expect, turn.llm_sites)
     failures += _tools(expect, turn.events)
+    failures += _flow(expect, turn.flow)
+    return failures
+
+
+def _flow(expect: Expect, flow: dict[str, Any]) -> list[str]:
+    if expect.flow is None:
+        return []
+    failures = []
+    stack = flow.get("stack") or []
+    at = f"{stack[-1]['flow']}/{stack[-1]['node']}" if stack else "root"
+    if expect.flow.at is not None and at != expect.flow.at:
+        failures.append(f"flow position: expected {expect.flow.at}, got {at}")
+    for path, wanted in expect.flow.vars.items():
+        got = _dig(flow.get("vars") or {}, path)
+        if got is _MISSING or got != wanted:
+            shown = "missing" if got is _MISSING else repr(got)
+            failures.append(f"flow variable {path}: expected {wanted!r}, got {shown}")
     return failures
 
 

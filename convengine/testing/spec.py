@@ -27,15 +27,17 @@
               llm_calls: {DIALOGUE_ACT: 0}    # per call site; sites not listed must not be called
               tool_calls: {crm.lookup: 1}     # counts, or a list of the expected args per call
               error: LLM_TIMEOUT              # the turn must fail with this code
+              flow: {at: LOAN/ask_amount, vars: {amount: 5000}}   # flow position ("root": none) and session.*
+          - event: welcome                    # instead of user: the bot speaks first (or handoff_resume)
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from convengine.errors import ConfigError
 
@@ -51,6 +53,13 @@ class PayloadExpectation(_Strict):
     type: str | None = None
 
 
+class FlowExpectation(_Strict):
+    at: str | None = None
+    """``FLOW/node`` of the innermost flow call, or ``root`` when no flow is active."""
+    vars: dict[str, Any] = Field(default_factory=dict)
+    """Dotted paths into the flow variables (``session.*``)."""
+
+
 class Expect(_Strict):
     intent: str | None = None
     state: str | None = None
@@ -62,6 +71,7 @@ class Expect(_Strict):
     llm_calls: dict[str, int] | None = None
     tool_calls: dict[str, int | list[dict[str, Any]]] | None = None
     error: str | None = None
+    flow: FlowExpectation | None = None
 
     @field_validator("payload", mode="before")
     @classmethod
@@ -73,6 +83,14 @@ class Expect(_Strict):
 
 class Turn(_Strict):
     user: str
+    event: Literal["welcome", "handoff_resume"] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _event_needs_no_text(cls, value: Any) -> Any:
+        if isinstance(value, dict) and value.get("event") is not None and "user" not in value:
+            return {**value, "user": ""}
+        return value
     params: dict[str, Any] = Field(default_factory=dict)
     reset: bool = False
     expect: Expect = Field(default_factory=Expect)

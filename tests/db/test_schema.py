@@ -41,6 +41,10 @@ EXPECTED_COLUMNS = {
     "ce_state_graph": "state_graph_id intent_code from_state to_state enabled description created_at",
     "ce_memory": "memory_id intent_code state_code enabled priority recent_turns summary_max_chars system_prompt "
     "user_prompt created_at",
+    # convengine's own: conversation flows
+    "ce_flow": "flow_code description intent_code entry_node priority enabled created_at",
+    "ce_flow_node": "flow_node_id flow_code node_id node_type config description enabled created_at",
+    "ce_flow_edge": "flow_edge_id flow_code from_node to_node outcome condition priority enabled created_at",
 }
 
 JSON_COLUMNS = {
@@ -49,6 +53,7 @@ JSON_COLUMNS = {
     ("ce_conversation", "last_assistant_json"), ("ce_conversation", "input_params_json"),
     ("ce_audit", "payload_json"), ("ce_conversation_history", "assistant_output"),
     ("ce_mcp_user_feedback", "applied_query_knowledge_json"), ("ce_mcp_user_feedback", "metadata_json"),
+    ("ce_audit", "payload_json"), ("ce_conversation_history", "assistant_output"), ("ce_flow_node", "config"),
 }
 
 

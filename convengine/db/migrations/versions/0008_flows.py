@@ -1,0 +1,31 @@
+"""conversation flows and LLM usage
+
+Revision ID: 0008
+Revises: 0007
+Create Date: 2026-12-08 00:00:00
+
+``ce_flow`` / ``ce_flow_node`` / ``ce_flow_edge``: conversation flows as graphs of typed nodes
+(control tables: packs import, export and validate them like every other ``ce_*`` table), and
+``ce_llm_usage``: tokens and price of each LLM call, summed for the monthly spend cap.
+"""
+
+from alembic import op
+
+from convengine.db.models import FLOW_MODELS, CeLlmUsage
+
+revision = "0008"
+down_revision = "0006"  # TODO(merge): "0007" once migrations 0005-0007 are merged
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    bind = op.get_bind()
+    for model in (*FLOW_MODELS, CeLlmUsage):
+        model.__table__.create(bind, checkfirst=True)
+
+
+def downgrade() -> None:
+    bind = op.get_bind()
+    for model in reversed((*FLOW_MODELS, CeLlmUsage)):
+        model.__table__.drop(bind, checkfirst=True)

@@ -1,0 +1,92 @@
+"""The flows of a configuration, indexed: nodes by id, outgoing edges by priority, flows by intent."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from convengine.config_loader.records import FlowEdgeRecord, FlowNodeRecord, FlowRecord
+from convengine.flows import vocab
+
+
+@dataclass(frozen=True, slots=True)
+class Flow:
+    """One enabled flow: its row, its enabled nodes and its enabled edges (by source, best first)."""
+
+    record: FlowRecord
+    nodes: dict[str, FlowNodeRecord]
+    edges: dict[str, tuple[FlowEdgeRecord, ...]]
+
+    @property
+    def code(self) -> str:
+        return self.record.flow_code
+
+    @property
+    def entry(self) -> str | None:
+        """The entry node: the configured one, else the only ``start`` (or ``intent``) node."""
+        if self.record.entry_node:
+            return self.record.entry_node
+        starts = [n.node_id for n in self.nodes.values() if n.node_type in (vocab.START, vocab.INTENT)]
+        return starts[0] if len(starts) == 1 else None
+
+    def node(self, node_id: str) -> FlowNodeRecord:
+        return self.nodes[node_id]
+
+    def out(self, node_id: str) -> tuple[FlowEdgeRecord, ...]:
+        return self.edges.get(node_id, ())
+
+
+@dataclass(frozen=True, slots=True)
+class FlowCatalog:
+    """Every enabled flow of a snapshot."""
+
+    flows: dict[str, Flow] = field(default_factory=dict)
+    by_intent: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, flows: Iterable[FlowRecord], nodes: Iterable[FlowNodeRecord],
+              edges: Iterable[FlowEdgeRecord]) -> FlowCatalog:
+        enabled = {f.flow_code: f for f in flows if f.enabled}
+        node_map: dict[str, dict[str, FlowNodeRecord]] = {code: {} for code in enabled}
+        for node in nodes:
+            if node.enabled and node.flow_code in node_map:
+                node_map[node.flow_code][node.node_id] = node
+        edge_map: dict[str, dict[str, list[FlowEdgeRecord]]] = {code: {} for code in enabled}
+        for edge in edges:
+            if edge.enabled and edge.flow_code in edge_map:
+                edge_map[edge.flow_code].setdefault(edge.from_node, []).append(edge)
+        built = {code: Flow(rec, node_map[code], {k: tuple(sorted(v, key=_edge_order))
+                                                  for k, v in edge_map[code].items()})
+                 for code, rec in enabled.items()}
+        by_intent: dict[str, str] = {}
+        for rec in sorted(enabled.values(), key=lambda f: (f.priority, f.flow_code)):
+            if rec.intent_code and rec.intent_code not in by_intent:
+                by_intent[rec.intent_code] = rec.flow_code
+        return cls(built, by_intent)
+
+    def get(self, code: str) -> Flow | None:
+        return self.flows.get(code)
+
+    def for_intent(self, intent: str | None) -> Flow | None:
+        code = self.by_intent.get(intent or "")
+        return self.flows.get(code) if code else None
+
+
+def _edge_order(edge: FlowEdgeRecord) -> tuple[Any, ...]:
+    """Conditional edges by priority first, the unconditional (default) edge last."""
+    return (edge.condition is None and edge.outcome is None, edge.priority, edge.flow_edge_id)
+
+
+_CACHE: dict[str, FlowCatalog] = {}
+
+
+def catalog_of(snapshot: Any) -> FlowCatalog:
+    """The catalog of a snapshot, built once per configuration version."""
+    found = _CACHE.get(snapshot.version)
+    if found is None:
+        found = FlowCatalog.build(snapshot.flows, snapshot.flow_nodes, snapshot.flow_edges)
+        if len(_CACHE) > 16:
+            _CACHE.clear()
+        _CACHE[snapshot.version] = found
+    return found

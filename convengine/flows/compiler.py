@@ -1,0 +1,95 @@
+"""Each flow compiles (once per configuration version) into a LangGraph graph with one node per
+flow node. Running it from a node walks edges until a node waits, the flow ends, calls a subflow
+or hands off; the walker (:mod:`convengine.flows.walker`) handles the call stack."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+from typing_extensions import TypedDict
+
+from convengine.config_loader.records import FlowEdgeRecord, FlowNodeRecord
+from convengine.flows import vocab
+from convengine.flows.catalog import Flow
+from convengine.flows.nodes import HANDLERS
+from convengine.flows.walk import FlowError, Walk
+
+FAILURE_OUTCOMES = frozenset({vocab.ESCALATE, vocab.NOT_FOUND, vocab.ERROR})
+
+
+class FlowRun(TypedDict, total=False):
+    node: str
+    mode: str
+    result: dict[str, Any]
+
+
+def select_edge(walk: Walk, flow: Flow, node_id: str, outcome: str | None) -> FlowEdgeRecord | None:
+    """The first edge (by priority, the default last) for ``outcome`` whose condition holds."""
+    for edge in flow.out(node_id):
+        if edge.outcome is not None and edge.outcome != outcome:
+            continue
+        if edge.outcome is None and outcome in FAILURE_OUTCOMES:
+            continue
+        if edge.condition and not walk.evaluate(edge.condition, f"ce_flow_edge[{flow.code}/{edge.flow_edge_id}]"):
+            continue
+        return edge
+    return None
+
+
+def _make_node(flow: Flow, node: FlowNodeRecord) -> Any:
+    handler = HANDLERS[node.node_type]
+
+    async def run(state: FlowRun, runtime: Runtime[Walk]) -> Command[Any]:
+        walk = runtime.context
+        walk.tick(flow, node.node_id)
+        mode = state.get("mode") or vocab.MODE_ENTER
+        walk.turn.audit(vocab.FLOW_NODE, {"flow": flow.code, "node": node.node_id, "type": node.node_type,
+                                          "mode": mode})
+        result = await handler(walk, flow, node, mode)
+        if result.kind != "next":
+            return Command(goto=END, update={"result": {"kind": result.kind, "node": node.node_id,
+                                                        "flow": result.flow}})
+        edge = select_edge(walk, flow, node.node_id, result.outcome)
+        if edge is None:
+            if result.outcome in FAILURE_OUTCOMES or flow.out(node.node_id):
+                raise FlowError(f"flow {flow.code} node {node.node_id}: no edge for outcome "
+                                f"{result.outcome or 'default'} whose condition holds")
+            return Command(goto=END, update={"result": {"kind": "end", "node": node.node_id}})
+        return Command(goto=edge.to_node, update={"node": edge.to_node, "mode": vocab.MODE_ENTER})
+
+    run.__name__ = node.node_id
+    return run
+
+
+def compile_flow(flow: Flow) -> Any:
+    graph: StateGraph[Any, Any, Any, Any] = StateGraph(FlowRun, context_schema=Walk)
+    for node_id, node in flow.nodes.items():
+        targets = tuple(dict.fromkeys(e.to_node for e in flow.out(node_id))) + (END,)
+        graph.add_node(node_id, _make_node(flow, node), destinations=targets)
+    graph.add_conditional_edges(START, lambda s: s["node"], {n: n for n in flow.nodes})
+    return graph.compile(checkpointer=False, name=f"flow:{flow.code}")
+
+
+_COMPILED: dict[tuple[str, str], Any] = {}
+
+
+def compiled(version: str, flow: Flow) -> Any:
+    """The flow's compiled graph for a configuration version (compiled on first use)."""
+    key = (version, flow.code)
+    found = _COMPILED.get(key)
+    if found is None:
+        if len(_COMPILED) > 256:
+            _COMPILED.clear()
+        found = _COMPILED[key] = compile_flow(flow)
+    return found
+
+
+async def run_flow(walk: Walk, flow: Flow, node_id: str, mode: str) -> dict[str, Any]:
+    """Walk ``flow`` from ``node_id`` entered in ``mode``; returns the stop: kind, node, flow."""
+    graph = compiled(walk.turn.snapshot.version, flow)
+    final = await graph.ainvoke({"node": node_id, "mode": mode}, context=walk,
+                                config={"recursion_limit": walk.max_steps + 10})
+    return dict(final.get("result") or {"kind": "end", "node": node_id})

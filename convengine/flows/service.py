@@ -1,0 +1,134 @@
+"""service nodes (HTTP through the tool executor and its SSRF guard) and knowledge nodes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+from urllib.parse import urlsplit
+
+from convengine.config_loader.records import FlowNodeRecord
+from convengine.errors import ConvEngineError
+from convengine.flows import vocab
+from convengine.flows.catalog import Flow
+from convengine.flows.walk import NEXT, FlowError, Result, Walk
+from convengine.rules.jsonpath import compile_jsonpath
+from convengine.security.redact import ENV_REF, redact_text, remember_secret
+from convengine.tools.http import HttpRequest, HttpRunner
+
+
+def resolve_secrets(value: Any, where: str) -> Any:
+    """``${env:NAME}`` in the configured (not yet rendered) value, read now and never stored."""
+    if isinstance(value, str):
+        return ENV_REF.sub(lambda m: _secret(m.group(1), where), value) if "${env:" in value else value
+    if isinstance(value, dict):
+        return {k: resolve_secrets(v, where) for k, v in value.items()}
+    if isinstance(value, list):
+        return [resolve_secrets(v, where) for v in value]
+    return value
+
+
+def _secret(name: str, where: str) -> str:
+    if name not in os.environ:
+        raise FlowError(f"{where}: the environment variable {name} (referenced as ${{env:{name}}}) is not set")
+    value = os.environ[name]
+    remember_secret(value, dynamic=True)
+    return value
+
+
+def _fixed_origin(template: str) -> str | None:
+    """The scheme and host of a URL template when they hold no ``{{ }}`` (user data cannot change them)."""
+    head = template.split("/", 3)
+    origin = "/".join(head[:3])
+    return None if "{{" in origin or "{%" in origin else origin.lower()
+
+
+async def call_service(walk: Walk, flow: Flow, node: FlowNodeRecord, config: dict[str, Any]) -> Result:
+    """Call the service; any failure (a missing secret, a refused URL, the call itself) is audited and
+    takes the node's ``error`` edge."""
+    where = f"ce_flow_node[{flow.code}/{node.node_id}]"
+    service_id = str(config["service_id"])
+    try:
+        spec = _request(walk, config, where)
+    except ConvEngineError as exc:
+        walk.turn.audit(vocab.FLOW_SERVICE_FAILED, {"flow": flow.code, "node": node.node_id, "serviceId": service_id,
+                                                    "errorCode": exc.code.value, "message": redact_text(exc.message)})
+        return Result("next", vocab.ERROR)
+    return await _call(walk, flow, node, config, spec)
+
+
+def _request(walk: Walk, config: dict[str, Any], where: str) -> HttpRequest:
+    url_template = resolve_secrets(str(config["url"]), where)
+    url = walk.render(url_template, where)
+    origin = _fixed_origin(url_template)
+    if origin and "/".join(url.split("/", 3)[:3]).lower() != origin:
+        raise FlowError(f"{where}: the rendered URL changed the configured scheme or host")
+    settings = walk.turn.settings.mcp.http_api
+    policy = settings.defaults.model_copy(update={
+        "max_attempts": int(config.get("retries", 0)) + 1,
+        "read_timeout_ms": int(config.get("timeout_ms", settings.defaults.read_timeout_ms)),
+        "connect_timeout_ms": min(int(config.get("timeout_ms", settings.defaults.connect_timeout_ms)),
+                                  settings.defaults.connect_timeout_ms)})
+    return HttpRequest(url=url, method=str(config.get("method", "GET")).upper(),
+                       headers={str(k): str(v) for k, v in walk.render(resolve_secrets(config.get("headers") or {},
+                                                                                       where), where).items()},
+                       body=walk.render(resolve_secrets(config.get("body"), where), where), policy=policy)
+
+
+async def _call(walk: Walk, flow: Flow, node: FlowNodeRecord, config: dict[str, Any], spec: HttpRequest) -> Result:
+    service_id = str(config["service_id"])
+    settings = walk.turn.settings.mcp.http_api
+    url = spec.url
+    audit = {"flow": flow.code, "node": node.node_id, "serviceId": service_id, "method": spec.method,
+             "url": redact_text(f"{urlsplit(url).scheme}://{urlsplit(url).netloc}{urlsplit(url).path}")}
+    try:
+        result = await _runner(walk).execute(f"flow:{flow.code}:{service_id}", spec, settings)
+    except ConvEngineError as exc:
+        walk.turn.audit(vocab.FLOW_SERVICE_FAILED, {**audit, "errorCode": exc.code.value,
+                                                    "message": redact_text(exc.message)})
+        return Result("next", vocab.ERROR)
+    body = result["mapped"]
+    walk.last_service = body
+    walk.variables[service_id] = body
+    for name, path in (config.get("outputs") or {}).items():
+        found = compile_jsonpath(str(path)).find(body)
+        walk.variables[str(name)] = found[0] if len(found) == 1 else (list(found) or None)
+    walk.turn.audit(vocab.FLOW_SERVICE_CALLED, {**audit, "status": result["status"], "attempt": result["attempt"],
+                                                "latencyMs": result["latencyMs"], "response": body,
+                                                "outputs": sorted(config.get("outputs") or {})})
+    return NEXT
+
+
+def _runner(walk: Walk) -> HttpRunner:
+    tools = walk.turn.ctx.services.tools
+    if tools is None:
+        raise FlowError("service nodes need the engine's tool runner (open the engine with Engine.open)")
+    return tools.http  # type: ignore[no-any-return]
+
+
+async def answer_from_knowledge(walk: Walk, flow: Flow, node: FlowNodeRecord, config: dict[str, Any]) -> Result:
+    """Search the knowledge bases for the query (a template, default the user's message); the best
+    passage at or above ``min_score`` is said (``found``), else ``not_found``."""
+    where = f"ce_flow_node[{flow.code}/{node.node_id}]"
+    query = str(walk.render(config.get("query") or "{{ input }}", where))[:1000]
+    kbs = config.get("knowledge_bases") or None
+    min_score = float(config.get("min_score", walk.turn.settings.knowledge.fallback.min_score))
+    retriever = walk.turn.ctx.services.retriever
+    engine = walk.turn.ctx.services.store.sync_engine
+    vector = await retriever.aembed(query) if retriever.embeddings is not None else None
+
+    def search() -> list[Any]:
+        with engine.connect() as conn:
+            return retriever.search(conn, kbs, query, int(config.get("top_k", 3)), vector)  # type: ignore[no-any-return]
+
+    hits = await asyncio.to_thread(search) if query.strip() else []
+    best = hits[0] if hits and hits[0].score >= min_score else None
+    walk.turn.audit(vocab.FLOW_KNOWLEDGE, {"flow": flow.code, "node": node.node_id, "query": query,
+                                           "found": best is not None, "candidates": [
+                                               {"source": h.source, "score": h.score} for h in hits]})
+    if best is None:
+        return Result("next", vocab.NOT_FOUND)
+    walk.variables[str(config.get("variable", "knowledge_answer"))] = best.text
+    if config.get("say", True):
+        walk.say(best.text)
+    return Result("next", vocab.FOUND)

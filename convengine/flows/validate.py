@@ -1,0 +1,209 @@
+"""Publish validation of flows, at load: every violation named with its flow, node and edge.
+
+A flow is refused when a node is unreachable from its entry, a node can neither reach an end nor
+wait for input, an edge points at a node that does not exist, a subflow names no flow, a node's
+type or configuration is unknown, or a cycle can run without waiting for input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from convengine.config_loader.records import FlowEdgeRecord, FlowNodeRecord, FlowRecord
+from convengine.errors import Violation
+from convengine.flows import vocab
+from convengine.flows.expr import ExpressionError, compile_expression
+from convengine.textmatch import PatternError, compile_regex
+
+NODE, EDGE, FLOW = "ce_flow_node", "ce_flow_edge", "ce_flow"
+# Config keys each node type needs.
+REQUIRED: dict[str, tuple[str, ...]] = {
+    vocab.ENTITY: ("variable", "prompt"),
+    vocab.SET: ("variable",),
+    vocab.SUBFLOW: ("flow",),
+    vocab.SERVICE: ("service_id", "url"),
+    vocab.PYTHON: ("code",),
+    vocab.AGENT: ("instructions",),
+}
+
+
+@dataclass
+class _Check:
+    flows: dict[str, FlowRecord]
+    nodes: dict[str, dict[str, FlowNodeRecord]]
+    edges: dict[str, list[FlowEdgeRecord]]
+    found: list[Violation] = field(default_factory=list)
+
+    def bad(self, table: str, row_id: Any, column: str | None, reason: str) -> None:
+        self.found.append(Violation(table, row_id, column, reason))
+
+
+def validate_flows(v: Any, labels: dict[str, dict[Any, str]]) -> None:
+    """Check ce_flow / ce_flow_node / ce_flow_edge of a :class:`Validation`, adding its violations."""
+    flows = {f.flow_code: f for f in v.rows(FLOW) if f.enabled}
+    check = _Check(flows, {code: {} for code in flows}, {code: [] for code in flows})
+    _index_nodes(check, v.rows(NODE))
+    _index_edges(check, v.rows(EDGE))
+    for code in flows:
+        _check_flow(check, code)
+    v.violations.extend(replace(x, row_id=labels.get(x.table, {}).get(x.row_id, x.row_id)) for x in check.found)
+
+
+def _index_nodes(c: _Check, rows: Iterable[FlowNodeRecord]) -> None:
+    for node in rows:
+        if not node.enabled:
+            continue
+        where = f"flow {node.flow_code} node {node.node_id}"
+        if node.flow_code not in c.flows:
+            c.bad(NODE, node.flow_node_id, "flow_code", f"{where}: no enabled ce_flow row {node.flow_code!r}")
+            continue
+        if node.node_id in c.nodes[node.flow_code]:
+            c.bad(NODE, node.flow_node_id, "node_id", f"{where}: duplicate node id")
+            continue
+        if node.node_id.startswith("__"):
+            c.bad(NODE, node.flow_node_id, "node_id", f"{where}: node ids may not start with '__'")
+            continue
+        c.nodes[node.flow_code][node.node_id] = node
+        _check_node(c, node, where)
+
+
+def _check_node(c: _Check, node: FlowNodeRecord, where: str) -> None:
+    if node.node_type not in vocab.NODE_TYPES:
+        c.bad(NODE, node.flow_node_id, "node_type",
+              f"{where}: unknown node type {node.node_type!r}; expected one of {', '.join(sorted(vocab.NODE_TYPES))}")
+        return
+    config = node.config if node.config is not None else {}
+    if not isinstance(config, dict):
+        c.bad(NODE, node.flow_node_id, "config", f"{where}: config must be a JSON object")
+        return
+    missing = [k for k in REQUIRED.get(node.node_type, ()) if config.get(k) in (None, "")]
+    if missing:
+        c.bad(NODE, node.flow_node_id, "config", f"{where}: a {node.node_type} node needs {', '.join(missing)}")
+    if node.node_type == vocab.SUBFLOW and config.get("flow") and config["flow"] not in c.flows:
+        c.bad(NODE, node.flow_node_id, "config", f"{where}: subflow {config['flow']!r} does not exist (no enabled ce_flow row)")
+    pattern = (config.get("capture") or {}).get("pattern") if isinstance(config.get("capture"), dict) else None
+    if pattern:
+        try:
+            compile_regex(str(pattern))
+        except PatternError as exc:
+            c.bad(NODE, node.flow_node_id, "config", f"{where}: capture pattern does not compile: {exc}")
+    if node.node_type == vocab.SET and config.get("expression"):
+        _expression(c, NODE, node.flow_node_id, "config", where, str(config["expression"]))
+
+
+def _expression(c: _Check, table: str, row_id: Any, column: str, where: str, source: str) -> None:
+    try:
+        compile_expression(source)
+    except ExpressionError as exc:
+        c.bad(table, row_id, column, f"{where}: expression {source[:80]!r} is not valid: {exc}")
+
+
+def _index_edges(c: _Check, rows: Iterable[FlowEdgeRecord]) -> None:
+    for edge in rows:
+        if not edge.enabled:
+            continue
+        where = f"flow {edge.flow_code} edge {edge.from_node}->{edge.to_node}"
+        if edge.flow_code not in c.flows:
+            c.bad(EDGE, edge.flow_edge_id, "flow_code", f"{where}: no enabled ce_flow row {edge.flow_code!r}")
+            continue
+        nodes = c.nodes[edge.flow_code]
+        ok = True
+        for column, target in (("from_node", edge.from_node), ("to_node", edge.to_node)):
+            if target not in nodes:
+                c.bad(EDGE, edge.flow_edge_id, column, f"{where}: points at node {target!r}, which does not exist")
+                ok = False
+        if edge.condition:
+            _expression(c, EDGE, edge.flow_edge_id, "condition", where, edge.condition)
+        if ok and edge.outcome:
+            kind = nodes[edge.from_node].node_type
+            allowed = vocab.OUTCOMES.get(kind, frozenset())
+            if edge.outcome not in allowed:
+                c.bad(EDGE, edge.flow_edge_id, "outcome", f"{where}: a {kind} node has no outcome {edge.outcome!r}"
+                      + (f" (it has {', '.join(sorted(allowed))})" if allowed else ""))
+                ok = False
+        if ok:
+            c.edges[edge.flow_code].append(edge)
+
+
+def _check_flow(c: _Check, code: str) -> None:
+    record, nodes, edges = c.flows[code], c.nodes[code], c.edges[code]
+    entry = record.entry_node
+    if entry is None:
+        starts = [n for n, r in nodes.items() if r.node_type in (vocab.START, vocab.INTENT)]
+        if len(starts) != 1:
+            c.bad(FLOW, code, "entry_node", f"flow {code}: needs exactly one start node or an entry_node "
+                  f"(found {len(starts)} start nodes)")
+            return
+        entry = starts[0]
+    elif entry not in nodes:
+        c.bad(FLOW, code, "entry_node", f"flow {code}: entry node {entry!r} does not exist")
+        return
+    succ: dict[str, list[FlowEdgeRecord]] = {n: [] for n in nodes}
+    for edge in edges:
+        succ[edge.from_node].append(edge)
+    reached = _reach({entry}, {n: [e.to_node for e in out] for n, out in succ.items()})
+    for node_id in sorted(set(nodes) - reached):
+        c.bad(NODE, nodes[node_id].flow_node_id, "node_id", f"flow {code} node {node_id}: unreachable from entry {entry}")
+    waits = {n for n, r in nodes.items() if _waits(c, r)}
+    terminals = waits | {n for n, r in nodes.items() if r.node_type == vocab.END}
+    preds: dict[str, list[str]] = {n: [] for n in nodes}
+    for edge in edges:
+        preds[edge.to_node].append(edge.from_node)
+    finishing = _reach(terminals, preds)
+    for node_id in sorted(reached - finishing):
+        c.bad(NODE, nodes[node_id].flow_node_id, "node_id",
+              f"flow {code} node {node_id}: no path from here reaches an end node or waits for input")
+    _cycles(c, code, {e.flow_edge_id: e for e in edges if e.from_node in reached and e.from_node not in waits
+                      and e.to_node not in waits})
+
+
+def _waits(c: _Check, node: FlowNodeRecord) -> bool:
+    """Whether running the node can stop the walk for input (entity, handoff, a subflow that can)."""
+    if node.node_type in (vocab.ENTITY, vocab.HANDOFF):
+        return True
+    if node.node_type == vocab.AGENT:
+        return bool((node.config or {}).get("greeting") or (node.config or {}).get("stay"))
+    if node.node_type == vocab.SUBFLOW:
+        called = (node.config or {}).get("flow")
+        return any(r.node_type in (vocab.ENTITY, vocab.HANDOFF) for r in c.nodes.get(called, {}).values())
+    return False
+
+
+def _reach(start: set[str], graph: dict[str, list[str]]) -> set[str]:
+    seen, todo = set(start), list(start)
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def _cycles(c: _Check, code: str, edges: dict[int, FlowEdgeRecord]) -> None:
+    """Report one closing edge per cycle among nodes that never wait (depth-first search)."""
+    out: dict[str, list[FlowEdgeRecord]] = {}
+    for edge in edges.values():
+        out.setdefault(edge.from_node, []).append(edge)
+    colour: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> None:
+        colour[node] = 1
+        path.append(node)
+        for edge in out.get(node, ()):
+            state = colour.get(edge.to_node, 0)
+            if state == 1:
+                loop = path[path.index(edge.to_node):] + [edge.to_node]
+                c.bad(EDGE, edge.flow_edge_id, "to_node",
+                      f"flow {code} edge {edge.from_node}->{edge.to_node}: closes a cycle ({' -> '.join(loop)}) "
+                      "that can run without waiting for input")
+            elif state == 0:
+                visit(edge.to_node)
+        path.pop()
+        colour[node] = 2
+
+    for node in sorted(out):
+        if colour.get(node, 0) == 0:
+            visit(node)

@@ -1,0 +1,80 @@
+"""Names of the flow runtime: node types, outcomes, walk modes, audit stages, event names."""
+
+from __future__ import annotations
+
+START = "start"
+END = "end"
+INTENT = "intent"
+MESSAGE = "message"
+ENTITY = "entity"
+DECISION = "decision"
+ROUTER = "router"
+SET = "set"
+FALLBACK = "fallback"
+SUBFLOW = "subflow"
+HANDOFF = "handoff"
+SERVICE = "service"
+PYTHON = "python"
+KNOWLEDGE = "knowledge"
+AGENT = "agent"
+
+NODE_TYPES: frozenset[str] = frozenset(
+    {START, END, INTENT, MESSAGE, ENTITY, DECISION, ROUTER, SET, FALLBACK, SUBFLOW, HANDOFF, SERVICE, PYTHON,
+     KNOWLEDGE, AGENT})
+WAITING_TYPES: frozenset[str] = frozenset({ENTITY, AGENT})
+"""Node types that may stop the walk to wait for the user's next message."""
+BRANCHING_TYPES: frozenset[str] = frozenset({DECISION, ROUTER})
+
+# Outcomes a node reports; an edge with that ``outcome`` is taken (NULL outcome: the default edge).
+CAPTURED = "captured"
+ESCALATE = "escalate"
+FOUND = "found"
+NOT_FOUND = "not_found"
+ERROR = "error"
+OUTCOMES: dict[str, frozenset[str]] = {
+    ENTITY: frozenset({CAPTURED, ESCALATE}),
+    KNOWLEDGE: frozenset({FOUND, NOT_FOUND}),
+    SERVICE: frozenset({ERROR}),
+    PYTHON: frozenset({ERROR}),
+    AGENT: frozenset({ERROR}),
+}
+
+# How the walk enters the node it stopped at.
+MODE_ENTER = "enter"      # run the node from the start
+MODE_WAIT = "wait"        # the node waits for input: this turn's message is its answer
+MODE_RETURN = "return"    # a subflow returned / a handoff ended: follow the node's default edge
+MODE_REASK = "reask"      # a digression returned: ask the node's question again
+
+# Turn events (not user messages) that start or continue a flow.
+EVENT_WELCOME = "welcome"
+EVENT_HANDOFF_RESUME = "handoff_resume"
+
+HANDOFF_STATUS = "HANDOFF"
+STATE_KEY = "flow"
+"""The EngineState key holding the flow position, call stack and variables."""
+
+# Audit stages
+FLOW_STARTED = "FLOW_STARTED"
+FLOW_NODE = "FLOW_NODE"
+FLOW_WAITING = "FLOW_WAITING"
+FLOW_DIGRESSION = "FLOW_DIGRESSION"
+FLOW_RETURNED = "FLOW_RETURNED"
+FLOW_COMPLETED = "FLOW_COMPLETED"
+FLOW_SUBFLOW_CALL = "FLOW_SUBFLOW_CALL"
+FLOW_ENTITY_CAPTURED = "FLOW_ENTITY_CAPTURED"
+FLOW_ENTITY_REPROMPT = "FLOW_ENTITY_REPROMPT"
+FLOW_ENTITY_ESCALATED = "FLOW_ENTITY_ESCALATED"
+FLOW_VARIABLE_SET = "FLOW_VARIABLE_SET"
+FLOW_SERVICE_CALLED = "FLOW_SERVICE_CALLED"
+FLOW_SERVICE_FAILED = "FLOW_SERVICE_FAILED"
+FLOW_SCRIPT_RAN = "FLOW_SCRIPT_RAN"
+FLOW_SCRIPT_FAILED = "FLOW_SCRIPT_FAILED"
+FLOW_KNOWLEDGE = "FLOW_KNOWLEDGE"
+FLOW_AGENT_ANSWERED = "FLOW_AGENT_ANSWERED"
+FLOW_AGENT_TOOL = "FLOW_AGENT_TOOL"
+FLOW_AGENT_FAILED = "FLOW_AGENT_FAILED"
+FLOW_HANDOFF = "FLOW_HANDOFF"
+FLOW_HANDOFF_MESSAGE = "FLOW_HANDOFF_MESSAGE"
+FLOW_HANDOFF_RESUMED = "FLOW_HANDOFF_RESUMED"
+FLOW_STEP_LIMIT = "FLOW_STEP_LIMIT"
+FLOW_RESET = "FLOW_RESET"

@@ -1,0 +1,89 @@
+"""Publish validation: a flow is refused at load, every violation named with flow, node and edge."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from convengine.config_loader.build import SnapshotInput, build_snapshot
+from convengine.engine import Engine
+from convengine.errors import ConfigValidationError
+from tests.flows.packs import chain, edge, flows_pack, node
+
+
+def violations(nodes: list[dict[str, Any]], edges: list[dict[str, Any]],
+               flows: list[dict[str, Any]] | None = None) -> list[str]:
+    data = flows_pack(nodes=nodes, edges=edges, flows=flows or [{"flow_code": "BAD"}])
+    tables = {k: v for k, v in data.items() if k != "settings"}
+    with pytest.raises(ConfigValidationError) as caught:
+        build_snapshot(SnapshotInput(tables, settings_overrides={"flows": data["settings"]["flows"]}))
+    return [str(v) for v in caught.value.violations]
+
+
+def test_the_example_flows_are_valid() -> None:
+    data = flows_pack()
+    snapshot = build_snapshot(SnapshotInput({k: v for k, v in data.items() if k != "settings"}))
+    assert {f.flow_code for f in snapshot.flows} == {"LOAN", "GREET", "WELCOME"}
+
+
+def test_unreachable_node() -> None:
+    found = violations([node("BAD", "start", "start"), node("BAD", "end", "end"), node("BAD", "lost", "message", text="x"),
+                        node("BAD", "lost_end", "end")],
+                       [*chain("BAD", "start", "end"), edge("BAD", "lost", "lost_end")])
+    assert any("flow BAD node lost: unreachable from entry start" in v for v in found)
+    assert any("flow BAD node lost_end: unreachable" in v for v in found)
+
+
+def test_path_that_never_ends_nor_waits() -> None:
+    found = violations([node("BAD", "start", "start"), node("BAD", "say", "message", text="x"),
+                        node("BAD", "end", "end"), node("BAD", "branch", "decision")],
+                       [edge("BAD", "start", "branch"), edge("BAD", "branch", "end", condition="session.a == 1"),
+                        edge("BAD", "branch", "say")])
+    assert any("flow BAD node say: no path from here reaches an end node or waits for input" in v for v in found)
+
+
+def test_edge_pointing_nowhere() -> None:
+    found = violations([node("BAD", "start", "start"), node("BAD", "end", "end")],
+                       [*chain("BAD", "start", "end"), edge("BAD", "start", "ghost")])
+    assert any("ce_flow_edge" in v and "flow BAD edge start->ghost: points at node 'ghost', which does not exist" in v
+               for v in found)
+
+
+def test_missing_subflow() -> None:
+    found = violations([node("BAD", "start", "start"), node("BAD", "call", "subflow", flow="NOPE"),
+                        node("BAD", "end", "end")], chain("BAD", "start", "call", "end"))
+    assert any("flow BAD node call: subflow 'NOPE' does not exist" in v for v in found)
+
+
+def test_cycle_without_waiting() -> None:
+    found = violations([node("BAD", "start", "start"), node("BAD", "a", "set", variable="n", value="1"),
+                        node("BAD", "b", "decision"), node("BAD", "end", "end")],
+                       [*chain("BAD", "start", "a", "b"), edge("BAD", "b", "end", condition="session.n > 3", priority=1),
+                        edge("BAD", "b", "a")])
+    assert any("flow BAD edge b->a: closes a cycle (a -> b -> a) that can run without waiting for input" in v
+               for v in found)
+
+
+def test_cycle_through_a_waiting_node_is_allowed() -> None:
+    data = flows_pack()  # LOAN: ask_amount -> human -> after_human -> ask_amount waits on each lap
+    build_snapshot(SnapshotInput({k: v for k, v in data.items() if k != "settings"}))
+
+
+def test_bad_types_outcomes_and_expressions() -> None:
+    found = violations([node("BAD", "start", "start"), node("BAD", "w", "wormhole"),
+                        node("BAD", "ask", "entity", variable="x", prompt="?"), node("BAD", "end", "end")],
+                       [*chain("BAD", "start", "ask", "end"), edge("BAD", "ask", "end", outcome="found"),
+                        edge("BAD", "start", "w", condition="__import__('os')")])
+    assert any("flow BAD node w: unknown node type 'wormhole'" in v for v in found)
+    assert any("flow BAD edge ask->end: a entity node has no outcome 'found'" in v for v in found)
+    assert any("flow BAD edge start->w: expression" in v and "only these functions may be called" in v for v in found)
+
+
+@pytest.mark.asyncio
+async def test_an_invalid_flow_is_refused_at_load_on_both_backends(db_url: str) -> None:
+    data = flows_pack(nodes=[node("BAD", "start", "start"), node("BAD", "end", "end")],
+                      edges=[edge("BAD", "start", "nowhere"), *chain("BAD", "start", "end")],
+                      flows=[{"flow_code": "BAD"}])
+    with pytest.raises(ConfigValidationError, match="flow BAD edge start->nowhere"):
+        await Engine.aopen(db_url, pack=data)
