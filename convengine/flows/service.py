@@ -12,6 +12,7 @@ from convengine.errors import ConvEngineError
 from convengine.flows import vocab
 from convengine.flows.catalog import Flow
 from convengine.flows.walk import NEXT, FlowError, Result, Walk
+from convengine.nodes.knowledge import synthesise
 from convengine.rules.jsonpath import compile_jsonpath
 from convengine.security.redact import ENV_REF, redact_text, remember_secret
 from convengine.tools.http import HttpRequest, HttpRunner
@@ -128,7 +129,12 @@ async def answer_from_knowledge(walk: Walk, flow: Flow, node: FlowNodeRecord, co
                                                {"source": h.source, "score": h.score} for h in hits]})
     if best is None:
         return Result("next", vocab.NOT_FOUND)
-    walk.variables[str(config.get("variable", "knowledge_answer"))] = best.text
+    answer = None
+    if config.get("synthesis"):
+        answer = await synthesise(walk.turn, query, [h for h in hits if h.score >= min_score])
+    walk.variables[str(config.get("variable", "knowledge_answer"))] = answer or best.text
+    walk.variables[str(config.get("sources_variable", "knowledge_sources"))] = [
+        {"kb": h.kb_name, "source": h.source, "title": h.title, "score": h.score} for h in hits if h.score >= min_score]
     if config.get("say", True):
-        walk.say(best.text)
+        walk.say(answer or best.text)
     return Result("next", vocab.FOUND)

@@ -40,7 +40,7 @@ async def knowledge_fallback(turn: Turn) -> None:
         turn.audit("KNOWLEDGE_FALLBACK_NO_MATCH", audit)
         return
     kept = [h for h in hits if h.score >= settings.min_score]
-    answer = await _synthesise(turn, query, kept) if settings.synthesis else None
+    answer = await synthesise(turn, query, kept) if settings.synthesis else None
     payload = {"type": "TEXT", "value": answer or kept[0].text, "sources": [_source(h) for h in kept]}
     turn.set("payload", payload)
     turn.audit("KNOWLEDGE_FALLBACK_ANSWERED", {**audit, "synthesised": answer is not None,
@@ -66,7 +66,8 @@ async def _search(turn: Turn, query: str, kbs: list[str] | None, k: int) -> list
     return await asyncio.to_thread(run)
 
 
-async def _synthesise(turn: Turn, query: str, hits: list[SearchHit]) -> str | None:
+async def synthesise(turn: Turn, query: str, hits: list[SearchHit]) -> str | None:
+    """An answer written by the KNOWLEDGE_SYNTHESIS call from ``hits`` only (None: no LLM, or it failed)."""
     if turn.ctx.services.llm is None:
         turn.audit("KNOWLEDGE_SYNTHESIS_SKIPPED", {"reason": "NO_LLM_CONFIGURED", "callSite": "KNOWLEDGE_SYNTHESIS"})
         return None

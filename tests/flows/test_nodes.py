@@ -171,3 +171,26 @@ async def test_agent_node_uses_its_tools_and_remembers(db_url: str) -> None:
         assert "Loans are at 5.5% today." in last_prompt  # its own memory
         memory = (await engine.astate(cid))["flow"]["vars"]["_agent_memory_helper"]
         assert [m["user"] for m in memory] == ["what is the rate today?", "what did I ask?"]
+
+
+async def test_knowledge_node_synthesises_from_the_passages_when_asked(db_url: str) -> None:
+    from convengine.llm import ScriptedLLM
+
+    nodes = [node("KB", "start", "start"),
+             node("KB", "ask", "entity", variable="q", prompt="What is your question?"),
+             node("KB", "search", "knowledge", query="{{ session.q }}", knowledge_bases=["faq"], min_score=0.5,
+                  synthesis=True),
+             node("KB", "none", "message", text="I could not find that."),
+             node("KB", "end", "end")]
+    edges = [*chain("KB", "start", "ask", "search", "end"), edge("KB", "search", "none", outcome="not_found"),
+             edge("KB", "none", "end")]
+    llm = ScriptedLLM({"KNOWLEDGE_SYNTHESIS": ["The branch opens at 9 [1]."]}, default={"intent": None,
+                                                                                       "confidence": 0})
+    async with engine_on(db_url, one_flow("KB", nodes, edges), llm=llm) as engine:
+        await asyncio.to_thread(engine.knowledge.add_text, "faq", "hours.md",
+                                "Opening hours: the branch opens at nine and closes at five.")
+        cid = (await engine.aprocess("hello")).conversation_id
+        found = await engine.aprocess("when does the branch open", cid)
+        assert found.text == "The branch opens at 9 [1]."
+        [call] = llm.calls_to("KNOWLEDGE_SYNTHESIS")
+        assert "opens at nine" in call.user_text and "when does the branch open" in call.user_text
