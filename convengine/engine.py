@@ -330,13 +330,17 @@ class Engine:
 
     @property
     def warnings(self) -> list[str]:
-        """What the configuration does that will not work as written: validation warnings, and
-        tasks its pending actions and SET_TASK rules call that this engine was not given (logged
-        when the engine opens)."""
-        from convengine.config_loader.requirements import unregistered_tasks
+        """What the configuration does that will not work as written: validation warnings, the
+        tasks its pending actions and SET_TASK rules call and the tools it grants that this engine
+        was not given handlers for (logged when the engine opens)."""
+        from convengine.config_loader.requirements import unregistered_tasks, unregistered_tools
+        from convengine.tools.db import RAW_SQL_TOOLS
 
         snapshot = self.snapshot
-        return [*snapshot.warnings, *unregistered_tasks(snapshot, self._runtime.services.registries.tasks)]
+        registries = self._runtime.services.registries
+        tools = unregistered_tools(snapshot, registries.tool_handlers, registries.tool_adapters,
+                                   snapshot.settings.mcp.servers, RAW_SQL_TOOLS)
+        return [*snapshot.warnings, *unregistered_tasks(snapshot, registries.tasks), *tools]
 
     @property
     def database_label(self) -> str:

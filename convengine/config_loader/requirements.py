@@ -1,4 +1,5 @@
-"""What a configuration needs from its host: the tasks its pending actions and SET_TASK rules call.
+"""What a configuration needs from its host: the tasks its pending actions and SET_TASK rules call,
+and the handlers its tools run on.
 
 A pack is validated without the host's Python, so these are checked when an engine opens (and by
 ``convengine pack validate`` / ``chat`` with the pack's tasks file): every ``bean:method`` an
@@ -45,4 +46,24 @@ def unregistered_tasks(snapshot: ConfigSnapshot, tasks: Mapping[str, Any] | Task
         except TaskNotFoundError as exc:
             warnings.append(f"{row}: calls task {bean}:{method}, which the host has not registered "
                             f"({exc.message}); it fails with TASK_NOT_FOUND when reached")
+    return warnings
+
+
+def unregistered_tools(snapshot: ConfigSnapshot, handlers: Mapping[str, Any], adapters: Mapping[str, Any],
+                       mcp_servers: Mapping[str, Any], raw_sql: frozenset[str]) -> list[str]:
+    """One warning per enabled ``ce_mcp_tool`` row nothing can run: no handler for its code, no
+    adapter for its group, and (DB tools) no ``ce_mcp_db_tool`` row and not a raw-SQL tool."""
+    codes = {code.lower() for code in handlers}
+    warnings = []
+    for tool in snapshot.tools:
+        code = tool.tool_code.lower()
+        if not tool.enabled or code in codes or tool.group in adapters or code.split(".")[0] == "mcp":
+            continue
+        if tool.group == "DB" and (snapshot.db_tool(tool.tool_id) is not None or code in raw_sql):
+            continue
+        if tool.group == "MCP_SERVER" and code.split(".")[0] in mcp_servers:
+            continue
+        warnings.append(f"ce_mcp_tool[{tool.tool_id}] ({tool.tool_code}, group {tool.group}): no handler is "
+                        "registered for it (Engine.open(tools={...}) or tool_adapters) and nothing else runs it; "
+                        "it fails with TOOL_ADAPTER_NOT_CONFIGURED when called")
     return warnings
