@@ -51,7 +51,6 @@ ALLOWED_VALUES: dict[tuple[str, str], tuple[str, ...]] = {
     ("ce_policy", "rule_type"): vocab.POLICY_TYPES,
     ("ce_response", "response_type"): vocab.RESPONSE_TYPES,
     ("ce_response", "output_format"): vocab.RESPONSE_FORMATS,
-    ("ce_prompt_template", "output_format"): vocab.TEMPLATE_FORMATS,
     ("ce_mcp_tool", "tool_group"): (*vocab.TOOL_GROUPS, *vocab.TOOL_GROUP_ALIASES),
     ("ce_verbose", "step_match"): VERBOSE_STEP_MATCHES,
 }
@@ -65,7 +64,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("ce_policy", "rule_type"): ", ".join(f"`{t}`" for t in vocab.POLICY_TYPES),
     ("ce_response", "response_type"): ", ".join(f"`{t}`" for t in vocab.RESPONSE_TYPES),
     ("ce_response", "output_format"): ", ".join(f"`{t}`" for t in vocab.RESPONSE_FORMATS),
-    ("ce_prompt_template", "output_format"): ", ".join(f"`{t}`" for t in vocab.TEMPLATE_FORMATS),
+    ("ce_prompt_template", "output_format"): ", ".join(f"`{t}`" for t in vocab.TEMPLATE_FORMATS)
+    + " (another value, such as ConvEngine's `DERIVED`, is a warning: no step selects the row)",
     ("ce_prompt_template", "interaction_mode"): ", ".join(f"`{t}`" for t in vocab.INTERACTION_MODES)
     + " (another value is a warning and is treated as absent)",
     ("ce_prompt_template", "interaction_contract"): "JSON object: `allows` ⊆ "
@@ -435,24 +435,29 @@ def turn_svg() -> str:
 # tests/test_docs.py checks every module of convengine/ against this list.
 LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Foundation", "errors, settings, vocabularies, audit events, the state's shape",
-     ("errors", "security", "settings", "vocab", "state", "textmatch", "jsontext", "jsonschemas", "audit",
+     ("errors", "security", "settings", "vocab", "state", "textmatch", "jsontext", "jsonschemas", "audit", "registry",
       "engine_io")),
     ("Storage", "ce_* tables, migrations, checkpoints, the turn's commit, knowledge bases",
      ("db", "checkpointing", "persistence", "knowledge")),
-    ("Configuration and rules", "packs, validation, snapshots; rule matching (pure)", ("config_loader", "rules")),
+    ("Configuration and rules", "packs, validation, snapshots, templates; rule matching (pure); flow checks",
+     ("config_loader", "rules", "templates", "flows.validate", "flows.expr", "flows.vocab")),
     ("Turn", "the steps, the graph, LLM call sites, tools, templates",
-     ("nodes", "graph", "llm", "tools", "templates", "schema", "registry", "adoption", "flows")),
-    ("Engine", "opening, running turns, reloads, locks", ("engine", "runtime", "owners", "_portal")),
+     ("nodes", "graph", "llm", "tools", "schema", "adoption", "flows")),
+    ("Engine", "opening, running turns, reloads, locks, feedback, cache report",
+     ("engine", "runtime", "owners", "_portal", "feedback", "cache_report")),
     ("Front ends", "Python package API, HTTP, CLI, Studio, conversation tests",
      ("__init__", "api", "cli", "studio", "testing")),
 )
 
 
 def layer_of(module: str) -> int:
-    """The index in LAYERS of a module or package directly under convengine/."""
-    for index, (_, _, members) in enumerate(LAYERS):
-        if module in members:
-            return index
+    """The index in LAYERS of a module under convengine/ (``flows.validate``): its own entry when it
+    has one, else its package's (``flows``)."""
+    parts = module.split(".")
+    for end in range(len(parts), 0, -1):
+        for index, (_, _, members) in enumerate(LAYERS):
+            if ".".join(parts[:end]) in members:
+                return index
     raise KeyError(f"convengine.{module} is in no layer of scripts/gen_docs.py LAYERS")
 
 

@@ -93,6 +93,16 @@ class _LenientUndefined(jinja2.ChainableUndefined):
         return ""
 
 
+class _TestableUndefined(jinja2.StrictUndefined):
+    """Strict (printing, iterating or reading into an undefined name fails), except that testing it
+    is allowed: ``x or 'none'``, SpEL's ``x ?: 'none'`` and ``{% if x %}`` take an absent ``x`` as false."""
+
+    __slots__ = ()
+
+    def __bool__(self) -> bool:
+        return False
+
+
 def _sandbox(undefined: type[jinja2.Undefined], finalize: Any) -> BoundedSandbox:
     env = BoundedSandbox(undefined=undefined, finalize=finalize, autoescape=False, keep_trailing_newline=True)
     thymeleaf.install(env)
@@ -100,8 +110,8 @@ def _sandbox(undefined: type[jinja2.Undefined], finalize: Any) -> BoundedSandbox
 
 
 _LENIENT = _sandbox(_LenientUndefined, _finalize)
-_STRICT = _sandbox(jinja2.StrictUndefined, _finalize)
-_STRICT_TEXT = _sandbox(jinja2.StrictUndefined, _finalize_not_null)
+_STRICT = _sandbox(_TestableUndefined, _finalize)
+_STRICT_TEXT = _sandbox(_TestableUndefined, _finalize_not_null)
 _ENVS = {"lenient": _LENIENT, "prompt": _STRICT, "text": _STRICT_TEXT}
 
 
