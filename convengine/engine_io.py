@@ -32,6 +32,8 @@ class TurnRequest:
     params: dict[str, Any] = field(default_factory=dict)
     reset: bool = False
     turn_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    user_id: str | None = None
+    """The end user the conversation belongs to (stored with it on its first turn, never changed)."""
 
 
 def normalise_conversation_id(value: Any) -> str:
@@ -47,13 +49,17 @@ def normalise_conversation_id(value: Any) -> str:
         raise InvalidConversationIdError(f"conversation_id {shown!r} is not a UUID") from None
 
 
-def check_request(message: Any, conversation_id: Any, input_params: Any, reset: Any, settings: Any) -> TurnRequest:
+def check_request(message: Any, conversation_id: Any, input_params: Any, reset: Any, settings: Any,
+                  user_id: Any = None) -> TurnRequest:
     """Validate a caller's turn; raises InvalidInputError (or a subclass) naming what was wrong."""
+    from convengine.memory.users import check_user_id
+
     text = _check_message(message, settings.api.max_message_chars, bool(reset))
     cid = normalise_conversation_id(conversation_id) if conversation_id is not None else str(uuid.uuid4())
     if not isinstance(reset, bool):
         raise InvalidInputError(f"reset must be true or false, got {type(reset).__name__}")
-    return TurnRequest(text, cid, check_params(input_params, settings.api.max_input_depth), reset)
+    return TurnRequest(text, cid, check_params(input_params, settings.api.max_input_depth), reset,
+                       user_id=check_user_id(user_id))
 
 
 def _check_message(message: Any, limit: int, reset: bool) -> str:

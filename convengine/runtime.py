@@ -27,6 +27,8 @@ from convengine.errors import (
     ErrorCode,
 )
 from convengine.graph.builder import build_graph, compile_graph
+from convengine.memory import service as memory_service
+from convengine.memory.pruning import prune_keeping_undo
 from convengine.nodes.context import Services, TurnContext
 from convengine.owners import KnownOwners
 from convengine.persistence import ConversationStore
@@ -123,10 +125,11 @@ class EngineRuntime:
         await self._follow_changes()
         snapshot = self.holder.current
         ctx = self._context(request, snapshot, owner)
-        refused: ConversationNotFoundError | None = None
+        refused: ConvEngineError | None = None
         try:
             async with self.locks.hold(request.conversation_id) as conn:
-                refused = await self._refusal(conn, request.conversation_id, owner)
+                refused = (await self._refusal(conn, request.conversation_id, owner)
+                           or await memory_service.refusal(conn, request))
                 if refused is None:
                     final = await self._run(conn, request, ctx, snapshot)
         except ConversationBusyError:
@@ -141,7 +144,8 @@ class EngineRuntime:
         payload = await self._final_transform(final, ctx)
         return TurnResult(request.conversation_id, final["intent"], final["state"],
                           _payload(payload), dict(final.get("context") or {}),
-                          int(final.get("turn") or 0), final.get("status") or "RUNNING")
+                          int(final.get("turn") or 0), final.get("status") or "RUNNING",
+                          memory_service.lifecycle_of(final.get("state"), snapshot.settings))
 
     async def _run(self, conn: AsyncConnection, request: TurnRequest, ctx: TurnContext,
                    snapshot: ConfigSnapshot) -> dict[str, Any]:
@@ -154,7 +158,8 @@ class EngineRuntime:
                                       "turn_id": request.turn_id}}
         async with self.saver.bind(conn):
             final: dict[str, Any] = await self.graph.ainvoke(graph_input, config, context=ctx, durability="exit")
-            await self._commit(conn, ctx)
+            await self._commit(conn, ctx, memory_service.turn_writes(request, final, ctx.audit.events,
+                                                                    snapshot.settings))
         await self._prune(request.conversation_id, int(final.get("turn") or 0), snapshot.settings)
         return final
 
@@ -173,21 +178,28 @@ class EngineRuntime:
         audit = TurnAudit(request.conversation_id, audit_filter=self.audit_filter, bus=self.bus,
                           persist_meta=snapshot.settings.audit.persist_meta)
         return TurnContext(snapshot=snapshot, services=self.services, audit=audit,
-                           conversation_id=request.conversation_id, turn_id=request.turn_id, owner=owner)
+                           conversation_id=request.conversation_id, turn_id=request.turn_id, owner=owner,
+                           user_id=request.user_id)
 
-    async def _commit(self, conn: AsyncConnection, ctx: TurnContext) -> None:
-        """Projection, history and the audit batch in the transaction of the turn's checkpoint, committed
-        (which also ends the PG lock)."""
+    async def _commit(self, conn: AsyncConnection, ctx: TurnContext, extra: Any = None) -> None:
+        """Projection, history, the audit batch and the memory rows (``extra``) in the transaction of the
+        turn's checkpoint, committed (which also ends the PG lock)."""
         await self.store.commit_turn(conn, conversation_id=ctx.conversation_id, projection=ctx.commit.projection,
-                                     history=ctx.commit.history, events=ctx.audit.events, owner=ctx.owner)
+                                     history=ctx.commit.history, events=ctx.audit.events, owner=ctx.owner,
+                                     extra=extra)
 
     async def _prune(self, conversation_id: str, turn: int, settings: EngineSettings) -> None:
-        """Every ``checkpoint_prune_every`` turns keep only the latest checkpoint, so the saver's reads
-        (which join a thread's blobs) stay as cheap at turn 1,000 as at turn 1. Best effort."""
+        """Every ``checkpoint_prune_every`` turns keep only the latest checkpoint (with undo on: the ones
+        undo and redo can still reach), so the saver's reads (which join a thread's blobs) stay as cheap
+        at turn 1,000 as at turn 1. Best effort."""
         every = settings.checkpoint_prune_every
         if not every or turn % every:
             return
         try:
+            depth = settings.conversation_memory.undo_depth
+            if depth:
+                await prune_keeping_undo(self.saver.shared, self.async_engine, conversation_id, depth)
+                return
             await prune_checkpoints(self.saver.shared, conversation_id)
         except Exception as exc:  # noqa: BLE001 - a missed prune only delays the next one
             logger.warning("pruning the checkpoints of %s failed: %s", conversation_id, exc)
@@ -201,7 +213,8 @@ class EngineRuntime:
         event = failure_event(request.conversation_id, error, known=known)
         self.bus.publish(event)
         try:
-            await self.store.write_failure(request.conversation_id, [*ctx.audit.events, event], ctx.owner)
+            await self.store.write_failure(request.conversation_id, [*ctx.audit.events, event], ctx.owner,
+                                           memory_service.failure_writes(request))
         except Exception as write_error:  # noqa: BLE001 - the original failure is what the caller needs
             logger.warning("could not store the audit of a failed turn of %s: %s", request.conversation_id, write_error)
         if not known:
@@ -233,6 +246,32 @@ class EngineRuntime:
             await self.graph.aupdate_state(config, values, as_node=names.LOAD_OR_CREATE_CONVERSATION)
             await commit_turn_connection(conn)
         return conversation_id
+
+    # --- undo and redo ----------------------------------------------------------------
+
+    async def move(self, conversation_id: str, kind: str, owner: str | None = None) -> Any:
+        """Undo or redo the conversation's last turn, under its turn lock (serialised with its turns)."""
+        refused: ConversationNotFoundError | None = None
+        async with self.locks.hold(conversation_id) as conn:
+            refused = await self._refusal(conn, conversation_id, owner)
+            if refused is None and not (await self.store.ownership(conversation_id, conn))[0]:
+                refused = _not_found(conversation_id)
+            if refused is None:
+                return await memory_service.move(self, conn, conversation_id, kind)
+        raise refused
+
+    async def steps(self, conversation_id: str, owner: str | None = None) -> list[dict[str, Any]]:
+        await self._readable(conversation_id, owner)
+        if not await self.store.exists(conversation_id):
+            raise _not_found(conversation_id)
+        return await memory_service.read_steps(self, conversation_id)
+
+    async def lifecycle(self, conversation_id: str, owner: str | None = None) -> str:
+        await self._readable(conversation_id, owner)
+        found = await memory_service.read_lifecycle(self, conversation_id)
+        if found is None:
+            raise _not_found(conversation_id)
+        return found
 
     # --- reads ------------------------------------------------------------------------
 

@@ -330,6 +330,17 @@ class KnowledgeFallbackSettings(_Section):
     otherwise the best passage is the answer."""
 
 
+class ConversationMemorySettings(_Section):
+    """Users, undo/redo and the conversation lifecycle (see docs/memory.md)."""
+
+    undo_depth: int = Field(10, ge=0, le=100)
+    """How many turns in a row ``Engine.undo`` may take back; 0 turns undo off."""
+    undo_past_side_effects: bool = True
+    """False: a turn that ran a task or a tool (effects outside the engine) cannot be undone."""
+    end_states: list[str] = Field(default_factory=list)
+    """States that end the conversation (lifecycle ENDED): a later message is refused unless it resets."""
+
+
 class KnowledgeSettings(_Section):
     lexical_weight: float = Field(0.5, ge=0.0)
     vector_weight: float = Field(0.5, ge=0.0)
@@ -414,6 +425,7 @@ class EngineSettings(BaseSettings):
     llm: LlmSettings = Field(default_factory=LlmSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
+    conversation_memory: ConversationMemorySettings = Field(default_factory=ConversationMemorySettings)
     tables: dict[str, str] = Field(default_factory=dict)
     """ConvEngine's table-name remap; only the default names are supported (see docs/decisions.md)."""
     schema_active: str | None = Field(None, alias="schema")
