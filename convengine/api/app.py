@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 import convengine
 from convengine.api.auth import Authenticate
 from convengine.api.config import DEFAULT_HOST, ApiConfig, resolve_api
+from convengine.api.memory_routes import router as memory_router
 from convengine.api.middleware import Authentication, BodyLimit, Cors, HeadLimit, TrustedHosts
 from convengine.api.refusals import ApiRefusal, error_response
 from convengine.api.routes import router
@@ -70,6 +71,7 @@ def create_app(url: str = DEFAULT_DATABASE_URL, *, engine: Engine | None = None,
     app = FastAPI(title="convengine", version=convengine.__version__, lifespan=lifespan,
                   description="ConvEngine-compatible conversation API (message, audit, trace, SSE stream, cache).")
     app.include_router(router)
+    app.include_router(memory_router)
     app.state.streams = StreamRegistry()
     _middleware(app)
     _handlers(app)

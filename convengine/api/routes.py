@@ -85,7 +85,7 @@ async def post_message(body: MessageRequest, request: Request, engine: EngineDep
     try:
         _check_reservation(request, body.conversationId, caller)
         result = await engine.aprocess(body.message, body.conversationId, body.inputParams, body.reset,
-                                       owner=caller.owner)
+                                       owner=caller.owner, user_id=body.userId)
     except ConvEngineError as exc:
         if isinstance(exc, (InvalidInputError, ConversationNotFoundError)):
             raise  # the caller's mistake (4xx)
