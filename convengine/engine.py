@@ -205,6 +205,21 @@ class Engine:
     async def aredo(self, conversation_id: str, owner: str | None = None) -> UndoResult:
         return await self._portal.acall(self._runtime.move(_cid(conversation_id), "REDO", _owner(owner)))
 
+    def properties(self, user_id: str) -> dict[str, Any]:
+        """The user's long-term properties (``conversation_memory.long_term``), by name."""
+        return self._portal.call(self._runtime.properties(_user(user_id)))
+
+    async def aproperties(self, user_id: str) -> dict[str, Any]:
+        return await self._portal.acall(self._runtime.properties(_user(user_id)))
+
+    def forget_user(self, user_id: str, *, conversations: bool = False) -> dict[str, int]:
+        """Erase the user's long-term memory; with ``conversations=True`` also every conversation of
+        theirs (rows, history, audit, steps, LLM call log and checkpoints). Returns what was erased."""
+        return self._portal.call(self._runtime.forget_user(_user(user_id), conversations))
+
+    async def aforget_user(self, user_id: str, *, conversations: bool = False) -> dict[str, int]:
+        return await self._portal.acall(self._runtime.forget_user(_user(user_id), conversations))
+
     def steps(self, conversation_id: str, owner: str | None = None) -> list[dict[str, Any]]:
         """One entry per completed turn: input, actions, data, output, side effects, undone."""
         return self._portal.call(self._runtime.steps(_cid(conversation_id), _owner(owner)))
@@ -337,6 +352,15 @@ def _cid(conversation_id: str) -> str:
 
 
 MAX_OWNER_CHARS = 200
+
+
+def _user(user_id: Any) -> str:
+    from convengine.memory.users import check_user_id
+
+    checked = check_user_id(user_id)
+    if checked is None:
+        raise InvalidInputError("user_id is required")
+    return checked
 
 
 def _owner(owner: Any) -> str | None:

@@ -27,7 +27,10 @@ from convengine.errors import (
     ErrorCode,
 )
 from convengine.graph.builder import build_graph, compile_graph
+from convengine.memory import longterm
+from convengine.memory import scopes as memory_scopes
 from convengine.memory import service as memory_service
+from convengine.memory.longterm import open_store
 from convengine.memory.pruning import prune_keeping_undo
 from convengine.nodes.context import Services, TurnContext
 from convengine.owners import KnownOwners
@@ -56,6 +59,8 @@ class EngineRuntime:
     audit_filter: AuditFilter
     owners: KnownOwners = field(default_factory=KnownOwners)
     stamp_checked_at: float = 0.0
+    long_term: Any = None
+    """LangGraph's store (SQLite or PostgreSQL) holding users' long-term properties."""
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -72,6 +77,7 @@ class EngineRuntime:
         stack = contextlib.AsyncExitStack()
         try:
             saver = TurnSaver(await stack.enter_async_context(open_saver(url)))
+            long_term = await stack.enter_async_context(open_store(url, saver.shared))
             services = _services(options, holder.current, ConversationStore(async_engine, sync_engine))
         except BaseException:
             await stack.aclose()
@@ -84,7 +90,7 @@ class EngineRuntime:
         if not url.is_postgres:
             await asyncio.to_thread(locks._lock_folder)
         return cls(url, holder, sync_engine, async_engine, services.store, saver, stack, graph, locks,  # type: ignore[arg-type]
-                   services, bus, AuditFilter(holder.current.settings.audit))
+                   services, bus, AuditFilter(holder.current.settings.audit), long_term=long_term)
 
     async def stop(self) -> None:
         if self.services.tools is not None:
@@ -128,10 +134,10 @@ class EngineRuntime:
         refused: ConvEngineError | None = None
         try:
             async with self.locks.hold(request.conversation_id) as conn:
-                refused = (await self._refusal(conn, request.conversation_id, owner)
-                           or await memory_service.refusal(conn, request))
+                admission = await memory_service.admit(conn, request)
+                refused = await self._refusal(conn, request.conversation_id, owner) or admission.refused
                 if refused is None:
-                    final = await self._run(conn, request, ctx, snapshot)
+                    final = await self._run(conn, request, ctx, snapshot, admission)
         except ConversationBusyError:
             raise
         except Exception as exc:
@@ -148,7 +154,7 @@ class EngineRuntime:
                           memory_service.lifecycle_of(final.get("state"), snapshot.settings))
 
     async def _run(self, conn: AsyncConnection, request: TurnRequest, ctx: TurnContext,
-                   snapshot: ConfigSnapshot) -> dict[str, Any]:
+                   snapshot: ConfigSnapshot, admission: Any) -> dict[str, Any]:
         """The graph run and its commit, under the conversation's lock."""
         config = {"configurable": {"thread_id": request.conversation_id},
                   "metadata": {"convengine_turn": request.turn_id},
@@ -157,9 +163,11 @@ class EngineRuntime:
                        "turn_input": {"text": request.text, "params": request.params, "reset": request.reset,
                                       "turn_id": request.turn_id}}
         async with self.saver.bind(conn):
+            await memory_service.before_run(conn, admission, ctx, snapshot.settings)
             final: dict[str, Any] = await self.graph.ainvoke(graph_input, config, context=ctx, durability="exit")
-            await self._commit(conn, ctx, memory_service.turn_writes(request, final, ctx.audit.events,
-                                                                    snapshot.settings))
+            await self._commit(conn, ctx, await memory_service.after_run(conn, request, final, ctx,
+                                                                         snapshot.settings))
+        memory_service.publish_deferred(ctx, self.bus)
         await self._prune(request.conversation_id, int(final.get("turn") or 0), snapshot.settings)
         return final
 
@@ -175,7 +183,9 @@ class EngineRuntime:
         return None
 
     def _context(self, request: TurnRequest, snapshot: ConfigSnapshot, owner: str | None) -> TurnContext:
-        audit = TurnAudit(request.conversation_id, audit_filter=self.audit_filter, bus=self.bus,
+        # With secret properties declared, live events wait for the commit, which masks them.
+        live = None if snapshot.settings.conversation_memory.secret else self.bus
+        audit = TurnAudit(request.conversation_id, audit_filter=self.audit_filter, bus=live,
                           persist_meta=snapshot.settings.audit.persist_meta)
         return TurnContext(snapshot=snapshot, services=self.services, audit=audit,
                            conversation_id=request.conversation_id, turn_id=request.turn_id, owner=owner,
@@ -211,6 +221,8 @@ class EngineRuntime:
         error.details.setdefault("conversationId", request.conversation_id)
         known = isinstance(exc, ConvEngineError) or error.code is ErrorCode.DATABASE_UNAVAILABLE
         event = failure_event(request.conversation_id, error, known=known)
+        memory_service.mask_failed(ctx)
+        memory_service.publish_deferred(ctx, self.bus)
         self.bus.publish(event)
         try:
             await self.store.write_failure(request.conversation_id, [*ctx.audit.events, event], ctx.owner,
@@ -259,6 +271,14 @@ class EngineRuntime:
             if refused is None:
                 return await memory_service.move(self, conn, conversation_id, kind)
         raise refused
+
+    async def properties(self, user_id: str) -> dict[str, Any]:
+        return await longterm.read_all(self.long_term, user_id)
+
+    async def forget_user(self, user_id: str, conversations: bool) -> dict[str, int]:
+        """Erase a user's long-term properties and, with ``conversations``, every conversation of theirs
+        (rows, checkpoints, audit), each under its turn lock."""
+        return await memory_service.forget_user(self, user_id, conversations)
 
     async def steps(self, conversation_id: str, owner: str | None = None) -> list[dict[str, Any]]:
         await self._readable(conversation_id, owner)
@@ -355,7 +375,7 @@ def _services(options: Any, snapshot: ConfigSnapshot, store: ConversationStore) 
         llm = as_gateway(options.llm, snapshot.settings.llm, store=store)
     return Services(registries=registries,
                     rule_registry=RuleRegistry.with_custom(options.rule_types, options.rule_actions),
-                    store=store, llm=llm, hooks=tuple(options.hooks or ()), clock=options.clock,
+                    store=store, llm=llm, hooks=(*memory_scopes.HOOKS, *(options.hooks or ())), clock=options.clock,
                     retriever=_retriever(options.embeddings, snapshot.settings),
                     semantic=_semantic_index(options.embeddings, snapshot))
 

@@ -339,6 +339,12 @@ class ConversationMemorySettings(_Section):
     """False: a turn that ran a task or a tool (effects outside the engine) cannot be undone."""
     end_states: list[str] = Field(default_factory=list)
     """States that end the conversation (lifecycle ENDED): a later message is refused unless it resets."""
+    long_term: list[str] = Field(default_factory=list)
+    """Context properties kept per user across conversations (LangGraph's store): loaded when a user's
+    conversation starts, saved when a turn that changed them commits."""
+    secret: list[str] = Field(default_factory=list)
+    """Context/param properties usable during the turn only: never checkpointed, stored, audited or
+    logged; every occurrence of their values is masked as ``***``."""
 
 
 class KnowledgeSettings(_Section):

@@ -386,6 +386,8 @@ class CeConversationStep(Base):
     data_json: Mapped[Any] = mapped_column(JSON, nullable=True)
     output_json: Mapped[Any] = mapped_column(JSON, nullable=True)
     side_effects_json: Mapped[Any] = mapped_column(JSON, nullable=True)
+    properties_json: Mapped[Any] = mapped_column(JSON, nullable=True)
+    """Long-term properties the turn saved: ``{name: {before, after}}`` (undo puts ``before`` back)."""
     undone: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, default=False, server_default=sa.false())
     created_at: Mapped[datetime | None] = _created()
 

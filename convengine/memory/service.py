@@ -5,6 +5,7 @@ step row), undo and redo, and the reads (steps, lifecycle)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,6 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from convengine.audit.collector import TurnAudit
+from convengine.checkpointing.bound import commit_turn_connection
 from convengine.db.models import CeConversation
 from convengine.errors import (
     ConvEngineError,
@@ -20,7 +22,7 @@ from convengine.errors import (
     ErrorCode,
     UndoError,
 )
-from convengine.memory import steps, timeline
+from convengine.memory import longterm, scopes, steps, timeline
 from convengine.memory.catalogue import UNDO_STAGE, Lifecycle
 from convengine.persistence import insert_events
 
@@ -45,28 +47,90 @@ def lifecycle_of(state: str | None, settings: Any) -> str:
     return (Lifecycle.ENDED if ended else Lifecycle.IN_PROGRESS).value
 
 
-async def refusal(conn: AsyncConnection | None, request: Any) -> ConvEngineError | None:
-    """Why this turn may not run (another user's conversation, an ended one), or None.
-    Nothing is written for a refused turn."""
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What the turn lock's holder learnt about the conversation before its turn."""
+
+    refused: ConvEngineError | None
+    exists: bool
+    user_id: str | None
+    """The conversation's user: the stored one, else the request's."""
+
+
+async def admit(conn: AsyncConnection | None, request: Any) -> Admission:
+    """Whether this turn may run (not another user's conversation, not an ended one) and who its user
+    is. Nothing is written for a refused turn."""
     query = sa.select(CONVERSATION.c.user_id, CONVERSATION.c.lifecycle).where(
         CONVERSATION.c.conversation_id == request.conversation_id)
     assert conn is not None
     row = (await conn.execute(query)).first()
     if row is None:
-        return None
+        return Admission(None, False, request.user_id)
     stored_user, lifecycle = row
     cid = request.conversation_id
     if request.user_id is not None and stored_user != request.user_id:
-        return ConversationNotFoundError(f"no conversation {cid}")
+        return Admission(ConversationNotFoundError(f"no conversation {cid}"), True, stored_user)
     if lifecycle == Lifecycle.ENDED.value and not resets(request):
-        return ConversationEndedError(f"conversation {cid} has ended; send reset=true (or a reset command) to "
-                                      "start it again", details={"conversationId": cid})
-    return None
+        return Admission(ConversationEndedError(
+            f"conversation {cid} has ended; send reset=true (or a reset command) to start it again",
+            details={"conversationId": cid}), True, stored_user)
+    return Admission(None, True, stored_user)
 
 
-def turn_writes(request: Any, final: dict[str, Any], events: list[Any], settings: Any) -> Write:
+async def before_run(conn: AsyncConnection | None, admission: Admission, ctx: Any, settings: Any) -> None:
+    """A user's new conversation gets their long-term properties (merged by the scopes hook)."""
+    names = settings.conversation_memory.long_term
+    ctx.user_id = admission.user_id
+    if conn is None or admission.exists or admission.user_id is None or not names:
+        return
+    async with longterm.bound(conn) as store:
+        ctx.extras[scopes.LONG_TERM_LOADED] = await longterm.load(store, admission.user_id, names)
+
+
+async def after_run(conn: AsyncConnection | None, request: Any, final: dict[str, Any], ctx: Any,
+                    settings: Any) -> Write:
+    """Save changed long-term properties in the turn's transaction, mask secrets in its audit batch;
+    the memory rows to write with the turn."""
+    names = settings.conversation_memory.long_term
+    changes: dict[str, Any] = {}
+    if conn is not None and ctx.user_id is not None and names:
+        async with longterm.bound(conn) as store:
+            changes = await longterm.save_changes(store, ctx.user_id, final.get("context") or {}, names)
+        if changes:
+            ctx.audit.emit("LONG_TERM_PROPERTIES_SAVED", {"properties": sorted(changes)},
+                           intent=final.get("intent"), state=final.get("state"))
+    secrets = ctx.extras.get(scopes.SECRET_VALUES) or []
+    if secrets:
+        ctx.audit.events[:] = [_masked_event(e, secrets) for e in ctx.audit.events]
+    return turn_writes(request, final, ctx.audit.events, settings, changes)
+
+
+def publish_deferred(ctx: Any, bus: Any) -> None:
+    """Stream the turn's (masked) events now when they were held back for its secrets."""
+    if ctx.settings.conversation_memory.secret:
+        for event in ctx.audit.events:
+            bus.publish(event)
+
+
+def mask_failed(ctx: Any) -> None:
+    """A failed turn's events with the secrets it had declared masked (the values it held: context
+    and params of the failed turn are not known here, so every declared value the turn saw is)."""
+    secrets = ctx.extras.get(scopes.SECRET_VALUES) or []
+    if secrets:
+        ctx.audit.events[:] = [_masked_event(e, secrets) for e in ctx.audit.events]
+
+
+def _masked_event(event: Any, secrets: list[str]) -> Any:
+    from dataclasses import replace
+
+    return replace(event, payload=scopes.mask(event.payload, secrets), meta=scopes.mask(event.meta, secrets))
+
+
+def turn_writes(request: Any, final: dict[str, Any], events: list[Any], settings: Any,
+                long_term: dict[str, Any] | None = None) -> Write:
     """A completed turn's memory rows: the user (set once), the lifecycle and the step row."""
     row = steps.step_row(request.conversation_id, request.turn_id, final, events)
+    row["properties_json"] = long_term or None
     lifecycle = lifecycle_of(final.get("state"), settings)
 
     def write(conn: sa.Connection) -> None:
@@ -95,8 +159,6 @@ def _set_user_and_lifecycle(conn: sa.Connection, cid: str, user_id: str | None, 
 async def move(runtime: Any, conn: AsyncConnection | None, conversation_id: str, kind: str) -> timeline.UndoResult:
     """Undo or redo on the turn's connection (under the conversation's lock), committed with its
     projection, history marks and audit event."""
-    from convengine.checkpointing.bound import commit_turn_connection
-
     settings = runtime.holder.current.settings
     memory = settings.conversation_memory
     saver = runtime.saver
@@ -113,6 +175,7 @@ async def move(runtime: Any, conn: AsyncConnection | None, conversation_id: str,
                             "(settings conversation_memory.undo_past_side_effects)",
                             code=ErrorCode.UNDO_FORBIDDEN, details={"conversationId": conversation_id})
         values = await timeline.apply(saver, planned, kind.lower())
+        await _restore_long_term(conn, step, kind)
         result = _result(conversation_id, kind, planned, values, effects, memory.undo_depth)
         audit = TurnAudit(conversation_id, audit_filter=runtime.audit_filter, bus=runtime.bus,
                           persist_meta=settings.audit.persist_meta)
@@ -123,6 +186,20 @@ async def move(runtime: Any, conn: AsyncConnection | None, conversation_id: str,
         if conn is not None:
             await commit_turn_connection(conn)
     return result
+
+
+async def _restore_long_term(conn: AsyncConnection | None, step: dict[str, Any] | None, kind: str) -> None:
+    """Undo puts back the long-term values the turn replaced; redo saves its values again."""
+    changes = (step or {}).get("properties_json") or {}
+    if not changes or conn is None:
+        return
+    user = (await conn.execute(sa.select(CONVERSATION.c.user_id).where(
+        CONVERSATION.c.conversation_id == step["conversation_id"]))).scalar()  # type: ignore[index]
+    if user is None:
+        return
+    side = "before" if kind == UNDO_STAGE else "after"
+    async with longterm.bound(conn) as store:
+        await longterm.put_values(store, user, {n: c.get(side) for n, c in changes.items()})
 
 
 def _result(cid: str, kind: str, planned: timeline.Move, values: dict[str, Any], effects: list[dict[str, Any]],
@@ -179,3 +256,40 @@ async def read_lifecycle(runtime: Any, conversation_id: str) -> str | None:
         return row[0] or Lifecycle.IN_PROGRESS.value
     snap = await runtime.graph.aget_state(timeline.config(conversation_id))
     return Lifecycle.READY.value if snap.values else None
+
+
+# --- erasure -----------------------------------------------------------------------------
+
+
+async def forget_user(runtime: Any, user_id: str, conversations: bool) -> dict[str, int]:
+    """Erase the user's long-term properties; with ``conversations`` also every conversation of theirs
+    (its rows in every ce_* table and its checkpoints), each under its turn lock. Without it, the
+    values the user's turns saved are cleared from their step rows, so undo cannot bring them back."""
+    erased = await longterm.forget(runtime.long_term, user_id)
+    async with runtime.async_engine.connect() as conn:
+        owned = [r[0] for r in await conn.execute(sa.select(CONVERSATION.c.conversation_id)
+                                                  .where(CONVERSATION.c.user_id == user_id))]
+    for cid in owned:
+        async with runtime.locks.hold(cid) as held, runtime.saver.bind(held):
+            if conversations:
+                await runtime.saver.adelete_thread(cid)
+            await _run(runtime, held, _erase_rows(cid, conversations))
+            if held is not None:
+                await commit_turn_connection(held)
+    return {"properties": erased, "conversations": len(owned) if conversations else 0}
+
+
+def _erase_rows(cid: str, conversations: bool) -> Write:
+    from convengine.db.models import CeAudit, CeConversationHistory, CeLlmCallLog
+
+    def write(conn: sa.Connection) -> None:
+        if not conversations:
+            conn.execute(sa.update(steps.STEP).where(steps.STEP.c.conversation_id == cid).values(properties_json=None))
+            return
+        for model in (CeLlmCallLog, CeAudit, CeConversationHistory):
+            table = model.__table__
+            conn.execute(sa.delete(table).where(table.c.conversation_id == cid))
+        conn.execute(sa.delete(steps.STEP).where(steps.STEP.c.conversation_id == cid))
+        conn.execute(sa.delete(CONVERSATION).where(CONVERSATION.c.conversation_id == cid))
+
+    return write

@@ -6,7 +6,12 @@ import uuid
 
 import pytest
 
-from convengine.errors import ConvEngineError, ConversationEndedError, ConversationNotFoundError, InvalidInputError
+from convengine.errors import (
+    ConvEngineError,
+    ConversationEndedError,
+    ConversationNotFoundError,
+    InvalidInputError,
+)
 from convengine.nodes.common import Step
 from tests.helpers import engine_on, pack
 from tests.security.world import World, assert_unchanged
