@@ -333,7 +333,7 @@ class KnowledgeFallbackSettings(_Section):
 class ConversationMemorySettings(_Section):
     """Users, undo/redo and the conversation lifecycle (see docs/memory.md)."""
 
-    undo_depth: int = Field(10, ge=0, le=100)
+    undo_depth: int = Field(5, ge=0, le=100)
     """How many turns in a row ``Engine.undo`` may take back; 0 turns undo off."""
     undo_past_side_effects: bool = True
     """False: a turn that ran a task or a tool (effects outside the engine) cannot be undone."""
