@@ -60,7 +60,9 @@ class EngineRuntime:
     owners: KnownOwners = field(default_factory=KnownOwners)
     stamp_checked_at: float = 0.0
     long_term: Any = None
-    """LangGraph's store (SQLite or PostgreSQL) holding users' long-term properties."""
+    """LangGraph's store (SQLite or PostgreSQL) holding users' long-term properties, opened (and its
+    tables set up) the first time a memory feature needs it: importing it costs startup time."""
+    _store_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -77,7 +79,6 @@ class EngineRuntime:
         stack = contextlib.AsyncExitStack()
         try:
             saver = TurnSaver(await stack.enter_async_context(open_saver(url)))
-            long_term = await stack.enter_async_context(open_store(url, saver.shared))
             services = _services(options, holder.current, ConversationStore(async_engine, sync_engine))
         except BaseException:
             await stack.aclose()
@@ -90,7 +91,7 @@ class EngineRuntime:
         if not url.is_postgres:
             await asyncio.to_thread(locks._lock_folder)
         return cls(url, holder, sync_engine, async_engine, services.store, saver, stack, graph, locks,  # type: ignore[arg-type]
-                   services, bus, AuditFilter(holder.current.settings.audit), long_term=long_term)
+                   services, bus, AuditFilter(holder.current.settings.audit))
 
     async def stop(self) -> None:
         if self.services.tools is not None:
@@ -162,6 +163,8 @@ class EngineRuntime:
         graph_input = {"conversation_id": request.conversation_id,
                        "turn_input": {"text": request.text, "params": request.params, "reset": request.reset,
                                       "turn_id": request.turn_id}}
+        if snapshot.settings.conversation_memory.long_term:
+            await self.long_term_store()  # its tables exist before the turn binds it to its connection
         async with self.saver.bind(conn):
             await memory_service.before_run(conn, admission, ctx, snapshot.settings)
             final: dict[str, Any] = await self.graph.ainvoke(graph_input, config, context=ctx, durability="exit")
@@ -272,8 +275,16 @@ class EngineRuntime:
                 return await memory_service.move(self, conn, conversation_id, kind)
         raise refused
 
+    async def long_term_store(self) -> Any:
+        """The shared long-term store, opened and set up on first use."""
+        if self.long_term is None:
+            async with self._store_lock:
+                if self.long_term is None:
+                    self.long_term = await self.saver_stack.enter_async_context(open_store(self.url, self.saver.shared))
+        return self.long_term
+
     async def properties(self, user_id: str) -> dict[str, Any]:
-        return await longterm.read_all(self.long_term, user_id)
+        return await longterm.read_all(await self.long_term_store(), user_id)
 
     async def forget_user(self, user_id: str, conversations: bool) -> dict[str, int]:
         """Erase a user's long-term properties and, with ``conversations``, every conversation of theirs
