@@ -132,6 +132,10 @@ class EngineRuntime:
         await self._follow_changes()
         snapshot = self.holder.current
         ctx = self._context(request, snapshot, owner)
+        if snapshot.settings.conversation_memory.long_term:
+            # Set up before the turn's transaction: the PostgreSQL store's setup builds indexes
+            # CONCURRENTLY, which waits for every open transaction (the turn's own included).
+            await self.long_term_store()
         refused: ConvEngineError | None = None
         try:
             async with self.locks.hold(request.conversation_id) as conn:
@@ -163,8 +167,6 @@ class EngineRuntime:
         graph_input = {"conversation_id": request.conversation_id,
                        "turn_input": {"text": request.text, "params": request.params, "reset": request.reset,
                                       "turn_id": request.turn_id}}
-        if snapshot.settings.conversation_memory.long_term:
-            await self.long_term_store()  # its tables exist before the turn binds it to its connection
         async with self.saver.bind(conn):
             await memory_service.before_run(conn, admission, ctx, snapshot.settings)
             final: dict[str, Any] = await self.graph.ainvoke(graph_input, config, context=ctx, durability="exit")
@@ -267,6 +269,7 @@ class EngineRuntime:
     async def move(self, conversation_id: str, kind: str, owner: str | None = None) -> Any:
         """Undo or redo the conversation's last turn, under its turn lock (serialised with its turns)."""
         refused: ConversationNotFoundError | None = None
+        await self.long_term_store()  # the turn may have saved long-term values (set up outside the lock)
         async with self.locks.hold(conversation_id) as conn:
             refused = await self._refusal(conn, conversation_id, owner)
             if refused is None and not (await self.store.ownership(conversation_id, conn))[0]:

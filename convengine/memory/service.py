@@ -175,7 +175,7 @@ async def move(runtime: Any, conn: AsyncConnection | None, conversation_id: str,
                             "(settings conversation_memory.undo_past_side_effects)",
                             code=ErrorCode.UNDO_FORBIDDEN, details={"conversationId": conversation_id})
         values = await timeline.apply(saver, planned, kind.lower())
-        await _restore_long_term(runtime, conn, step, kind)
+        await _restore_long_term(conn, step, kind)
         result = _result(conversation_id, kind, planned, values, effects, memory.undo_depth)
         audit = TurnAudit(conversation_id, audit_filter=runtime.audit_filter, bus=runtime.bus,
                           persist_meta=settings.audit.persist_meta)
@@ -188,13 +188,12 @@ async def move(runtime: Any, conn: AsyncConnection | None, conversation_id: str,
     return result
 
 
-async def _restore_long_term(runtime: Any, conn: AsyncConnection | None, step: dict[str, Any] | None,
-                             kind: str) -> None:
-    """Undo puts back the long-term values the turn replaced; redo saves its values again."""
+async def _restore_long_term(conn: AsyncConnection | None, step: dict[str, Any] | None, kind: str) -> None:
+    """Undo puts back the long-term values the turn replaced; redo saves its values again (the runtime
+    set the store up before taking the lock)."""
     changes = (step or {}).get("properties_json") or {}
     if not changes or conn is None:
         return
-    await runtime.long_term_store()  # set up (tables) before binding a store to the connection
     user = (await conn.execute(sa.select(CONVERSATION.c.user_id).where(
         CONVERSATION.c.conversation_id == step["conversation_id"]))).scalar()  # type: ignore[index]
     if user is None:
