@@ -19,6 +19,7 @@ from convengine.errors import (
     MessageTooLargeError,
     PersistenceError,
 )
+from convengine.memory.users import check_user_id
 from convengine.security.redact import redact_error, redact_text, redact_value, scrub_chain
 from convengine.settings import DEFAULT_MAX_INPUT_DEPTH
 
@@ -52,7 +53,6 @@ def normalise_conversation_id(value: Any) -> str:
 def check_request(message: Any, conversation_id: Any, input_params: Any, reset: Any, settings: Any,
                   user_id: Any = None) -> TurnRequest:
     """Validate a caller's turn; raises InvalidInputError (or a subclass) naming what was wrong."""
-    from convengine.memory.users import check_user_id
 
     text = _check_message(message, settings.api.max_message_chars, bool(reset))
     cid = normalise_conversation_id(conversation_id) if conversation_id is not None else str(uuid.uuid4())
