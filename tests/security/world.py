@@ -21,7 +21,8 @@ import sqlalchemy as sa
 from convengine.db import create_sync_engine, parse_database_url
 
 # Tables whose rows belong to one conversation (column conversation_id).
-CONVERSATION_TABLES = ("ce_conversation", "ce_conversation_history", "ce_audit", "ce_llm_call_log")
+CONVERSATION_TABLES = ("ce_conversation", "ce_conversation_history", "ce_audit", "ce_llm_call_log",
+                       "ce_conversation_step")
 CHECKPOINT_TABLES = {"sqlite": ("checkpoints", "writes"),
                      "postgresql": ("checkpoints", "checkpoint_blobs", "checkpoint_writes")}
 
