@@ -24,6 +24,7 @@ from convengine.config_loader import ConfigSnapshot
 from convengine.engine_io import check_request, normalise_conversation_id
 from convengine.errors import InvalidInputError
 from convengine.feedback import Feedback, check_feedback
+from convengine.memory.timeline import UndoResult
 from convengine.nodes.common import Step
 from convengine.nodes.context import StepHook
 from convengine.settings import DEFAULT_DATABASE_URL
@@ -56,6 +57,8 @@ class TurnResult:
     context: dict[str, Any]
     turn: int
     status: str = "RUNNING"
+    lifecycle: str = "IN_PROGRESS"
+    """IN_PROGRESS, or ENDED when the pack's ``conversation_memory.end_states`` ended the conversation."""
 
     @property
     def text(self) -> str:
@@ -164,21 +167,24 @@ class Engine:
     # --- turns ------------------------------------------------------------------------
 
     def process(self, message: str, conversation_id: str | None = None, input_params: Mapping[str, Any] | None = None,
-                reset: bool = False, *, owner: str | None = None) -> TurnResult:
+                reset: bool = False, *, owner: str | None = None, user_id: str | None = None) -> TurnResult:
         """Process one user message; returns the turn's result or raises a ConvEngineError.
 
         ``owner`` (an opaque caller identity, e.g. from the HTTP API's authentication) is stored with a
         new conversation; a turn by another owner on an existing conversation raises
         ConversationNotFoundError before anything runs or is written. None (host code) skips the check.
+        ``user_id`` (the end user) is stored with the conversation on its first turn and never changes:
+        a turn naming another user raises ConversationNotFoundError unrun; None continues as stored.
+        A message to an ENDED conversation raises ConversationEndedError unless it resets.
         """
-        request = check_request(message, conversation_id, input_params, reset, self.settings)
+        request = check_request(message, conversation_id, input_params, reset, self.settings, user_id)
         return self._portal.call(self._runtime.process(request, _owner(owner)))
 
     async def aprocess(self, message: str, conversation_id: str | None = None,
                        input_params: Mapping[str, Any] | None = None, reset: bool = False, *,
-                       owner: str | None = None) -> TurnResult:
+                       owner: str | None = None, user_id: str | None = None) -> TurnResult:
         """Async :meth:`process`."""
-        request = check_request(message, conversation_id, input_params, reset, self.settings)
+        request = check_request(message, conversation_id, input_params, reset, self.settings, user_id)
         return await self._portal.acall(self._runtime.process(request, _owner(owner)))
 
     def start(self, conversation_id: str | None = None, input_params: Mapping[str, Any] | None = None, *,
@@ -202,6 +208,56 @@ class Engine:
 
         request = event_request("handoff_resume", _cid(conversation_id), None, self.settings)
         return await self._portal.acall(self._runtime.process(request, None))
+
+    # --- undo, redo, steps, lifecycle -----------------------------------------------------
+
+    def undo(self, conversation_id: str, owner: str | None = None) -> UndoResult:
+        """Take back the conversation's last turn (several calls go back several turns, up to
+        ``conversation_memory.undo_depth``). Restores the checkpoint, the ``ce_conversation`` row, the
+        prompt history window and pending actions; history rows of the turn are marked undone and the
+        audit gets an ``UNDO`` event. ``result.side_effects`` lists what the turn did outside the engine
+        (tasks, tools), which undo cannot take back. Raises UndoError (NOTHING_TO_UNDO, UNDO_FORBIDDEN)."""
+        return self._portal.call(self._runtime.move(_cid(conversation_id), "UNDO", _owner(owner)))
+
+    async def aundo(self, conversation_id: str, owner: str | None = None) -> UndoResult:
+        return await self._portal.acall(self._runtime.move(_cid(conversation_id), "UNDO", _owner(owner)))
+
+    def redo(self, conversation_id: str, owner: str | None = None) -> UndoResult:
+        """Re-apply the turn the last undo took back (its tasks and tools do not run again). A new
+        message after an undo drops the redo. Raises UndoError (NOTHING_TO_REDO)."""
+        return self._portal.call(self._runtime.move(_cid(conversation_id), "REDO", _owner(owner)))
+
+    async def aredo(self, conversation_id: str, owner: str | None = None) -> UndoResult:
+        return await self._portal.acall(self._runtime.move(_cid(conversation_id), "REDO", _owner(owner)))
+
+    def properties(self, user_id: str) -> dict[str, Any]:
+        """The user's long-term properties (``conversation_memory.long_term``), by name."""
+        return self._portal.call(self._runtime.properties(_user(user_id)))
+
+    async def aproperties(self, user_id: str) -> dict[str, Any]:
+        return await self._portal.acall(self._runtime.properties(_user(user_id)))
+
+    def forget_user(self, user_id: str, *, conversations: bool = False) -> dict[str, int]:
+        """Erase the user's long-term memory; with ``conversations=True`` also every conversation of
+        theirs (rows, history, audit, steps, LLM call log and checkpoints). Returns what was erased."""
+        return self._portal.call(self._runtime.forget_user(_user(user_id), conversations))
+
+    async def aforget_user(self, user_id: str, *, conversations: bool = False) -> dict[str, int]:
+        return await self._portal.acall(self._runtime.forget_user(_user(user_id), conversations))
+
+    def steps(self, conversation_id: str, owner: str | None = None) -> list[dict[str, Any]]:
+        """One entry per completed turn: input, actions, data, output, side effects, undone."""
+        return self._portal.call(self._runtime.steps(_cid(conversation_id), _owner(owner)))
+
+    async def asteps(self, conversation_id: str, owner: str | None = None) -> list[dict[str, Any]]:
+        return await self._portal.acall(self._runtime.steps(_cid(conversation_id), _owner(owner)))
+
+    def lifecycle(self, conversation_id: str, owner: str | None = None) -> str:
+        """READY (seeded, no turn yet), IN_PROGRESS, ENDED or INTERRUPTED (its last turn failed)."""
+        return self._portal.call(self._runtime.lifecycle(_cid(conversation_id), _owner(owner)))
+
+    async def alifecycle(self, conversation_id: str, owner: str | None = None) -> str:
+        return await self._portal.acall(self._runtime.lifecycle(_cid(conversation_id), _owner(owner)))
 
     def seed(self, conversation_id: str, *, context: Mapping[str, Any] | None = None,
              input_params: Mapping[str, Any] | None = None) -> str:
@@ -375,6 +431,15 @@ def _cid(conversation_id: str) -> str:
 
 
 MAX_OWNER_CHARS = 200
+
+
+def _user(user_id: Any) -> str:
+    from convengine.memory.users import check_user_id
+
+    checked = check_user_id(user_id)
+    if checked is None:
+        raise InvalidInputError("user_id is required")
+    return checked
 
 
 def _owner(owner: Any) -> str | None:

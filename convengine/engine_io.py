@@ -19,6 +19,7 @@ from convengine.errors import (
     MessageTooLargeError,
     PersistenceError,
 )
+from convengine.memory.users import check_user_id
 from convengine.security.redact import redact_error, redact_text, redact_value, scrub_chain
 from convengine.settings import DEFAULT_MAX_INPUT_DEPTH
 
@@ -34,6 +35,8 @@ class TurnRequest:
     turn_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     event: str | None = None
     """A turn that is not a user message: ``welcome`` or ``handoff_resume`` (convengine.flows)."""
+    user_id: str | None = None
+    """The end user the conversation belongs to (stored with it on its first turn, never changed)."""
 
 
 def normalise_conversation_id(value: Any) -> str:
@@ -49,13 +52,15 @@ def normalise_conversation_id(value: Any) -> str:
         raise InvalidConversationIdError(f"conversation_id {shown!r} is not a UUID") from None
 
 
-def check_request(message: Any, conversation_id: Any, input_params: Any, reset: Any, settings: Any) -> TurnRequest:
+def check_request(message: Any, conversation_id: Any, input_params: Any, reset: Any, settings: Any,
+                  user_id: Any = None) -> TurnRequest:
     """Validate a caller's turn; raises InvalidInputError (or a subclass) naming what was wrong."""
     text = _check_message(message, settings.api.max_message_chars)
     cid = normalise_conversation_id(conversation_id) if conversation_id is not None else str(uuid.uuid4())
     if not isinstance(reset, bool):
         raise InvalidInputError(f"reset must be true or false, got {type(reset).__name__}")
-    return TurnRequest(text, cid, check_params(input_params, settings.api.max_input_depth), reset)
+    return TurnRequest(text, cid, check_params(input_params, settings.api.max_input_depth), reset,
+                       user_id=check_user_id(user_id))
 
 
 def _check_message(message: Any, limit: int) -> str:

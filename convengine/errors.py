@@ -9,6 +9,8 @@ Every error is a :class:`ConvEngineError` with an :class:`ErrorCode`, a message 
     │   └── InvalidConversationIdError
     ├── ConversationNotFoundError
     ├── ConversationBusyError         another turn holds the conversation
+    ├── ConversationEndedError        a message to an ENDED conversation (recoverable by a reset)
+    ├── UndoError                     nothing to undo/redo, or undo forbidden past a side effect
     ├── ConfigError                   control-plane rows, packs, settings
     │   ├── ConfigValidationError     carries every Violation found at once
     │   └── PackError                 a pack file that cannot be read or imported
@@ -37,6 +39,7 @@ __all__ = [
     "ConfigValidationError",
     "ConvEngineError",
     "ConversationBusyError",
+    "ConversationEndedError",
     "ConversationNotFoundError",
     "ErrorCode",
     "InvalidConversationIdError",
@@ -54,6 +57,7 @@ __all__ = [
     "RuleError",
     "StepError",
     "ToolError",
+    "UndoError",
     "UnsafeCheckpointError",
     "Violation",
 ]
@@ -127,6 +131,11 @@ class ErrorCode(str, enum.Enum):
     CHECKPOINT_FAILED = "CHECKPOINT_FAILED"
     CHECKPOINT_REJECTED = "CHECKPOINT_REJECTED"
     UNKNOWN_STEP = "UNKNOWN_STEP"
+    # Conversation memory (undo/redo, lifecycle)
+    NOTHING_TO_UNDO = "NOTHING_TO_UNDO"
+    NOTHING_TO_REDO = "NOTHING_TO_REDO"
+    UNDO_FORBIDDEN = "UNDO_FORBIDDEN"
+    CONVERSATION_ENDED = "CONVERSATION_ENDED"
     # HTTP API refusals (never raised by the engine itself)
     UNAUTHORIZED = "UNAUTHORIZED"
     FORBIDDEN = "FORBIDDEN"
@@ -160,6 +169,7 @@ _RECOVERABLE = frozenset(
         ErrorCode.CIRCUIT_OPEN,
         ErrorCode.DATABASE_UNAVAILABLE,
         ErrorCode.CHECKPOINT_FAILED,
+        ErrorCode.CONVERSATION_ENDED,
     }
 )
 
@@ -173,6 +183,9 @@ _MESSAGES = {
     ErrorCode.PIPELINE_NO_RESPONSE_PAYLOAD: "The turn ended without a response payload",
     ErrorCode.CONVERSATION_BUSY: "Another turn of this conversation is still running",
     ErrorCode.INTERNAL_ERROR: "Internal error",
+    ErrorCode.NOTHING_TO_UNDO: "There is no turn to undo",
+    ErrorCode.NOTHING_TO_REDO: "There is no undone turn to redo",
+    ErrorCode.CONVERSATION_ENDED: "The conversation has ended; send a reset to start it again",
 }
 
 
@@ -246,6 +259,16 @@ class ConversationNotFoundError(ConvEngineError, LookupError):
 
 class ConversationBusyError(ConvEngineError):
     default_code = ErrorCode.CONVERSATION_BUSY
+
+
+class ConversationEndedError(ConvEngineError):
+    default_code = ErrorCode.CONVERSATION_ENDED
+
+
+class UndoError(ConvEngineError):
+    """Undo or redo refused: NOTHING_TO_UNDO, NOTHING_TO_REDO or UNDO_FORBIDDEN (HTTP 409)."""
+
+    default_code = ErrorCode.NOTHING_TO_UNDO
 
 
 class ConfigError(ConvEngineError):

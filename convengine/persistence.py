@@ -142,6 +142,14 @@ def turn_writes(projection: dict[str, Any] | None, history: dict[str, Any] | Non
     return write
 
 
+def _then(first: Write, second: Write) -> Write:
+    def write(conn: sa.Connection) -> None:
+        first(conn)
+        second(conn)
+
+    return write
+
+
 class ConversationStore:
     """Reads and writes of the runtime ce_* tables."""
 
@@ -169,17 +177,20 @@ class ConversationStore:
 
     async def commit_turn(self, conn: AsyncConnection | None, *, conversation_id: str,
                           projection: dict[str, Any] | None, history: dict[str, Any] | None,
-                          events: Sequence[AuditEvent], owner: str | None = None) -> None:
+                          events: Sequence[AuditEvent], owner: str | None = None, extra: Write | None = None) -> None:
         """Projection upsert (a new row owned by ``owner``), history row and audit batch in one
-        transaction: on ``conn`` with the turn's checkpoint, then committed."""
-        await self.run(turn_writes(projection, history, events, conversation_id, owner), conn)
+        transaction: on ``conn`` with the turn's checkpoint, then committed. ``extra`` (conversation
+        memory: user, lifecycle, step row) runs in the same transaction, after them."""
+        write = turn_writes(projection, history, events, conversation_id, owner)
+        await self.run(write if extra is None else _then(write, extra), conn)
         if conn is not None:
             await commit_turn_connection(conn)
 
     async def write_failure(self, conversation_id: str, events: Sequence[AuditEvent],
-                            owner: str | None = None) -> None:
+                            owner: str | None = None, extra: Write | None = None) -> None:
         """A failed turn's audit (the conversation row is created, owned by ``owner``, if the first turn failed)."""
-        await self.run(turn_writes(None, None, events, conversation_id, owner))
+        write = turn_writes(None, None, events, conversation_id, owner)
+        await self.run(write if extra is None else _then(write, extra))
 
     async def write_llm_calls(self, rows: Sequence[dict[str, Any]]) -> None:
         if rows:

@@ -30,6 +30,11 @@ from convengine.errors import (
 )
 from convengine.feedback import Feedback, FeedbackRequest
 from convengine.graph.builder import build_graph, compile_graph
+from convengine.memory import longterm
+from convengine.memory import scopes as memory_scopes
+from convengine.memory import service as memory_service
+from convengine.memory.longterm import open_store
+from convengine.memory.pruning import prune_keeping_undo
 from convengine.nodes.context import Services, TurnContext
 from convengine.owners import KnownOwners
 from convengine.persistence import ConversationStore
@@ -58,6 +63,10 @@ class EngineRuntime:
     owners: KnownOwners = field(default_factory=KnownOwners)
     stamp_checked_at: float = 0.0
     verbose: tuple[ConfigSnapshot, VerbosePublisher] | None = None
+    long_term: Any = None
+    """LangGraph's store (SQLite or PostgreSQL) holding users' long-term properties, opened (and its
+    tables set up) the first time a memory feature needs it: importing it costs startup time."""
+    _store_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -127,12 +136,17 @@ class EngineRuntime:
         await self._follow_changes()
         snapshot = self.holder.current
         ctx = self._context(request, snapshot, owner)
-        refused: ConversationNotFoundError | None = None
+        if snapshot.settings.conversation_memory.long_term:
+            # Set up before the turn's transaction: the PostgreSQL store's setup builds indexes
+            # CONCURRENTLY, which waits for every open transaction (the turn's own included).
+            await self.long_term_store()
+        refused: ConvEngineError | None = None
         try:
             async with self.locks.hold(request.conversation_id) as conn:
-                refused = await self._refusal(conn, request.conversation_id, owner)
+                admission = await memory_service.admit(conn, request)
+                refused = await self._refusal(conn, request.conversation_id, owner) or admission.refused
                 if refused is None:
-                    final = await self._run(conn, request, ctx, snapshot)
+                    final = await self._run(conn, request, ctx, snapshot, admission)
         except ConversationBusyError:
             raise
         except Exception as exc:
@@ -145,10 +159,11 @@ class EngineRuntime:
         payload = await self._final_transform(final, ctx)
         return TurnResult(request.conversation_id, final["intent"], final["state"],
                           _payload(payload), dict(final.get("context") or {}),
-                          int(final.get("turn") or 0), final.get("status") or "RUNNING")
+                          int(final.get("turn") or 0), final.get("status") or "RUNNING",
+                          memory_service.lifecycle_of(final.get("state"), snapshot.settings))
 
     async def _run(self, conn: AsyncConnection, request: TurnRequest, ctx: TurnContext,
-                   snapshot: ConfigSnapshot) -> dict[str, Any]:
+                   snapshot: ConfigSnapshot, admission: Any) -> dict[str, Any]:
         """The graph run and its commit, under the conversation's lock."""
         config = {"configurable": {"thread_id": request.conversation_id},
                   "metadata": {"convengine_turn": request.turn_id},
@@ -157,8 +172,11 @@ class EngineRuntime:
                        "turn_input": {"text": request.text, "params": request.params, "reset": request.reset,
                                       "turn_id": request.turn_id, "event": request.event}}
         async with self.saver.bind(conn):
+            await memory_service.before_run(conn, admission, ctx, snapshot.settings)
             final: dict[str, Any] = await self.graph.ainvoke(graph_input, config, context=ctx, durability="exit")
-            await self._commit(conn, ctx)
+            await self._commit(conn, ctx, await memory_service.after_run(conn, request, final, ctx,
+                                                                         snapshot.settings))
+        memory_service.publish_deferred(ctx, self.bus)
         await self._prune(request.conversation_id, int(final.get("turn") or 0), snapshot.settings)
         return final
 
@@ -174,11 +192,14 @@ class EngineRuntime:
         return None
 
     def _context(self, request: TurnRequest, snapshot: ConfigSnapshot, owner: str | None) -> TurnContext:
-        audit = TurnAudit(request.conversation_id, audit_filter=self.audit_filter, bus=self.bus,
+        # With secret properties declared, live events wait for the commit, which masks them.
+        live = None if snapshot.settings.conversation_memory.secret else self.bus
+        audit = TurnAudit(request.conversation_id, audit_filter=self.audit_filter, bus=live,
                           persist_meta=snapshot.settings.audit.persist_meta)
         audit.verbose = self._verbose_for(snapshot)
         return TurnContext(snapshot=snapshot, services=self.services, audit=audit,
-                           conversation_id=request.conversation_id, turn_id=request.turn_id, owner=owner)
+                           conversation_id=request.conversation_id, turn_id=request.turn_id, owner=owner,
+                           user_id=request.user_id)
 
     def _verbose_for(self, snapshot: ConfigSnapshot) -> VerbosePublisher:
         """The ce_verbose publisher of ``snapshot`` (built once per configuration)."""
@@ -186,19 +207,25 @@ class EngineRuntime:
             self.verbose = (snapshot, VerbosePublisher(snapshot.verbose, snapshot.settings))
         return self.verbose[1]
 
-    async def _commit(self, conn: AsyncConnection, ctx: TurnContext) -> None:
-        """Projection, history and the audit batch in the transaction of the turn's checkpoint, committed
-        (which also ends the PG lock)."""
+    async def _commit(self, conn: AsyncConnection, ctx: TurnContext, extra: Any = None) -> None:
+        """Projection, history, the audit batch and the memory rows (``extra``) in the transaction of the
+        turn's checkpoint, committed (which also ends the PG lock)."""
         await self.store.commit_turn(conn, conversation_id=ctx.conversation_id, projection=ctx.commit.projection,
-                                     history=ctx.commit.history, events=ctx.audit.events, owner=ctx.owner)
+                                     history=ctx.commit.history, events=ctx.audit.events, owner=ctx.owner,
+                                     extra=extra)
 
     async def _prune(self, conversation_id: str, turn: int, settings: EngineSettings) -> None:
-        """Every ``checkpoint_prune_every`` turns keep only the latest checkpoint, so the saver's reads
-        (which join a thread's blobs) stay as cheap at turn 1,000 as at turn 1. Best effort."""
+        """Every ``checkpoint_prune_every`` turns keep only the latest checkpoint (with undo on: the ones
+        undo and redo can still reach), so the saver's reads (which join a thread's blobs) stay as cheap
+        at turn 1,000 as at turn 1. Best effort."""
         every = settings.checkpoint_prune_every
         if not every or turn % every:
             return
         try:
+            depth = settings.conversation_memory.undo_depth
+            if depth:
+                await prune_keeping_undo(self.saver.shared, self.async_engine, conversation_id, depth)
+                return
             await prune_checkpoints(self.saver.shared, conversation_id)
         except Exception as exc:  # noqa: BLE001 - a missed prune only delays the next one
             logger.warning("pruning the checkpoints of %s failed: %s", conversation_id, exc)
@@ -210,9 +237,12 @@ class EngineRuntime:
         error.details.setdefault("conversationId", request.conversation_id)
         known = isinstance(exc, ConvEngineError) or error.code is ErrorCode.DATABASE_UNAVAILABLE
         event = failure_event(request.conversation_id, error, known=known)
+        memory_service.mask_failed(ctx)
+        memory_service.publish_deferred(ctx, self.bus)
         self.bus.publish(event)
         try:
-            await self.store.write_failure(request.conversation_id, [*ctx.audit.events, event], ctx.owner)
+            await self.store.write_failure(request.conversation_id, [*ctx.audit.events, event], ctx.owner,
+                                           memory_service.failure_writes(request))
         except Exception as write_error:  # noqa: BLE001 - the original failure is what the caller needs
             logger.warning("could not store the audit of a failed turn of %s: %s", request.conversation_id, write_error)
         if not known:
@@ -244,6 +274,49 @@ class EngineRuntime:
             await self.graph.aupdate_state(config, values, as_node=names.LOAD_OR_CREATE_CONVERSATION)
             await commit_turn_connection(conn)
         return conversation_id
+
+    # --- undo and redo ----------------------------------------------------------------
+
+    async def move(self, conversation_id: str, kind: str, owner: str | None = None) -> Any:
+        """Undo or redo the conversation's last turn, under its turn lock (serialised with its turns)."""
+        refused: ConversationNotFoundError | None = None
+        await self.long_term_store()  # the turn may have saved long-term values (set up outside the lock)
+        async with self.locks.hold(conversation_id) as conn:
+            refused = await self._refusal(conn, conversation_id, owner)
+            if refused is None and not (await self.store.ownership(conversation_id, conn))[0]:
+                refused = _not_found(conversation_id)
+            if refused is None:
+                return await memory_service.move(self, conn, conversation_id, kind)
+        raise refused
+
+    async def long_term_store(self) -> Any:
+        """The shared long-term store, opened and set up on first use."""
+        if self.long_term is None:
+            async with self._store_lock:
+                if self.long_term is None:
+                    self.long_term = await self.saver_stack.enter_async_context(open_store(self.url, self.saver.shared))
+        return self.long_term
+
+    async def properties(self, user_id: str) -> dict[str, Any]:
+        return await longterm.read_all(await self.long_term_store(), user_id)
+
+    async def forget_user(self, user_id: str, conversations: bool) -> dict[str, int]:
+        """Erase a user's long-term properties and, with ``conversations``, every conversation of theirs
+        (rows, checkpoints, audit), each under its turn lock."""
+        return await memory_service.forget_user(self, user_id, conversations)
+
+    async def steps(self, conversation_id: str, owner: str | None = None) -> list[dict[str, Any]]:
+        await self._readable(conversation_id, owner)
+        if not await self.store.exists(conversation_id):
+            raise _not_found(conversation_id)
+        return await memory_service.read_steps(self, conversation_id)
+
+    async def lifecycle(self, conversation_id: str, owner: str | None = None) -> str:
+        await self._readable(conversation_id, owner)
+        found = await memory_service.read_lifecycle(self, conversation_id)
+        if found is None:
+            raise _not_found(conversation_id)
+        return found
 
     # --- reads ------------------------------------------------------------------------
 
@@ -362,7 +435,7 @@ def _services(options: Any, snapshot: ConfigSnapshot, store: ConversationStore) 
         llm = as_gateway(options.llm, snapshot.settings.llm, store=store)
     return Services(registries=registries,
                     rule_registry=RuleRegistry.with_custom(options.rule_types, options.rule_actions),
-                    store=store, llm=llm, hooks=tuple(options.hooks or ()), clock=options.clock,
+                    store=store, llm=llm, hooks=(*memory_scopes.HOOKS, *(options.hooks or ())), clock=options.clock,
                     retriever=_retriever(options.embeddings, snapshot.settings),
                     semantic=_semantic_index(options.embeddings, snapshot))
 

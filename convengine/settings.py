@@ -330,6 +330,23 @@ class KnowledgeFallbackSettings(_Section):
     otherwise the best passage is the answer."""
 
 
+class ConversationMemorySettings(_Section):
+    """Users, undo/redo and the conversation lifecycle (see docs/memory.md)."""
+
+    undo_depth: int = Field(5, ge=0, le=100)
+    """How many turns in a row ``Engine.undo`` may take back; 0 turns undo off."""
+    undo_past_side_effects: bool = True
+    """False: a turn that ran a task or a tool (effects outside the engine) cannot be undone."""
+    end_states: list[str] = Field(default_factory=list)
+    """States that end the conversation (lifecycle ENDED): a later message is refused unless it resets."""
+    long_term: list[str] = Field(default_factory=list)
+    """Context properties kept per user across conversations (LangGraph's store): loaded when a user's
+    conversation starts, saved when a turn that changed them commits."""
+    secret: list[str] = Field(default_factory=list)
+    """Context/param properties usable during the turn only: never checkpointed, stored, audited or
+    logged; every occurrence of their values is masked as ``***``."""
+
+
 class KnowledgeSettings(_Section):
     lexical_weight: float = Field(0.5, ge=0.0)
     vector_weight: float = Field(0.5, ge=0.0)
@@ -450,6 +467,7 @@ class EngineSettings(BaseSettings):
     api: ApiSettings = Field(default_factory=ApiSettings)
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
     flows: FlowsSettings = Field(default_factory=FlowsSettings)
+    conversation_memory: ConversationMemorySettings = Field(default_factory=ConversationMemorySettings)
     tables: dict[str, str] = Field(default_factory=dict)
     """ConvEngine's table-name remap; only the default names are supported (see docs/decisions.md)."""
     schema_active: str | None = Field(None, alias="schema")

@@ -16,6 +16,7 @@ import convengine
 from convengine.api.auth import Authenticate
 from convengine.api.config import DEFAULT_HOST, ApiConfig, resolve_api
 from convengine.api.flow_routes import router as flow_router
+from convengine.api.memory_routes import router as memory_router
 from convengine.api.middleware import Authentication, BodyLimit, Cors, HeadLimit, TrustedHosts
 from convengine.api.refusals import ApiRefusal, error_response
 from convengine.api.routes import router
@@ -72,6 +73,7 @@ def create_app(url: str = DEFAULT_DATABASE_URL, *, engine: Engine | None = None,
                   description="ConvEngine-compatible conversation API (message, audit, trace, SSE stream, cache).")
     app.include_router(router)
     app.include_router(flow_router)
+    app.include_router(memory_router)
     app.state.streams = StreamRegistry()
     _middleware(app)
     _handlers(app)

@@ -102,7 +102,7 @@ async def post_message(body: MessageRequest, request: Request, engine: EngineDep
         _check_reservation(request, body.conversationId, caller)
         message = "" if body.message is None else body.message  # ConvEngine: a missing message is empty text
         result = await engine.aprocess(message, body.conversationId, body.inputParams, body.reset,
-                                       owner=caller.owner)
+                                       owner=caller.owner, user_id=body.userId)
     except ConvEngineError as exc:
         if isinstance(exc, (InvalidInputError, ConversationNotFoundError)):
             raise  # the caller's mistake (4xx)

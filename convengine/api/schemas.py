@@ -17,6 +17,8 @@ class MessageRequest(BaseModel):
                                                    "(a turn driven by inputParams alone).")
     reset: bool = Field(False, description="Wipe the conversation before processing the message.")
     inputParams: dict[str, Any] | None = Field(None, description="Caller params for this turn (an object).")
+    userId: str | None = Field(None, description="The end user the conversation belongs to (stored on its first "
+                               "turn, never changed).")
 
 
 class PayloadBody(BaseModel):

@@ -399,6 +399,10 @@ class CeConversation(Base):
     updated_at: Mapped[datetime | None] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
     owner_id: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
     """The HTTP caller that created the conversation (an identity digest); NULL when host code did."""
+    user_id: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    """The end user the conversation belongs to (``user_id`` / ``userId``); set once, never changed."""
+    lifecycle: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    """READY, IN_PROGRESS, ENDED or INTERRUPTED (beside ConvEngine's ``status``); NULL before migration 0007."""
 
 
 class CeAudit(Base):
@@ -424,6 +428,34 @@ class CeConversationHistory(Base):
     assistant_output: Mapped[Any] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime | None] = _created()
     modified_at: Mapped[datetime | None] = mapped_column(UtcDateTime, default=utcnow)
+    undone: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, default=False, server_default=sa.false())
+    """True while the turn is undone (``Engine.undo``); rows are marked, never deleted."""
+
+
+class CeConversationStep(Base):
+    """convengine's own: one row per completed turn (a conversation step): its input, the actions
+    that fired, the data its steps produced, its output and whether it had effects outside the engine."""
+
+    __tablename__ = "ce_conversation_step"
+    __table_args__ = (sa.Index(None, "conversation_id", "step_id"), sa.Index(None, "turn_key"))
+    step_id: Mapped[int] = _id()
+    conversation_id: Mapped[str] = mapped_column(
+        UUID, sa.ForeignKey("ce_conversation.conversation_id", ondelete="CASCADE"), nullable=False
+    )
+    turn_key: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    """The turn's id (also in its checkpoint's metadata)."""
+    turn: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    history_id: Mapped[int | None] = mapped_column(BIGID, nullable=True)
+    """The turn's ce_conversation_history row (marked undone with it)."""
+    input_text: Mapped[str | None] = mapped_column(sa.Text)
+    actions_json: Mapped[Any] = mapped_column(JSON, nullable=True)
+    data_json: Mapped[Any] = mapped_column(JSON, nullable=True)
+    output_json: Mapped[Any] = mapped_column(JSON, nullable=True)
+    side_effects_json: Mapped[Any] = mapped_column(JSON, nullable=True)
+    properties_json: Mapped[Any] = mapped_column(JSON, nullable=True)
+    """Long-term properties the turn saved: ``{name: {before, after}}`` (undo puts ``before`` back)."""
+    undone: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, default=False, server_default=sa.false())
+    created_at: Mapped[datetime | None] = _created()
 
 
 class CeLlmCallLog(Base):
@@ -551,6 +583,7 @@ CONTROL_MODELS: tuple[type[Base], ...] = (
 )
 RUNTIME_MODELS: tuple[type[Base], ...] = (CeConversation, CeAudit, CeConversationHistory, CeLlmCallLog,
                                            CeMcpUserFeedback)
+MEMORY_MODELS: tuple[type[Base], ...] = (CeConversationStep,)
 
 CONTROL_TABLES: tuple[str, ...] = tuple(m.__tablename__ for m in CONTROL_MODELS)
 RUNTIME_TABLES: tuple[str, ...] = tuple(m.__tablename__ for m in RUNTIME_MODELS)

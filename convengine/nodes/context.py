@@ -64,6 +64,8 @@ class TurnContext:
     is_new: bool = False
     owner: str | None = None
     """The HTTP caller this turn runs for (stored on a new conversation); None for host code."""
+    user_id: str | None = None
+    """The end user of the conversation (``user_id`` / ``userId``), when one was given."""
     autocommit: bool = False
     """Commit projection, history and audit at the end of the graph run (Studio: no Engine around it)."""
     extras: dict[str, Any] = field(default_factory=dict)

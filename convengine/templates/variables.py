@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from convengine.memory.namespaces import producers as memory_namespaces
 from convengine.rules.facts import session_fields
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ def _producers(turn: Turn) -> dict[str, Callable[[], Any]]:
         return now[0]
 
     return {
+        **memory_namespaces(turn),
         "session": lambda: {**session_fields(turn.facts_input()), "context": dict(turn.read_context()),
                             "schemaJson": turn.schema_json()},
         "input_params": lambda: dict(turn.read_params()),

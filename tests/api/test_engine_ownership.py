@@ -78,4 +78,4 @@ def test_the_owner_column_is_added_to_a_conversation_table_made_by_convengine(em
         columns = [c["name"] for c in sa.inspect(conn).get_columns("ce_conversation")]
         row = conn.execute(sa.text("SELECT intent_code, owner_id FROM ce_conversation")).one()
     engine.dispose()
-    assert columns[-1] == "owner_id" and tuple(row) == ("FAQ", None)
+    assert "owner_id" in columns and tuple(row) == ("FAQ", None)

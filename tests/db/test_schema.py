@@ -30,9 +30,10 @@ EXPECTED_COLUMNS = {
     "ce_verbose": "verbose_id intent_code state_code step_match step_value determinant rule_id tool_code message "
     "error_message priority enabled created_at",
     "ce_conversation": "conversation_id status intent_code state_code context_json last_user_text last_assistant_json "
-    "input_params_json created_at updated_at owner_id",
+    "input_params_json created_at updated_at owner_id user_id lifecycle",
     "ce_audit": "audit_id conversation_id stage payload_json created_at",
-    "ce_conversation_history": "history_id conversation_id user_input assistant_output created_at modified_at",
+    "ce_conversation_history": "history_id conversation_id user_input assistant_output created_at modified_at "
+                               "undone",
     "ce_llm_call_log": "llm_call_id conversation_id intent_code state_code provider model temperature prompt_text "
     "user_context response_text success error_message created_at",
     "ce_mcp_user_feedback": "feedback_id conversation_id feedback_type message_id intent_code state_code user_query "

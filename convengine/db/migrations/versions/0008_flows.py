@@ -14,7 +14,7 @@ from alembic import op
 from convengine.db.models import FLOW_MODELS, CeLlmUsage
 
 revision = "0008"
-down_revision = "0006"  # TODO(merge): "0007" once migrations 0005-0007 are merged
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,154 @@
+"""Long-term properties: per-user values kept across conversations in LangGraph's store.
+
+The official ``BaseStore`` implementations hold them (``AsyncSqliteStore`` / ``AsyncPostgresStore``,
+tables created by their own ``setup()``), one item per property in the namespace
+``("convengine", "users", <digest of the user id>, "properties")`` (a digest because store
+namespace labels may not contain dots). During a turn the store is bound to the turn's connection,
+so what a turn saves commits or rolls back with its checkpoint and rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+from langgraph.store.base import BaseStore, GetOp, PutOp
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from convengine.db.url import DatabaseUrl
+
+
+def namespace(user_id: str) -> tuple[str, ...]:
+    digest = hashlib.sha256(user_id.encode("utf-8")).hexdigest()[:40]
+    return ("convengine", "users", digest, "properties")
+
+
+@asynccontextmanager
+async def open_store(url: DatabaseUrl, saver: Any) -> AsyncIterator[BaseStore]:
+    """The shared store (reads and erasure outside turns), set up; on PostgreSQL on the saver's pool."""
+    if url.is_postgres:
+        from langgraph.store.postgres.aio import AsyncPostgresStore
+
+        from convengine.checkpointing.postgres import _set_up
+
+        store = AsyncPostgresStore(saver.conn)
+        await _set_up(saver.conn, store)
+        try:
+            yield store
+        finally:
+            _stop(store)
+        return
+    import aiosqlite
+    from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+    assert url.sqlite_path is not None
+    conn = await aiosqlite.connect(str(url.sqlite_path), timeout=30, isolation_level=None)
+    try:
+        await conn.execute("PRAGMA busy_timeout=30000")
+        sqlite_store = AsyncSqliteStore(conn)
+        await sqlite_store.setup()
+        try:
+            yield sqlite_store
+        finally:
+            _stop(sqlite_store)
+    finally:
+        await conn.close()
+
+
+class _InTurnTransaction:
+    """An aiosqlite connection on which the store's own BEGIN/COMMIT are left out: its statements
+    join the turn's open transaction, which the turn commits once."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    async def execute(self, sql: str, *args: Any) -> Any:
+        if sql.strip().upper() in ("BEGIN", "COMMIT"):
+            return None
+        return await self._conn.execute(sql, *args)
+
+    async def commit(self) -> None:
+        """Deferred: the turn commits."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+@asynccontextmanager
+async def bound(conn: AsyncConnection) -> AsyncIterator[BaseStore]:
+    """The official store of the backend on the turn's connection (inside its transaction), for one use."""
+    store = await _bound_store(conn)
+    try:
+        yield store
+    finally:
+        _stop(store)
+
+
+def _stop(store: BaseStore) -> None:
+    """End the store's background batching task (the official async stores start one each)."""
+    task = getattr(store, "_task", None)
+    if task is not None:
+        task.cancel()
+
+
+async def _bound_store(conn: AsyncConnection) -> BaseStore:
+    raw = (await conn.get_raw_connection()).driver_connection
+    if conn.dialect.name == "postgresql":
+        from langgraph.store.postgres.aio import AsyncPostgresStore
+
+        return AsyncPostgresStore(raw)  # type: ignore[arg-type]
+    from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+    store = AsyncSqliteStore(_InTurnTransaction(raw))  # type: ignore[arg-type]
+    store.is_setup = True
+    return store
+
+
+async def load(store: BaseStore, user_id: str, names: Iterable[str]) -> dict[str, Any]:
+    """The user's stored values of ``names`` (absent ones left out)."""
+    wanted = list(dict.fromkeys(names))
+    if not wanted:
+        return {}
+    items = await store.abatch([GetOp(namespace(user_id), name) for name in wanted])
+    return {name: item.value.get("value") for name, item in zip(wanted, items, strict=True) if item is not None}
+
+
+async def save_changes(store: BaseStore, user_id: str, context: Mapping[str, Any],
+                       names: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """Save the declared properties whose value in ``context`` differs from the stored one;
+    ``{name: {before, after}}`` for each (None: absent)."""
+    wanted = [n for n in dict.fromkeys(names) if n in context]
+    if not wanted:
+        return {}
+    stored = await load(store, user_id, wanted)
+    changes = {n: {"before": stored.get(n), "after": context[n]} for n in wanted if stored.get(n) != context[n]}
+    await put_values(store, user_id, {n: c["after"] for n, c in changes.items()})
+    return changes
+
+
+async def put_values(store: BaseStore, user_id: str, values: Mapping[str, Any]) -> None:
+    """Set (or, for None, delete) properties."""
+    if values:
+        await store.abatch([PutOp(namespace(user_id), name, None if value is None else {"value": value})
+                            for name, value in values.items()])
+
+
+async def read_all(store: BaseStore, user_id: str) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    offset = 0
+    while True:
+        items = await store.asearch(namespace(user_id), limit=500, offset=offset)
+        found.update({item.key: item.value.get("value") for item in items})
+        if len(items) < 500:
+            return found
+        offset += 500
+
+
+async def forget(store: BaseStore, user_id: str) -> int:
+    """Delete every long-term property of the user; how many there were."""
+    keys = list(await read_all(store, user_id))
+    if keys:
+        await store.abatch([PutOp(namespace(user_id), key, None) for key in keys])
+    return len(keys)

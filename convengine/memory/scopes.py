@@ -1,0 +1,93 @@
+"""Memory scopes inside a turn: long-term properties merged into a new conversation's context, and
+secret properties taken out of everything the turn keeps.
+
+``step`` and ``conversation`` scopes are the engine's turn- and conversation-scoped state keys;
+``longTerm`` and ``secret`` are declared by the pack (``conversation_memory.long_term`` /
+``.secret``). Both run as internal step hooks, so no step had to change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from convengine.graph import names
+from convengine.nodes.context import StepHook
+from convengine.state import CONVERSATION_KEYS, TURN_KEYS
+
+LONG_TERM_LOADED = "long_term_loaded"
+SECRET_VALUES = "secret_values"
+MASK = "***"
+MIN_SUBSTRING_CHARS = 4
+"""Secret values at least this long are masked inside longer texts too; shorter ones only when whole."""
+
+
+def merge_long_term(_step: str, turn: Any) -> None:
+    """A new conversation starts with its user's long-term properties (the caller's seed wins)."""
+    loaded = turn.ctx.extras.get(LONG_TERM_LOADED)
+    if not loaded or not turn.ctx.is_new:
+        return
+    context = turn.context
+    merged = []
+    for name, value in loaded.items():
+        if name not in context:
+            context[name] = value
+            merged.append(name)
+    turn.audit("LONG_TERM_PROPERTIES_LOADED", {"properties": sorted(merged)})
+
+
+def secret_values(turn: Any, declared: Iterable[str]) -> list[str]:
+    found: list[str] = list(turn.ctx.extras.get(SECRET_VALUES) or [])
+    for source in (turn.read_context(), turn.read_params()):
+        for name in declared:
+            value = source.get(name)
+            if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value):
+                found.append(str(value))
+    return sorted(set(found), key=len, reverse=True)
+
+
+def mask(value: Any, secrets: list[str]) -> Any:
+    """``value`` with every secret replaced by ``***`` (in strings, keys and nested values)."""
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        for secret in secrets:
+            if value == secret:
+                return MASK
+            if len(secret) >= MIN_SUBSTRING_CHARS and secret in value:
+                value = value.replace(secret, MASK)
+        return value
+    if isinstance(value, dict):
+        return {mask(k, secrets): mask(v, secrets) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [mask(v, secrets) for v in value]
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and str(value) in secrets:
+        return MASK
+    return value
+
+
+def strip_secrets(_step: str, turn: Any) -> None:
+    """Before the turn is persisted: drop secret properties and mask their values in every state key."""
+    declared = list(turn.settings.conversation_memory.secret)
+    if not declared:
+        return
+    secrets = secret_values(turn, declared)
+    turn.ctx.extras[SECRET_VALUES] = secrets
+    for name in declared:
+        if name in turn.read_context():
+            turn.context.pop(name, None)
+        if name in turn.read_params():
+            turn.params.pop(name, None)
+    if not secrets:
+        return
+    for key in (*CONVERSATION_KEYS, *TURN_KEYS):
+        value = turn.get(key)
+        masked = mask(value, secrets)
+        if masked != value:
+            turn.set(key, masked)
+
+
+HOOKS: tuple[StepHook, ...] = (
+    StepHook(after=merge_long_term, steps=(names.LOAD_OR_CREATE_CONVERSATION,)),
+    StepHook(before=strip_secrets, steps=(names.PERSIST_CONVERSATION,)),
+)

@@ -1,0 +1,296 @@
+"""What the runtime asks of conversation memory, on the turn's connection and under its lock:
+who may send a turn (user, lifecycle), what a completed or failed turn adds (user, lifecycle,
+step row), undo and redo, and the reads (steps, lifecycle)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from convengine.audit.collector import TurnAudit
+from convengine.checkpointing.bound import commit_turn_connection
+from convengine.db.models import CeConversation
+from convengine.errors import (
+    ConvEngineError,
+    ConversationEndedError,
+    ConversationNotFoundError,
+    ErrorCode,
+    UndoError,
+)
+from convengine.memory import longterm, scopes, steps, timeline
+from convengine.memory.catalogue import UNDO_STAGE, Lifecycle
+from convengine.persistence import insert_events
+
+CONVERSATION = CeConversation.__table__
+Write = Callable[[sa.Connection], None]
+
+
+def resets(request: Any) -> bool:
+    """Whether the request resets the conversation (flag, reset param or reset command)."""
+    from convengine.nodes.bootstrap import RESET_COMMANDS
+    from convengine.nodes.common import truthy
+    from convengine.state import RESET_PARAM_KEYS
+
+    if request.reset or any(truthy(request.params.get(k)) for k in RESET_PARAM_KEYS):
+        return True
+    return request.text.strip().lower() in RESET_COMMANDS
+
+
+def lifecycle_of(state: str | None, settings: Any) -> str:
+    """IN_PROGRESS, or ENDED when the conversation is in one of the pack's end states."""
+    ended = state is not None and state in settings.conversation_memory.end_states
+    return (Lifecycle.ENDED if ended else Lifecycle.IN_PROGRESS).value
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What the turn lock's holder learnt about the conversation before its turn."""
+
+    refused: ConvEngineError | None
+    exists: bool
+    user_id: str | None
+    """The conversation's user: the stored one, else the request's."""
+
+
+async def admit(conn: AsyncConnection | None, request: Any) -> Admission:
+    """Whether this turn may run (not another user's conversation, not an ended one) and who its user
+    is. Nothing is written for a refused turn."""
+    query = sa.select(CONVERSATION.c.user_id, CONVERSATION.c.lifecycle).where(
+        CONVERSATION.c.conversation_id == request.conversation_id)
+    assert conn is not None
+    row = (await conn.execute(query)).first()
+    if row is None:
+        return Admission(None, False, request.user_id)
+    stored_user, lifecycle = row
+    cid = request.conversation_id
+    if request.user_id is not None and stored_user != request.user_id:
+        return Admission(ConversationNotFoundError(f"no conversation {cid}"), True, stored_user)
+    if lifecycle == Lifecycle.ENDED.value and not resets(request):
+        return Admission(ConversationEndedError(
+            f"conversation {cid} has ended; send reset=true (or a reset command) to start it again",
+            details={"conversationId": cid}), True, stored_user)
+    return Admission(None, True, stored_user)
+
+
+async def before_run(conn: AsyncConnection | None, admission: Admission, ctx: Any, settings: Any) -> None:
+    """A user's new conversation gets their long-term properties (merged by the scopes hook)."""
+    names = settings.conversation_memory.long_term
+    ctx.user_id = admission.user_id
+    if conn is None or admission.exists or admission.user_id is None or not names:
+        return
+    async with longterm.bound(conn) as store:
+        ctx.extras[scopes.LONG_TERM_LOADED] = await longterm.load(store, admission.user_id, names)
+
+
+async def after_run(conn: AsyncConnection | None, request: Any, final: dict[str, Any], ctx: Any,
+                    settings: Any) -> Write:
+    """Save changed long-term properties in the turn's transaction, mask secrets in its audit batch;
+    the memory rows to write with the turn."""
+    names = settings.conversation_memory.long_term
+    changes: dict[str, Any] = {}
+    if conn is not None and ctx.user_id is not None and names:
+        async with longterm.bound(conn) as store:
+            changes = await longterm.save_changes(store, ctx.user_id, final.get("context") or {}, names)
+        if changes:
+            ctx.audit.emit("LONG_TERM_PROPERTIES_SAVED", {"properties": sorted(changes)},
+                           intent=final.get("intent"), state=final.get("state"))
+    secrets = ctx.extras.get(scopes.SECRET_VALUES) or []
+    if secrets:
+        ctx.audit.events[:] = [_masked_event(e, secrets) for e in ctx.audit.events]
+    return turn_writes(request, final, ctx.audit.events, settings, changes)
+
+
+def publish_deferred(ctx: Any, bus: Any) -> None:
+    """Stream the turn's (masked) events now when they were held back for its secrets."""
+    if ctx.settings.conversation_memory.secret:
+        for event in ctx.audit.events:
+            bus.publish(event)
+
+
+def mask_failed(ctx: Any) -> None:
+    """A failed turn's events with the secrets it had declared masked (the values it held: context
+    and params of the failed turn are not known here, so every declared value the turn saw is)."""
+    secrets = ctx.extras.get(scopes.SECRET_VALUES) or []
+    if secrets:
+        ctx.audit.events[:] = [_masked_event(e, secrets) for e in ctx.audit.events]
+
+
+def _masked_event(event: Any, secrets: list[str]) -> Any:
+    from dataclasses import replace
+
+    return replace(event, payload=scopes.mask(event.payload, secrets), meta=scopes.mask(event.meta, secrets))
+
+
+def turn_writes(request: Any, final: dict[str, Any], events: list[Any], settings: Any,
+                long_term: dict[str, Any] | None = None) -> Write:
+    """A completed turn's memory rows: the user (set once), the lifecycle and the step row."""
+    row = steps.step_row(request.conversation_id, request.turn_id, final, events)
+    row["properties_json"] = long_term or None
+    lifecycle = lifecycle_of(final.get("state"), settings)
+
+    def write(conn: sa.Connection) -> None:
+        _set_user_and_lifecycle(conn, request.conversation_id, request.user_id, lifecycle)
+        steps.insert_step(conn, row)
+
+    return write
+
+
+def failure_writes(request: Any) -> Write:
+    """A failed turn: the conversation (if its row exists) is INTERRUPTED; its user is set once."""
+    def write(conn: sa.Connection) -> None:
+        _set_user_and_lifecycle(conn, request.conversation_id, request.user_id, Lifecycle.INTERRUPTED.value)
+
+    return write
+
+
+def _set_user_and_lifecycle(conn: sa.Connection, cid: str, user_id: str | None, lifecycle: str) -> None:
+    conn.execute(sa.update(CONVERSATION).where(CONVERSATION.c.conversation_id == cid).values(
+        user_id=sa.func.coalesce(CONVERSATION.c.user_id, user_id), lifecycle=lifecycle))
+
+
+# --- undo and redo ---------------------------------------------------------------------
+
+
+async def move(runtime: Any, conn: AsyncConnection | None, conversation_id: str, kind: str) -> timeline.UndoResult:
+    """Undo or redo on the turn's connection (under the conversation's lock), committed with its
+    projection, history marks and audit event."""
+    settings = runtime.holder.current.settings
+    memory = settings.conversation_memory
+    saver = runtime.saver
+    async with saver.bind(conn):
+        if kind == UNDO_STAGE:
+            planned = await timeline.plan_undo(saver, conversation_id, memory.undo_depth)
+        else:
+            planned = await timeline.plan_redo(saver, conversation_id)
+        step = await _run(runtime, conn, lambda c: steps.find_step(c, conversation_id, planned.moved_turn))
+        effects = list((step or {}).get("side_effects_json") or [])
+        if kind == UNDO_STAGE and effects and not memory.undo_past_side_effects:
+            raise UndoError(f"turn {step['turn'] if step else '?'} had effects outside the engine "
+                            f"({', '.join(e['stage'] for e in effects)}) and this pack forbids undoing past it "
+                            "(settings conversation_memory.undo_past_side_effects)",
+                            code=ErrorCode.UNDO_FORBIDDEN, details={"conversationId": conversation_id})
+        values = await timeline.apply(saver, planned, kind.lower())
+        await _restore_long_term(conn, step, kind)
+        result = _result(conversation_id, kind, planned, values, effects, memory.undo_depth)
+        audit = TurnAudit(conversation_id, audit_filter=runtime.audit_filter, bus=runtime.bus,
+                          persist_meta=settings.audit.persist_meta)
+        audit.emit(kind, {**result.to_dict(), "restoredCheckpoint": planned.target.config["configurable"]
+                          ["checkpoint_id"]}, intent=result.intent, state=result.state)
+        write = _restore_writes(conversation_id, values, planned.moved_turn, kind, audit.events, settings)
+        await _run(runtime, conn, write)
+        if conn is not None:
+            await commit_turn_connection(conn)
+    return result
+
+
+async def _restore_long_term(conn: AsyncConnection | None, step: dict[str, Any] | None, kind: str) -> None:
+    """Undo puts back the long-term values the turn replaced; redo saves its values again (the runtime
+    set the store up before taking the lock)."""
+    changes = (step or {}).get("properties_json") or {}
+    if not changes or conn is None:
+        return
+    user = (await conn.execute(sa.select(CONVERSATION.c.user_id).where(
+        CONVERSATION.c.conversation_id == step["conversation_id"]))).scalar()  # type: ignore[index]
+    if user is None:
+        return
+    side = "before" if kind == UNDO_STAGE else "after"
+    async with longterm.bound(conn) as store:
+        await longterm.put_values(store, user, {n: c.get(side) for n, c in changes.items()})
+
+
+def _result(cid: str, kind: str, planned: timeline.Move, values: dict[str, Any], effects: list[dict[str, Any]],
+            max_depth: int) -> timeline.UndoResult:
+    here = planned.new_position
+    return timeline.UndoResult(cid, kind, int(values.get("turn") or 0), values.get("intent") or "UNKNOWN",
+                               values.get("state") or "UNKNOWN", planned.moved_turn, effects,
+                               can_undo=here.before is not None and here.depth < max_depth,
+                               can_redo=bool(here.forward), values=values)
+
+
+def _restore_writes(cid: str, values: dict[str, Any], moved_turn: str | None, kind: str, events: list[Any],
+                    settings: Any) -> Write:
+    """The ce_conversation projection as the restored state has it, the moved turn's rows marked."""
+    from convengine.nodes.finish import json_safe, stored_assistant
+
+    payload = values.get("payload")
+    projection = {
+        "status": values.get("status") or "RUNNING", "intent_code": values.get("intent") or "UNKNOWN",
+        "state_code": values.get("state") or "UNKNOWN", "context_json": json_safe(values.get("context") or {}),
+        "last_user_text": values.get("user_text") or None,
+        "last_assistant_json": json_safe(stored_assistant(payload)) if payload else None,
+        "input_params_json": json_safe(values.get("input_params") or {}),
+        "lifecycle": lifecycle_of(values.get("state"), settings) if values.get("turn") else Lifecycle.READY.value,
+        "updated_at": datetime.now(UTC),
+    }
+
+    def write(conn: sa.Connection) -> None:
+        conn.execute(sa.update(CONVERSATION).where(CONVERSATION.c.conversation_id == cid).values(**projection))
+        steps.mark_undone(conn, cid, moved_turn, undone=kind == UNDO_STAGE)
+        insert_events(conn, events)
+
+    return write
+
+
+async def _run(runtime: Any, conn: AsyncConnection | None, fn: Callable[[sa.Connection], Any]) -> Any:
+    if conn is not None:
+        return await conn.run_sync(fn)
+    async with runtime.async_engine.begin() as own:
+        return await own.run_sync(fn)
+
+
+async def read_steps(runtime: Any, conversation_id: str) -> list[dict[str, Any]]:
+    async with runtime.async_engine.connect() as conn:
+        return await conn.run_sync(lambda c: steps.read_steps(c, conversation_id))  # type: ignore[no-any-return]
+
+
+async def read_lifecycle(runtime: Any, conversation_id: str) -> str | None:
+    """The stored lifecycle; READY for a conversation seeded but not yet started; None if unknown."""
+    async with runtime.async_engine.connect() as conn:
+        row = (await conn.execute(sa.select(CONVERSATION.c.lifecycle).where(
+            CONVERSATION.c.conversation_id == conversation_id))).first()
+    if row is not None:
+        return row[0] or Lifecycle.IN_PROGRESS.value
+    snap = await runtime.graph.aget_state(timeline.config(conversation_id))
+    return Lifecycle.READY.value if snap.values else None
+
+
+# --- erasure -----------------------------------------------------------------------------
+
+
+async def forget_user(runtime: Any, user_id: str, conversations: bool) -> dict[str, int]:
+    """Erase the user's long-term properties; with ``conversations`` also every conversation of theirs
+    (its rows in every ce_* table and its checkpoints), each under its turn lock. Without it, the
+    values the user's turns saved are cleared from their step rows, so undo cannot bring them back."""
+    erased = await longterm.forget(await runtime.long_term_store(), user_id)
+    async with runtime.async_engine.connect() as conn:
+        owned = [r[0] for r in await conn.execute(sa.select(CONVERSATION.c.conversation_id)
+                                                  .where(CONVERSATION.c.user_id == user_id))]
+    for cid in owned:
+        async with runtime.locks.hold(cid) as held, runtime.saver.bind(held):
+            if conversations:
+                await runtime.saver.adelete_thread(cid)
+            await _run(runtime, held, _erase_rows(cid, conversations))
+            if held is not None:
+                await commit_turn_connection(held)
+    return {"properties": erased, "conversations": len(owned) if conversations else 0}
+
+
+def _erase_rows(cid: str, conversations: bool) -> Write:
+    from convengine.db.models import CeAudit, CeConversationHistory, CeLlmCallLog
+
+    def write(conn: sa.Connection) -> None:
+        if not conversations:
+            conn.execute(sa.update(steps.STEP).where(steps.STEP.c.conversation_id == cid).values(properties_json=None))
+            return
+        for model in (CeLlmCallLog, CeAudit, CeConversationHistory):
+            table = model.__table__
+            conn.execute(sa.delete(table).where(table.c.conversation_id == cid))
+        conn.execute(sa.delete(steps.STEP).where(steps.STEP.c.conversation_id == cid))
+        conn.execute(sa.delete(CONVERSATION).where(CONVERSATION.c.conversation_id == cid))
+
+    return write

@@ -1,0 +1,96 @@
+"""Conversation steps: one row per completed turn, built from the turn's audit events.
+
+A step holds the turn's input, the rule actions that fired, the data its steps produced (tool
+results, LLM outputs, extracted values), its output and the effects it had outside the engine
+(tasks, tools). Rows are written in the turn's transaction and never changed afterwards, except
+for the ``undone`` mark that undo and redo set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from convengine.audit.events import AuditEvent
+from convengine.db.models import CeConversationHistory, CeConversationStep
+from convengine.memory.catalogue import ACTION_STAGE, DATA_STAGE_SUFFIX, DATA_STAGES, SIDE_EFFECT_STAGES
+
+STEP = CeConversationStep.__table__
+HISTORY = CeConversationHistory.__table__
+
+
+def _stage(event: AuditEvent) -> str:
+    return event.stage.split(" ", 1)[0]
+
+
+def side_effects(events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
+    """What the turn did outside the engine, one entry per task run or tool call."""
+    found = []
+    for event in events:
+        stage = _stage(event)
+        if stage in SIDE_EFFECT_STAGES:
+            payload = event.payload
+            what = (payload.get("taskBean") or payload.get("toolCode") or payload.get("tool_code")
+                    or payload.get("mcpToolCode") or payload.get("containerId"))
+            found.append({"stage": stage, "step": event.step, "what": what})
+    return found
+
+
+def step_row(conversation_id: str, turn_key: str, final: dict[str, Any],
+             events: Sequence[AuditEvent]) -> dict[str, Any]:
+    """The step row of a completed turn (its final state and its audit events)."""
+    from convengine.nodes.finish import json_safe, stored_assistant
+
+    actions = [{"ruleId": e.payload.get("ruleId"), "action": e.payload.get("action"),
+                "phase": e.payload.get("phase")} for e in events if _stage(e) == ACTION_STAGE]
+    data = [{"stage": _stage(e), "step": e.step, "payload": e.payload} for e in events
+            if _stage(e) in DATA_STAGES or _stage(e).endswith(DATA_STAGE_SUFFIX)]
+    payload = final.get("payload") or {}
+    return {"conversation_id": conversation_id, "turn_key": turn_key, "turn": int(final.get("turn") or 0),
+            "input_text": final.get("user_text") or "", "actions_json": json_safe(actions),
+            "data_json": json_safe(data), "output_json": json_safe(stored_assistant(payload)) if payload else None,
+            "side_effects_json": side_effects(events), "undone": False, "created_at": datetime.now(UTC)}
+
+
+def insert_step(conn: sa.Connection, row: dict[str, Any]) -> None:
+    """The step row, linked to the history row the same transaction just wrote."""
+    latest = (sa.select(sa.func.max(HISTORY.c.history_id))
+              .where(HISTORY.c.conversation_id == row["conversation_id"]).scalar_subquery())
+    conn.execute(sa.insert(STEP).values(**row, history_id=latest))
+
+
+def find_step(conn: sa.Connection, conversation_id: str, turn_key: str | None) -> dict[str, Any] | None:
+    if turn_key is None:
+        return None
+    found = conn.execute(sa.select(STEP).where(STEP.c.conversation_id == conversation_id,
+                                               STEP.c.turn_key == turn_key)).first()
+    return dict(found._mapping) if found else None
+
+
+def mark_undone(conn: sa.Connection, conversation_id: str, turn_key: str | None, undone: bool) -> None:
+    """Mark a turn's step and history rows undone (or redone); nothing is deleted."""
+    step = find_step(conn, conversation_id, turn_key)
+    if step is None:
+        return
+    conn.execute(sa.update(STEP).where(STEP.c.step_id == step["step_id"]).values(undone=undone))
+    if step["history_id"] is not None:
+        conn.execute(sa.update(HISTORY).where(HISTORY.c.history_id == step["history_id"])
+                     .values(undone=undone, modified_at=datetime.now(UTC)))
+
+
+def read_steps(conn: sa.Connection, conversation_id: str) -> list[dict[str, Any]]:
+    rows = conn.execute(sa.select(STEP).where(STEP.c.conversation_id == conversation_id)
+                        .order_by(STEP.c.step_id))
+    return [public_step(dict(r._mapping)) for r in rows]
+
+
+def public_step(row: dict[str, Any]) -> dict[str, Any]:
+    """A step as the Python and HTTP APIs return it (read-only copies)."""
+    created = row.get("created_at")
+    return {"turn": row["turn"], "turnId": row["turn_key"], "input": row["input_text"],
+            "actions": row["actions_json"] or [], "data": row["data_json"] or [], "output": row["output_json"],
+            "sideEffects": row["side_effects_json"] or [], "undone": bool(row["undone"]),
+            "createdAt": created.isoformat() if created is not None else None}
