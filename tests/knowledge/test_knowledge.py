@@ -188,3 +188,34 @@ def test_a_semantic_pattern_without_examples_is_refused_naming_the_row() -> None
     pack["ce_intent_classifier"][-1]["pattern"] = '{"examples": []}'
     with pytest.raises(ConfigError, match=r"ce_intent_classifier.*pattern.*no example phrases"):
         validate_pack(pack)
+
+
+def minimal_pdf(text: str) -> bytes:
+    """A one-page PDF showing ``text`` (Helvetica), built by hand: no PDF writer needed."""
+    stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode()
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+               (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+               b"/Resources << /Font << /F1 5 0 R >> >> >>"),
+               b"<< /Length " + str(len(stream)).encode() + b" >>\nstream\n" + stream + b"\nendstream",
+               b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += f"{number} 0 obj\n".encode() + body + b"\nendobj\n"
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return bytes(out)
+
+
+def test_pdf_documents_are_read_as_text(db_url: str, tmp_path: Path) -> None:
+    (tmp_path / "refunds.pdf").write_bytes(minimal_pdf("Refunds are paid within 5 business days."))
+    knowledge = Knowledge.open(db_url)
+    try:
+        report = knowledge.ingest("pdfs", [tmp_path])
+        assert [Path(s).name for s in report.added] == ["refunds.pdf"]
+        [hit] = knowledge.search("pdfs", "when are refunds paid")
+        assert hit.text == "Refunds are paid within 5 business days." and hit.title == "refunds"
+    finally:
+        knowledge.close()
