@@ -235,6 +235,98 @@ scores'''),
 ]
 
 
+FLOWS = [
+    new_markdown_cell('''# Conversation flows
+
+A flow is a graph of typed nodes (`message`, `entity`, `service`, `python`, `subflow`, `decision`,
+`handoff`...) stored in `ce_flow`, `ce_flow_node` and `ce_flow_edge`. This notebook runs the loan
+assistant of `examples/flows_assistant.yaml`: the bot speaks first, a form reprompts, "hello" in the
+middle digresses and comes back to the same question, a quote comes from an HTTP service (a small
+server started here on 127.0.0.1) and a sandboxed python node computes the monthly payment.'''),
+    new_code_cell(SETUP),
+    new_code_cell('''import json
+import os
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+
+class Quotes(BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        reply = json.dumps({"rate": 6.5 if int(body["term"]) > 12 else 5.0}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, *args):
+        pass
+
+
+server = HTTPServer(("127.0.0.1", 0), Quotes)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+os.environ["QUOTE_API_URL"] = f"http://127.0.0.1:{server.server_port}"
+engine = Engine.open(f"sqlite:///{workdir / 'flows.db'}", pack=EXAMPLES / "flows_assistant.yaml",
+                     settings={"mcp": {"http_api": {"allowed_hosts": ["127.0.0.1"]}}})'''),
+    new_markdown_cell("## The bot speaks first, then a form with a digression"),
+    new_code_cell('''first = engine.start()
+cid = first.conversation_id
+print("bot>", first.payload.value["messages"][0]["text"])
+for message in ["I want a loan", "a lot", "hello", "12,000 please", "24", "yes"]:
+    result = engine.process(message, cid)
+    print(f"you> {message}\\nbot> {result.text}   [{engine.state(cid)['flow'].get('stack')}]")
+assert result.text == "Submitted. We will be in touch."'''),
+    new_markdown_cell('''## What the flow did
+
+Every node the walker visited is audited (`FLOW_NODE`), with the service call, the script's
+`print()` output and the digression.'''),
+    new_code_cell('''for event in engine.audit(cid):
+    if event.stage.startswith("FLOW_") and event.stage != "FLOW_NODE":
+        print(event.stage, {k: v for k, v in event.payload.items() if k in ("flow", "node", "output", "status")})'''),
+    new_code_cell('''engine.close()
+server.shutdown()'''),
+]
+
+
+MEMORY = [
+    new_markdown_cell('''# Conversation memory: users, long-term properties, undo and redo
+
+A small pack keeps the customer's preferred language as a **long-term** property (it follows the user into their next conversation) and their PIN as a **secret** (used by a task, stored nowhere). Then we undo and redo turns.'''),
+    new_code_cell('import tempfile, pathlib\nfrom convengine import Engine\n\nPACK = {\n    "settings": {"flow": {"dialogue-act": {"resolute": "REGEX_ONLY"}},\n                 "conversation_memory": {"long_term": ["language"], "secret": ["pin"], "undo_depth": 3}},\n    "ce_intent": [{"intent_code": "GREETING", "description": "hello"}, {"intent_code": "LOAN", "description": "loans"}],\n    "ce_intent_classifier": [\n        {"intent_code": "GREETING", "state_code": "IDLE", "rule_type": "REGEX", "pattern": r"^\\s*(hi|hello)\\b", "priority": 1},\n        {"intent_code": "LOAN", "state_code": "START", "rule_type": "CONTAINS", "pattern": "loan", "priority": 2}],\n    "ce_rule": [{"phase": "PRE_RESPONSE_RESOLUTION", "intent_code": "LOAN", "state_code": "START", "rule_type": "REGEX",\n                 "match_pattern": "(?i)french", "action": "SET_TASK", "action_value": "prefs:french", "priority": 1}],\n    "ce_response": [\n        {"intent_code": "GREETING", "state_code": "IDLE",\n         "exact_text": "Hello {{userInfo.userId}}! (language: {{properties.language ?: \'not set yet\'}})"},\n        {"intent_code": "LOAN", "state_code": "START", "exact_text": "Loan started (turn {{conversationInfo.turn}})"},\n        {"intent_code": "UNKNOWN", "state_code": "UNKNOWN", "exact_text": "Sorry?"}],\n}\n\ndef french(task):\n    task.context["language"] = "fr"\n\nfolder = pathlib.Path(tempfile.mkdtemp())\nengine = Engine.open(f"sqlite:///{folder / \'memory.db\'}", pack=PACK, tasks={"prefs": {"french": french}})'),
+    new_markdown_cell('''## Long-term properties follow the user'''),
+    new_code_cell('''first = engine.process("a loan in french please", user_id="ana", input_params={"pin": "4821"})
+print(first.text)
+print("stored for ana:", engine.properties("ana"))
+print("pin kept anywhere?", "4821" in repr(engine.state(first.conversation_id)))
+
+second = engine.process("hello", user_id="ana")          # a new conversation of the same user
+print(second.text)
+print(engine.process("hello", user_id="bob").text)       # another user sees nothing of ana's'''),
+    new_markdown_cell('''## Undo and redo
+
+Each undo takes back one turn (checkpoint, conversation row, prompt window, pending actions, long-term values); redo re-applies it. The audit keeps everything and adds `UNDO` / `REDO`.'''),
+    new_code_cell('''cid = second.conversation_id
+for message in ["I need a loan", "a loan, in french", "hello"]:
+    print(engine.process(message, cid).text)
+
+result = engine.undo(cid)
+print("undo ->", result.turn, result.intent, result.state)
+result = engine.undo(cid)
+print("undo ->", result.turn, result.intent, result.state, "| side effects:", result.side_effects)
+print("redo ->", engine.redo(cid).turn)
+print([(h["user_input"], h["undone"]) for h in engine.history(cid)])
+print([e.stage for e in engine.audit(cid) if e.stage in ("UNDO", "REDO")])'''),
+    new_markdown_cell('''## Steps, lifecycle and erasure'''),
+    new_code_cell('''for step in engine.steps(cid):
+    print(step["turn"], step["input"], "->", step["output"], "| undone:", step["undone"])
+print(engine.lifecycle(cid))
+print(engine.forget_user("ana", conversations=True))
+print(engine.properties("ana"))
+engine.close()'''),
+]
+
+
 def write(name: str, cells: list) -> None:
     for number, cell in enumerate(cells, start=1):
         cell["id"] = f"cell-{number:02d}"  # stable ids: regenerating changes only what was edited
@@ -250,3 +342,5 @@ if __name__ == "__main__":
     write("03_slot_filling.ipynb", SLOTS)
     write("04_tools_and_planner.ipynb", TOOLS)
     write("05_knowledge.ipynb", KNOWLEDGE)
+    write("06_memory.ipynb", MEMORY)
+    write("07_flows.ipynb", FLOWS)

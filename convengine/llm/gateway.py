@@ -30,6 +30,7 @@ from convengine.errors import (
 from convengine.jsonschemas import checked_validator
 from convengine.llm import spend
 from convengine.llm.scripted import LlmCall, ScriptedLLM, UnscriptedCallError, reply_text
+from convengine.memory.scopes import mask, secret_values
 from convengine.settings import LlmSettings
 
 if TYPE_CHECKING:
@@ -166,6 +167,9 @@ class LlmGateway:
                "provider": self.backend.name, "model": model or self.settings.model,
                "temperature": self.settings.temperature, "prompt_text": call.prompt,
                "user_context": call.call_site, "response_text": text, "success": ok, "error_message": error}
+        declared = list(turn.settings.conversation_memory.secret)
+        if declared:  # a secret property may be in a prompt or a reply: the log keeps it masked
+            row = mask(row, secret_values(turn, declared))
         try:
             await self.store.write_llm_calls([row])
         except Exception:  # noqa: BLE001 - the call log never breaks a turn

@@ -112,18 +112,37 @@ def publish_deferred(ctx: Any, bus: Any) -> None:
             bus.publish(event)
 
 
-def mask_failed(ctx: Any) -> None:
-    """A failed turn's events with the secrets it had declared masked (the values it held: context
-    and params of the failed turn are not known here, so every declared value the turn saw is)."""
-    secrets = ctx.extras.get(scopes.SECRET_VALUES) or []
-    if secrets:
-        ctx.audit.events[:] = [_masked_event(e, secrets) for e in ctx.audit.events]
+def mask_failed(ctx: Any, params: Any = None, declared: Any = ()) -> None:
+    """A failed turn's events with the secrets it had declared masked: the values the turn saw
+    before it failed, and the declared properties the caller sent in its params."""
+    secrets = list(ctx.extras.get(scopes.SECRET_VALUES) or [])
+    for name in declared or ():
+        value = (params or {}).get(name)
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value):
+            secrets.append(str(value))
+    secrets = sorted(set(secrets), key=len, reverse=True)
+    names = frozenset(declared or ())
+    if secrets or names:
+        ctx.audit.events[:] = [_masked_event(e, secrets, names) for e in ctx.audit.events]
 
 
-def _masked_event(event: Any, secrets: list[str]) -> Any:
+def _masked_event(event: Any, secrets: list[str], names: frozenset[str] = frozenset()) -> Any:
     from dataclasses import replace
 
-    return replace(event, payload=scopes.mask(event.payload, secrets), meta=scopes.mask(event.meta, secrets))
+    payload = scopes.mask(_mask_named(event.payload, names), secrets)
+    return replace(event, payload=payload, meta=scopes.mask(event.meta, secrets))
+
+
+def _mask_named(value: Any, names: frozenset[str]) -> Any:
+    """``value`` with the values of keys named like a secret property replaced (a value a step had
+    just produced, e.g. an extraction, before the turn failed)."""
+    if not names:
+        return value
+    if isinstance(value, dict):
+        return {k: scopes.MASK if k in names and v is not None else _mask_named(v, names) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mask_named(v, names) for v in value]
+    return value
 
 
 def turn_writes(request: Any, final: dict[str, Any], events: list[Any], settings: Any,

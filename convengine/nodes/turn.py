@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from convengine.config_loader.snapshot import ConfigSnapshot
+from convengine.memory.namespaces import producers as memory_namespaces
 from convengine.nodes.context import TurnContext
 from convengine.rules.facts import FactsInput, build_facts, session_fields
 from convengine.settings import EngineSettings
@@ -151,7 +152,14 @@ class Turn:
         )
 
     def facts(self) -> dict[str, Any]:
-        return build_facts(self.facts_input())
+        """The document JSON_PATH rules match: ConvEngine's facts plus the memory namespaces
+        (``userInfo``, ``conversationInfo``, ``properties``, ``memory``); a context key of the same
+        name keeps its place, except ``memory``, whose namespace holds the context's keys too."""
+        doc = build_facts(self.facts_input())
+        for name, produce in memory_namespaces(self).items():
+            if name == "memory" or name != "conversationLog" and name not in doc:
+                doc[name] = produce()
+        return doc
 
     def session_dict(self) -> dict[str, Any]:
         fields = session_fields(self.facts_input())

@@ -69,3 +69,51 @@ async def test_a_secret_is_usable_during_the_turn_and_stored_nowhere(db_url: str
         assert PIN not in repr(exported)
         assert exported["settings"]["conversation_memory"]["secret"] == ["pin"]
     assert PIN not in caplog.text
+
+
+async def test_a_secret_in_a_prompt_is_masked_in_the_llm_call_log(db_url: str) -> None:
+    from convengine import ScriptedLLM
+
+    llm = ScriptedLLM(default={"dialogueAct": "QUESTION", "confidence": 0.9, "intent": None, "confidence_": 0})
+    data = pack(ce_rule=RULES, settings={"conversation_memory": {"secret": ["pin"]}, "llm": {"log_calls": True},
+                                         "flow": {"dialogue_act": {"resolute": "REGEX_THEN_LLM"}}})
+    async with engine_on(db_url, data, llm=llm, tasks={"vault": {"verify": lambda task: None}}) as engine:
+        await engine.aprocess(f"a loan, my pin is {PIN}", input_params={"pin": PIN}, user_id="ana")
+    assert any(PIN in call.user_text for call in [c.call for c in llm.calls])  # the model saw it
+    engine_ = sa.create_engine(db_url)
+    with engine_.connect() as conn:
+        logged = [" ".join(str(v) for v in row) for row in conn.execute(sa.text("SELECT * FROM ce_llm_call_log"))]
+    engine_.dispose()
+    assert logged and not any(PIN in row for row in logged)
+    assert any("***" in row for row in logged)
+
+
+async def test_a_turn_that_fails_early_keeps_the_secret_out_of_its_audit(db_url: str) -> None:
+    from convengine import ConvEngineError
+    from convengine.nodes.common import Step
+
+    def boom(turn: Any) -> None:
+        raise RuntimeError("the vault is down")
+
+    async with engine_on(db_url, secret_pack(), steps=[Step("vault_check", boom, after="rules")]) as engine:
+        with pytest.raises(ConvEngineError):
+            await engine.aprocess(f"a loan, my pin is {PIN}", input_params={"pin": PIN})
+    stored = every_stored_text(db_url)
+    assert "vault is down" in stored  # the failure was audited
+    assert PIN not in stored
+
+
+async def test_a_secret_a_failing_step_just_produced_is_masked_in_its_audit(db_url: str) -> None:
+    from convengine import ConvEngineError
+    from convengine.nodes.common import Step
+
+    def extract_then_fail(turn: Any) -> None:
+        turn.context["pin"] = "86420"  # produced during the turn, never sent by the caller
+        turn.audit("PIN_EXTRACTED", {"pin": "86420", "fields": {"pin": "86420"}})
+        raise RuntimeError("the vault is down")
+
+    async with engine_on(db_url, secret_pack(), steps=[Step("vault_check", extract_then_fail, after="rules")]) as engine:
+        with pytest.raises(ConvEngineError):
+            await engine.aprocess("a loan please")
+    stored = every_stored_text(db_url)
+    assert "PIN_EXTRACTED" in stored and "86420" not in stored
