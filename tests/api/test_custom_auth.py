@@ -9,14 +9,13 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from fastapi import Request
 
 from convengine.api import Principal, create_app
 from convengine.errors import ConfigError
 from tests.api.auth_support import MESSAGE, assert_refused
 from tests.conftest import PACKS
-from tests.servers import free_port
+from tests.servers import in_process
 
 SESSIONS = {"s-alice": Principal("sso:alice"), "s-bob": Principal("sso:bob"), "s-ops": Principal("sso:ops", True)}
 
@@ -33,18 +32,8 @@ async def by_session_async(request: Request) -> Principal | None:
 @asynccontextmanager
 async def served(db_url: str, authenticate: Callable[..., Any]) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(db_url, pack=PACKS / "api_pack.yaml", authenticate=authenticate, host="0.0.0.0")
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        assert not task.done(), task.exception()
-        await asyncio.sleep(0.05)
-    try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
-            yield client
-    finally:
-        server.should_exit = True
-        await task
+    async with in_process(app) as client:
+        yield client
 
 
 @pytest.mark.parametrize("authenticate", [by_session, by_session_async])
