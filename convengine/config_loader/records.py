@@ -13,10 +13,8 @@ from typing import Any, ClassVar
 
 from convengine.textmatch import TextMatcher
 
-_R = {"frozen": True, "slots": True, "kw_only": True}
 
-
-@dataclass(**_R)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Record:
     TABLE: ClassVar[str] = ""
     ID: ClassVar[str] = ""
@@ -26,7 +24,7 @@ class Record:
         return getattr(self, self.ID)
 
 
-@dataclass(**_R)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ConfigRow(Record):
     TABLE: ClassVar[str] = "ce_config"
     ID: ClassVar[str] = "config_id"
@@ -38,7 +36,7 @@ class ConfigRow(Record):
     created_at: datetime | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(**_R)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class IntentRecord(Record):
     TABLE: ClassVar[str] = "ce_intent"
     ID: ClassVar[str] = "intent_code"
@@ -51,7 +49,7 @@ class IntentRecord(Record):
     created_at: datetime | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(**_R)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ClassifierRecord(Record):
     TABLE: ClassVar[str] = "ce_intent_classifier"
     ID: ClassVar[str] = "classifier_id"
@@ -66,7 +64,7 @@ class ClassifierRecord(Record):
     matcher: TextMatcher | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(**_R)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OutputSchemaRecord(Record):
     TABLE: ClassVar[str] = "ce_output_schema"
     ID: ClassVar[str] = "schema_id"
@@ -80,7 +78,7 @@ class OutputSchemaRecord(Record):
     priority: int
 
 
-@dataclass(**_R)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PromptTemplateRecord(Record):
     TABLE: ClassVar[str] = "ce_prompt_template"
     ID: ClassVar[str] = "template_id"
@@ -97,7 +95,7 @@ class PromptTemplateRecord(Record):
     created_at: datetime | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(**_R)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ResponseRecord(Record):
     TABLE: ClassVar[str] = "ce_response"
     ID: ClassVar[str] = "response_id"
@@ -115,7 +113,7 @@ class ResponseRecord(Record):
     created_at: datetime | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(**_R)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RuleRecord(Record):
     TABLE: ClassVar[str] = "ce_rule"
     ID: ClassVar[str] = "rule_id"
@@ -135,7 +133,7 @@ class RuleRecord(Record):
     """A compiled TextMatcher (REGEX) or jsonpath expression (JSON_PATH, CONTEXT_JSON_PATH)."""
 
 
-@dataclass(**_R)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PolicyRecord(Record):
     TABLE: ClassVar[str] = "ce_policy"
     ID: ClassVar[str] = "policy_id"
@@ -150,7 +148,7 @@ class PolicyRecord(Record):
     matcher: TextMatcher | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(**_R)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PendingActionRecord(Record):
     TABLE: ClassVar[str] = "ce_pending_action"
     ID: ClassVar[str] = "pending_action_id"
@@ -170,7 +168,7 @@ class PendingActionRecord(Record):
         return f"{self.bean_name}:{self.method_names}"
 
 
-@dataclass(**_R)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ContainerConfigRecord(Record):
     TABLE: ClassVar[str] = "ce_container_config"
     ID: ClassVar[str] = "id"
@@ -186,7 +184,7 @@ class ContainerConfigRecord(Record):
     created_at: datetime | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(**_R)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolRecord(Record):
     TABLE: ClassVar[str] = "ce_mcp_tool"
     ID: ClassVar[str] = "tool_id"
@@ -202,7 +200,7 @@ class ToolRecord(Record):
     """The canonical tool group (aliases resolved, blank -> DB)."""
 
 
-@dataclass(**_R)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DbToolRecord(Record):
     TABLE: ClassVar[str] = "ce_mcp_db_tool"
     ID: ClassVar[str] = "tool_id"
@@ -216,7 +214,7 @@ class DbToolRecord(Record):
     created_at: datetime | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(**_R)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PlannerRecord(Record):
     TABLE: ClassVar[str] = "ce_mcp_planner"
     ID: ClassVar[str] = "planner_id"
@@ -229,7 +227,7 @@ class PlannerRecord(Record):
     created_at: datetime | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(**_R)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class VerboseRecord(Record):
     TABLE: ClassVar[str] = "ce_verbose"
     ID: ClassVar[str] = "verbose_id"
@@ -249,7 +247,7 @@ class VerboseRecord(Record):
     matcher: Any = field(default=None, compare=False, repr=False)
 
 
-@dataclass(**_R)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StateGraphRecord(Record):
     TABLE: ClassVar[str] = "ce_state_graph"
     ID: ClassVar[str] = "state_graph_id"
@@ -262,7 +260,7 @@ class StateGraphRecord(Record):
     created_at: datetime | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(**_R)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MemoryRecord(Record):
     TABLE: ClassVar[str] = "ce_memory"
     ID: ClassVar[str] = "memory_id"
@@ -278,7 +276,7 @@ class MemoryRecord(Record):
     created_at: datetime | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(**_R)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FlowRecord(Record):
     TABLE: ClassVar[str] = "ce_flow"
     ID: ClassVar[str] = "flow_code"
@@ -291,7 +289,7 @@ class FlowRecord(Record):
     created_at: datetime | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(**_R)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FlowNodeRecord(Record):
     TABLE: ClassVar[str] = "ce_flow_node"
     ID: ClassVar[str] = "flow_node_id"
@@ -305,7 +303,7 @@ class FlowNodeRecord(Record):
     created_at: datetime | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(**_R)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FlowEdgeRecord(Record):
     TABLE: ClassVar[str] = "ce_flow_edge"
     ID: ClassVar[str] = "flow_edge_id"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
@@ -74,6 +74,7 @@ NAMING = {
 
 class Base(DeclarativeBase):
     metadata = sa.MetaData(naming_convention=NAMING)
+    __table__: ClassVar[sa.Table]  # every model here is declared on a Table (not a join or select)
 
 
 def _id() -> Mapped[int]:
