@@ -193,8 +193,13 @@ class ConversationStore:
         await self.run(write if extra is None else _then(write, extra))
 
     async def write_llm_calls(self, rows: Sequence[dict[str, Any]]) -> None:
-        if rows:
-            await self.run(lambda c: c.execute(sa.insert(LLM_LOG), list(rows)) and None)
+        if not rows:
+            return
+
+        def insert(c: sa.Connection) -> None:
+            c.execute(sa.insert(LLM_LOG), list(rows))
+
+        await self.run(insert)
 
     # --- reads ------------------------------------------------------------------------
 

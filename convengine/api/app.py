@@ -105,11 +105,12 @@ def _middleware(app: FastAPI) -> None:
 
 async def _start_bridge(engine: Engine) -> Any:
     """Cross-process streaming through PostgreSQL LISTEN/NOTIFY (PostgreSQL only)."""
-    if not engine.is_postgres or not engine.settings.transport.sse.enabled:
+    url = engine.libpq_url
+    if not engine.is_postgres or url is None or not engine.settings.transport.sse.enabled:
         return None
     from convengine.api.notify import PgAuditBridge
 
-    bridge = PgAuditBridge(engine.libpq_url, engine.bus)
+    bridge = PgAuditBridge(url, engine.bus)
     await bridge.start()
     return bridge
 

@@ -48,4 +48,4 @@ async def redo(conversation_id: ConversationId, engine: EngineDep, caller: Calle
 @router.get("/api/v1/conversation/{conversation_id}/steps", tags=["memory"], responses=REFUSALS)
 async def steps(conversation_id: ConversationId, engine: EngineDep, caller: CallerDep) -> list[dict[str, Any]]:
     """One entry per completed turn: input, actions, data, output, side effects, undone."""
-    return await engine.asteps(conversation_id, owner=caller.owner)  # type: ignore[no-any-return]
+    return await engine.asteps(conversation_id, owner=caller.owner)

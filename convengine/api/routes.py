@@ -53,7 +53,7 @@ Warmup = Annotated[Literal["true", "false", "1", "0", "yes", "no", "on", "off"],
 
 
 def engine_of(request: Request) -> Engine:
-    return request.app.state.engine  # type: ignore[no-any-return]
+    return request.app.state.engine
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +83,7 @@ AdminDep = Annotated[Caller, Depends(admin_of)]
 
 
 def streams_of(request: Request) -> StreamRegistry:
-    return request.app.state.streams  # type: ignore[no-any-return]
+    return request.app.state.streams
 
 
 def error_reply(conversation_id: str | None, error: ConvEngineError) -> MessageResponse:

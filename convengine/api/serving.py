@@ -35,8 +35,9 @@ class BoundedH11Protocol(H11Protocol):
     _head_timer: asyncio.TimerHandle | None = None
     _body_timer: asyncio.TimerHandle | None = None
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
-        super().connection_made(transport)  # type: ignore[arg-type]
+    # uvicorn's H11Protocol narrows asyncio's BaseTransport to Transport here, and so must its subclass
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
         self._arm_head_timer()
 
     def data_received(self, data: bytes) -> None:
@@ -68,7 +69,7 @@ class BoundedH11Protocol(H11Protocol):
             msg = f"request head exceeds {limit} bytes (settings api.max_header_bytes)"
         else:
             status, code = 400, ErrorCode.INVALID_INPUT
-        body = error_response(status, code, msg).body
+        body = bytes(error_response(status, code, msg).body)
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                    (b"connection", b"close")]
         for event in (h11.Response(status_code=status, headers=headers), h11.Data(data=body), h11.EndOfMessage()):

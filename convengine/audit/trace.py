@@ -28,7 +28,7 @@ def build_trace(conversation_id: str, events: Sequence[AuditEvent]) -> dict[str,
                  "payload": event.stored_payload()}
         stages.append(stage)
         if event.stage == "STEP_ENTER":
-            step = {"step": event.payload.get("step"), "stepClass": event.payload.get("stepClass"),
+            step: dict[str, Any] = {"step": event.payload.get("step"), "stepClass": event.payload.get("stepClass"),
                     "sourceFile": None, "status": "RUNNING", "startedAt": stage["createdAt"], "endedAt": None,
                     "durationMs": None, "error": None, "stages": []}
             steps.append(step)

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from convengine.checkpointing.bound import driver_connection
 from convengine.checkpointing.serde import StrictSerializer
 from convengine.db.url import DatabaseUrl
 from convengine.errors import ConversationBusyError, PersistenceError
@@ -139,7 +140,7 @@ class TurnLocks:
             yield conn
         finally:
             with contextlib.suppress(Exception):
-                await (await conn.get_raw_connection()).driver_connection.rollback()  # type: ignore[union-attr]
+                await (await driver_connection(conn)).rollback()
             await _discard(conn)
 
     @asynccontextmanager

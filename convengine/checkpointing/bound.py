@@ -42,12 +42,19 @@ class DeferredCommit:
         return getattr(self._conn, name)
 
 
+async def driver_connection(conn: AsyncConnection) -> Any:
+    """The DBAPI driver's connection (aiosqlite or psycopg) under ``conn``."""
+    raw = (await conn.get_raw_connection()).driver_connection
+    assert raw is not None, "a checked-out connection has its driver connection"
+    return raw
+
+
 async def commit_turn_connection(conn: AsyncConnection) -> None:
     """Commit a turn's connection: SQLAlchemy's transaction and, on SQLite, whatever the bound
     saver wrote through :class:`DeferredCommit` (it may have written before SQLAlchemy began)."""
     await conn.commit()
     if conn.dialect.name == "sqlite":
-        await (await conn.get_raw_connection()).driver_connection.commit()  # type: ignore[union-attr]
+        await (await driver_connection(conn)).commit()
 
 
 class TurnSaver(BaseCheckpointSaver[str]):
@@ -70,13 +77,14 @@ class TurnSaver(BaseCheckpointSaver[str]):
             _BOUND.reset(token)
 
     async def _saver_on(self, conn: AsyncConnection) -> BaseCheckpointSaver[str]:
-        raw = (await conn.get_raw_connection()).driver_connection
+        raw = await driver_connection(conn)
         if conn.dialect.name == "postgresql":
             from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
-            return AsyncPostgresSaver(raw, serde=self.shared.serde)  # type: ignore[arg-type]
+            return AsyncPostgresSaver(raw, serde=self.shared.serde)
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+        # DeferredCommit stands in for the aiosqlite.Connection it wraps (every other attribute is passed on)
         saver = AsyncSqliteSaver(DeferredCommit(raw), serde=self.shared.serde)  # type: ignore[arg-type]
         saver.is_setup = True  # the shared saver created the tables
         return saver

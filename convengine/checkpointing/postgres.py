@@ -16,19 +16,21 @@ from convengine.db.url import DatabaseUrl
 @asynccontextmanager
 async def postgres_saver(url: DatabaseUrl, *, pool_size: int = 20) -> AsyncIterator[BaseCheckpointSaver[str]]:
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    from psycopg.rows import dict_row
+    from psycopg import AsyncConnection
+    from psycopg.rows import DictRow, dict_row
     from psycopg_pool import AsyncConnectionPool
 
     assert url.libpq is not None
-    pool: AsyncConnectionPool = AsyncConnectionPool(
+    pool: AsyncConnectionPool[AsyncConnection[DictRow]] = AsyncConnectionPool(
         url.libpq, min_size=1, max_size=pool_size, open=False, check=AsyncConnectionPool.check_connection,
         kwargs={"autocommit": True, "row_factory": dict_row, "prepare_threshold": 0}, max_lifetime=600)
     await pool.open(wait=True, timeout=30)
     try:
-        saver = AsyncPostgresSaver(pool, serde=StrictSerializer())  # type: ignore[arg-type]
+        saver = AsyncPostgresSaver(pool, serde=StrictSerializer())
         await _set_up(pool, saver)
         # The saver guards every call with one lock even on a pool (langgraph #7259); pool
-        # connections are independent, so let half the pool work at once.
+        # connections are independent, so let half the pool work at once. The saver types its
+        # lock as an asyncio.Lock; a Semaphore has the same acquire/release interface.
         saver.lock = asyncio.Semaphore(max(pool_size // 2, 1))  # type: ignore[assignment]
         yield saver
     finally:

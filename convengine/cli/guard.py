@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import ParamSpec, TypeVar
 
 import sqlalchemy.exc
 import typer
@@ -21,7 +21,8 @@ from convengine.security.redact import redact_text
 SETUP_FAILED = 2
 """Exit code of a command that could not do its work (database or configuration)."""
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 _err = Console(stderr=True)
 
 
@@ -57,11 +58,11 @@ def require_existing_sqlite(url: DatabaseUrl) -> None:
                           code=ErrorCode.DATABASE_UNAVAILABLE)
 
 
-def guarded(command: F) -> F:
+def guarded(command: Callable[P, R]) -> Callable[P, R]:
     """Turn database and configuration failures of ``command`` into one line and exit code 2."""
 
     @functools.wraps(command)
-    def run(*args: Any, **kwargs: Any) -> Any:
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return command(*args, **kwargs)
         except (typer.Exit, typer.Abort, KeyboardInterrupt):
@@ -77,4 +78,4 @@ def guarded(command: F) -> F:
                    if isinstance(exc, sqlalchemy.exc.SQLAlchemyError) else f"{type(exc).__name__}: {exc}")
         raise typer.Exit(SETUP_FAILED)
 
-    return run  # type: ignore[return-value]
+    return run

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from convengine.config_loader.records import RECORD_TYPES, Record
+from convengine.config_loader.records import RECORD_TYPES, ConfigRow, Record
 from convengine.config_loader.rows import RowSet, coerce_rows
 from convengine.config_loader.snapshot import SETTINGS_CONFIG_TYPE, ConfigSnapshot
 from convengine.config_loader.validate import Validation, validate
@@ -86,6 +86,7 @@ def build_snapshot(data: SnapshotInput) -> ConfigSnapshot:
         warnings=tuple(check.warnings),
         known_states=check.known_states,
         version=_fingerprint(values),
+        # each table's records are of its record type (RECORD_TYPES), which mypy cannot see through a dict
         **values,  # type: ignore[arg-type]
     )
 
@@ -141,9 +142,9 @@ def _settings(
     except ConfigError as exc:
         return None, violations + [Violation("ce_config", SETTINGS_CONFIG_TYPE, "config_value", exc.message)], []
     component = {
-        (r.config_type.upper(), r.config_key.upper()): r.config_value  # type: ignore[attr-defined]
+        (r.config_type.upper(), r.config_key.upper()): r.config_value
         for r in tables.get("ce_config", [])
-        if r.enabled and r.config_value not in (None, "")  # type: ignore[attr-defined]
+        if isinstance(r, ConfigRow) and r.enabled and r.config_value not in (None, "")
     }
     effective, bad = apply_component_overrides(base, component)
     for (ctype, key), msg in bad:

@@ -22,6 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
+from sqlalchemy.engine.interfaces import ReflectedColumn
 
 from convengine.db.models import Base, CeConversationHistory
 from convengine.errors import ConfigError, ErrorCode
@@ -70,7 +71,7 @@ def bring_to_current(connection: sa.Connection) -> list[str]:
     return changes
 
 
-def _columns(connection: sa.Connection, table: str) -> dict[str, dict[str, Any]]:
+def _columns(connection: sa.Connection, table: str) -> dict[str, ReflectedColumn]:
     return {c["name"]: c for c in sa.inspect(connection).get_columns(table)}
 
 
@@ -174,19 +175,19 @@ def _align_table(connection: sa.Connection, table: sa.Table) -> list[str]:
 def _add_column(connection: sa.Connection, table: str, column: sa.Column[Any]) -> str:
     default = column.server_default
     added = sa.Column(column.name, column.type, nullable=column.nullable or default is None,
-                      server_default=default.arg if isinstance(default, sa.DefaultClause) else None)
+                      server_default=sa.DefaultClause(default.arg) if isinstance(default, sa.DefaultClause) else None)
     Operations(MigrationContext.configure(connection)).add_column(table, added)
     return f"{table}.{column.name} added"
 
 
-def _needs_relaxing(table: sa.Table, name: str, info: dict[str, Any]) -> bool:
+def _needs_relaxing(table: sa.Table, name: str, info: ReflectedColumn) -> bool:
     """A NOT NULL column with no default that the engine's own rows may leave empty."""
     if info.get("nullable", True) or info.get("default") is not None or info.get("autoincrement") is True:
         return False
     column = table.columns.get(name)
     if column is None:
         return True  # a column convengine never writes
-    return column.nullable and not column.primary_key
+    return bool(column.nullable) and not column.primary_key
 
 
 def _relax_not_null(connection: sa.Connection, table: str, columns: list[tuple[str, Any]]) -> None:

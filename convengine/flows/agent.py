@@ -87,11 +87,11 @@ def _system(walk: Walk, config: dict[str, Any], allowed: list[str], node: FlowNo
 async def _tool(walk: Walk, audit: dict[str, Any], allowed: list[str], code: str, args: Any) -> dict[str, Any]:
     runner = walk.turn.ctx.services.tools
     row = runner.find(walk.turn, code) if runner is not None and code in allowed else None
-    if row is None or not isinstance(args, dict):
+    if runner is None or row is None or not isinstance(args, dict):
         walk.turn.audit(vocab.FLOW_AGENT_TOOL, {**audit, "tool": code, "status": "REFUSED"})
         return {"tool": code, "error": f"tool {code!r} is not available to this agent"}
     try:
-        result = await runner.execute(walk.turn, row, args)  # type: ignore[union-attr]
+        result = await runner.execute(walk.turn, row, args)
     except ConvEngineError as exc:
         walk.turn.audit(vocab.FLOW_AGENT_TOOL, {**audit, "tool": code, "status": "ERROR",
                                                 "message": redact_text(exc.message)})

@@ -143,8 +143,8 @@ def _eval(node: ast.expr, scopes: Mapping[str, Any]) -> Any:
         return _compare(node, scopes)
     if isinstance(node, ast.BinOp):
         return _arith(node, scopes)
-    if isinstance(node, ast.Call):
-        return FUNCTIONS[node.func.id](*[_eval(a, scopes) for a in node.args])  # type: ignore[attr-defined]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        return FUNCTIONS[node.func.id](*[_eval(a, scopes) for a in node.args])
     raise ExpressionError(f"{type(node).__name__} is not allowed")
 
 

@@ -95,7 +95,8 @@ async def entity(walk: Walk, flow: Flow, node: FlowNodeRecord, mode: str) -> Res
 def capture(walk: Walk, config: dict[str, Any]) -> Any:
     """The value of this turn's answer: an input param, a regex group, or the text; None if absent
     or not of the configured ``type`` (``number``)."""
-    spec = config.get("capture") if isinstance(config.get("capture"), dict) else {}
+    captured = config.get("capture")
+    spec: dict[str, Any] = captured if isinstance(captured, dict) else {}
     text = (walk.input or "").strip()
     if spec.get("param"):
         value = walk.turn.read_params().get(str(spec["param"]))

@@ -57,12 +57,12 @@ class Walk:
 
     @property
     def stack(self) -> list[dict[str, Any]]:
-        return self.data.setdefault("stack", [])  # type: ignore[no-any-return]
+        return self.data.setdefault("stack", [])
 
     @property
     def variables(self) -> dict[str, Any]:
         """``session.*``: the conversation's flow variables."""
-        return self.data.setdefault("vars", {})  # type: ignore[no-any-return]
+        return self.data.setdefault("vars", {})
 
     def frame_vars(self) -> dict[str, Any]:
         """``flow.*``: variables of the running flow call (dropped when it returns)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from langgraph.runtime import Runtime
 from langgraph.types import Command
@@ -19,7 +19,13 @@ from convengine.nodes.turn import Turn
 from convengine.security.redact import redact_error, redact_text
 from convengine.state import EngineState, changed_params
 
-Node = Callable[[EngineState, Runtime[TurnContext]], Awaitable[Command[Any]]]
+
+class Node(Protocol):
+    """A node as LangGraph calls it: the state, and the runtime by keyword."""
+
+    def __call__(self, state: EngineState, runtime: Runtime[TurnContext]) -> Awaitable[Command[Any]]: ...
+
+
 ContextProvider = Callable[[EngineState], Awaitable[TurnContext]]
 
 

@@ -14,9 +14,10 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
-from langgraph.store.base import BaseStore, GetOp, PutOp
+from langgraph.store.base import BaseStore, GetOp, Item, PutOp
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from convengine.checkpointing.bound import driver_connection
 from convengine.db.url import DatabaseUrl
 
 
@@ -94,13 +95,14 @@ def _stop(store: BaseStore) -> None:
 
 
 async def _bound_store(conn: AsyncConnection) -> BaseStore:
-    raw = (await conn.get_raw_connection()).driver_connection
+    raw = await driver_connection(conn)
     if conn.dialect.name == "postgresql":
         from langgraph.store.postgres.aio import AsyncPostgresStore
 
-        return AsyncPostgresStore(raw)  # type: ignore[arg-type]
+        return AsyncPostgresStore(raw)
     from langgraph.store.sqlite.aio import AsyncSqliteStore
 
+    # _InTurnTransaction stands in for the aiosqlite.Connection it wraps (every other attribute is passed on)
     store = AsyncSqliteStore(_InTurnTransaction(raw))  # type: ignore[arg-type]
     store.is_setup = True
     return store
@@ -112,7 +114,8 @@ async def load(store: BaseStore, user_id: str, names: Iterable[str]) -> dict[str
     if not wanted:
         return {}
     items = await store.abatch([GetOp(namespace(user_id), name) for name in wanted])
-    return {name: item.value.get("value") for name, item in zip(wanted, items, strict=True) if item is not None}
+    # a GetOp's result is the Item or None
+    return {name: item.value.get("value") for name, item in zip(wanted, items, strict=True) if isinstance(item, Item)}
 
 
 async def save_changes(store: BaseStore, user_id: str, context: Mapping[str, Any],

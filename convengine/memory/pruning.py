@@ -43,12 +43,14 @@ async def _prune_postgres(engine: AsyncEngine, thread_id: str, kept: list[str]) 
     async with engine.begin() as conn:
         await conn.exec_driver_sql("DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_ns = '' "
                                    "AND checkpoint_id <> ALL(%s)", (thread_id, kept))
+        # both statements select (channel, version); read by name, as SQLAlchemy types raw-SQL rows as 1-tuples
         freed = (await conn.exec_driver_sql(PRUNE_CHECKPOINTS_SQL, (thread_id, "", kept))).all()
-        referenced = {(r[0], r[1]) for r in await conn.exec_driver_sql(PRUNE_REFERENCED_BLOBS_SQL, (thread_id, ""))}
+        referenced = {(r.channel, r.version)
+                      for r in await conn.exec_driver_sql(PRUNE_REFERENCED_BLOBS_SQL, (thread_id, ""))}
         garbage: dict[str, list[str]] = {}
-        for channel, version in freed:
-            if (channel, version) not in referenced:
-                garbage.setdefault(channel, []).append(version)
+        for row in freed:
+            if (row.channel, row.version) not in referenced:
+                garbage.setdefault(row.channel, []).append(row.version)
         for channel, versions in garbage.items():
             await conn.exec_driver_sql("DELETE FROM checkpoint_blobs WHERE thread_id = %s AND checkpoint_ns = '' "
                                        "AND channel = %s AND version = ANY(%s)", (thread_id, channel, versions))

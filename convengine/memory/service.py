@@ -211,10 +211,10 @@ async def _restore_long_term(conn: AsyncConnection | None, step: dict[str, Any] 
     """Undo puts back the long-term values the turn replaced; redo saves its values again (the runtime
     set the store up before taking the lock)."""
     changes = (step or {}).get("properties_json") or {}
-    if not changes or conn is None:
+    if not changes or conn is None or step is None:
         return
     user = (await conn.execute(sa.select(CONVERSATION.c.user_id).where(
-        CONVERSATION.c.conversation_id == step["conversation_id"]))).scalar()  # type: ignore[index]
+        CONVERSATION.c.conversation_id == step["conversation_id"]))).scalar()
     if user is None:
         return
     side = "before" if kind == UNDO_STAGE else "after"
@@ -264,7 +264,7 @@ async def _run(runtime: Any, conn: AsyncConnection | None, fn: Callable[[sa.Conn
 
 async def read_steps(runtime: Any, conversation_id: str) -> list[dict[str, Any]]:
     async with runtime.async_engine.connect() as conn:
-        return await conn.run_sync(lambda c: steps.read_steps(c, conversation_id))  # type: ignore[no-any-return]
+        return await conn.run_sync(lambda c: steps.read_steps(c, conversation_id))
 
 
 async def read_lifecycle(runtime: Any, conversation_id: str) -> str | None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, copy_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
@@ -78,7 +79,7 @@ def position(tup: CheckpointTuple) -> Position:
     return Position(parent, (), 0)
 
 
-def config(conversation_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+def config(conversation_id: str, checkpoint_id: str | None = None) -> RunnableConfig:
     conf: dict[str, Any] = {"thread_id": conversation_id, "checkpoint_ns": ""}
     if checkpoint_id is not None:
         conf["checkpoint_id"] = checkpoint_id
@@ -108,7 +109,7 @@ async def plan_undo(saver: BaseCheckpointSaver[str], conversation_id: str, max_d
     target = await _at(saver, conversation_id, here.before, ErrorCode.NOTHING_TO_UNDO,
                        "there is no earlier turn to go back to")
     new = Position(position(target).before, (*here.forward, _id(head)), here.depth + 1)
-    return Move(head, target, new, (head.metadata or {}).get(TURN_METADATA_KEY))
+    return Move(head, target, new, _turn_of(head))
 
 
 async def plan_redo(saver: BaseCheckpointSaver[str], conversation_id: str) -> Move:
@@ -120,7 +121,7 @@ async def plan_redo(saver: BaseCheckpointSaver[str], conversation_id: str) -> Mo
     target = await _at(saver, conversation_id, here.forward[-1], ErrorCode.NOTHING_TO_REDO,
                        "the undone turn is no longer stored")
     new = Position(_id(head), here.forward[:-1], max(here.depth - 1, 0))
-    return Move(head, target, new, (target.metadata or {}).get(TURN_METADATA_KEY))
+    return Move(head, target, new, _turn_of(target))
 
 
 async def apply(saver: BaseCheckpointSaver[str], move: Move, kind: str) -> dict[str, Any]:
@@ -134,6 +135,7 @@ async def apply(saver: BaseCheckpointSaver[str], move: Move, kind: str) -> dict[
         UNDO_METADATA_KEY: {"kind": kind, "before": move.new_position.before,
                             "forward": list(move.new_position.forward), "depth": move.new_position.depth},
     }
+    # langgraph's CheckpointMetadata TypedDict does not declare the keys convengine adds to it
     await saver.aput(move.head.config, checkpoint, metadata, {})  # type: ignore[arg-type]
     return dict(move.target.checkpoint.get("channel_values") or {})
 
@@ -160,6 +162,11 @@ async def kept_checkpoints(saver: BaseCheckpointSaver[str], conversation_id: str
             kept.add(before)
             current = await saver.aget_tuple(config(conversation_id, before))
     return kept
+
+
+def _turn_of(tup: CheckpointTuple) -> str | None:
+    turn = (tup.metadata or {}).get(TURN_METADATA_KEY)
+    return turn if isinstance(turn, str) else None
 
 
 def _id(tup: CheckpointTuple) -> str:

@@ -68,7 +68,7 @@ def execute(engine: sa.Engine, numbered: Numbered, policy: SqlPolicy, limits: Li
     """Run a checked statement and fetch its rows within ``limits`` (blocking)."""
     with engine.connect() as conn:
         if conn.dialect.name == "sqlite":
-            return _on_sqlite(conn.connection.driver_connection, numbered, policy, limits)
+            return _on_sqlite(_driver(conn), numbered, policy, limits)
         return _on_postgres(conn, numbered, limits)
 
 
@@ -107,13 +107,21 @@ def too_large(limit: int, row: int) -> ResultTooLargeError:
 # --- PostgreSQL ------------------------------------------------------------------------
 
 
-def _on_postgres(conn: sa.Connection, numbered: Numbered, limits: Limits) -> Fetched:
+def _driver(conn: sa.Connection) -> Any:
     driver = conn.connection.driver_connection
+    assert driver is not None, "a checked-out connection has its DBAPI connection"
+    return driver
+
+
+def _on_postgres(conn: sa.Connection, numbered: Numbered, limits: Limits) -> Fetched:
+    driver = _driver(conn)
     counted = Counted()
     try:
         begin_read_only(driver, limits.timeout_ms)
         cursor = psycopg.RawCursor(driver, row_factory=dict_row)
-        with cursor, closing(cursor.stream(row_bounded(numbered.postgres, limits.bytes), numbered.values)) as rows:
+        stream = cursor.stream(row_bounded(numbered.postgres, limits.bytes), numbered.values)
+        # psycopg types stream() as an Iterator; it is a generator, so it has close()
+        with cursor, closing(stream) as rows:  # type: ignore[type-var]
             return collect(counted.over(rows), limits)
     except psycopg.Error as exc:
         if ROW_TOO_LARGE in str(exc):

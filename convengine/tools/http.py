@@ -363,7 +363,7 @@ async def _resolve(host: str, port: int) -> list[Address]:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
         raise ToolError(f"cannot resolve {host}: {exc}") from None
-    return [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+    return [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
 
 
 def _internal(address: Address) -> bool:

@@ -60,7 +60,7 @@ def check_select(stmt: ast.Node, policy: SqlPolicy) -> None:
 
 
 def _names(strings: Any) -> list[str]:
-    return [s.sval for s in strings or () if isinstance(s, ast.String)]
+    return [s.sval or "" for s in strings or () if isinstance(s, ast.String)]
 
 
 def _function(node: ast.FuncCall, policy: SqlPolicy) -> None:

@@ -116,16 +116,16 @@ async def test_two_concurrent_messages_to_one_conversation_are_serialised(server
 async def test_sse_streams_events_live_while_the_turn_runs(server: Server) -> None:
     cid = str(uuid.uuid4())
     events: list[tuple[str, dict[str, Any], float]] = []
-    async with httpx.AsyncClient(base_url=server.base, timeout=60) as client:
-        async with client.stream("GET", f"/api/v1/conversation/stream/{cid}") as response:
-            assert response.headers["content-type"].startswith("text/event-stream")
-            reader = asyncio.create_task(read_events(response, "PIPELINE_TIMING", events))
-            while not events:
-                await asyncio.sleep(0.05)
-            assert events[0][0] == "CONNECTED" and events[0][1] == {"conversationId": cid, "transport": "SSE"}
-            reply = await post(client, "loan slowly", cid)
-            replied_at = time.monotonic()
-            await asyncio.wait_for(reader, timeout=30)
+    async with (httpx.AsyncClient(base_url=server.base, timeout=60) as client,
+                client.stream("GET", f"/api/v1/conversation/stream/{cid}") as response):
+        assert response.headers["content-type"].startswith("text/event-stream")
+        reader = asyncio.create_task(read_events(response, "PIPELINE_TIMING", events))
+        while not events:
+            await asyncio.sleep(0.05)
+        assert events[0][0] == "CONNECTED" and events[0][1] == {"conversationId": cid, "transport": "SSE"}
+        reply = await post(client, "loan slowly", cid)
+        replied_at = time.monotonic()
+        await asyncio.wait_for(reader, timeout=30)
     names = [name for name, _, _ in events]
     assert reply["success"]
     assert names.index("USER_INPUT") < names.index("SET_TASK") < names.index("ENGINE_RETURN")
@@ -163,15 +163,15 @@ async def test_events_stream_across_server_processes_through_postgres(pg_db_url:
         second = Server(pg_db_url, tmp_path / "b.log")
         cid = str(uuid.uuid4())
         events: list[tuple[str, dict[str, Any], float]] = []
-        async with httpx.AsyncClient(base_url=first.base, timeout=60) as a, \
-                httpx.AsyncClient(base_url=second.base, timeout=60) as b:
-            async with a.stream("GET", f"/api/v1/conversation/stream/{cid}") as response:
-                reader = asyncio.create_task(read_events(response, "PIPELINE_TIMING", events))
-                while not events:
-                    await asyncio.sleep(0.05)
-                reply = await post(b, "loan slowly", cid)
-                replied_at = time.monotonic()
-                await asyncio.wait_for(reader, timeout=30)
+        async with (httpx.AsyncClient(base_url=first.base, timeout=60) as a,
+                    httpx.AsyncClient(base_url=second.base, timeout=60) as b,
+                    a.stream("GET", f"/api/v1/conversation/stream/{cid}") as response):
+            reader = asyncio.create_task(read_events(response, "PIPELINE_TIMING", events))
+            while not events:
+                await asyncio.sleep(0.05)
+            reply = await post(b, "loan slowly", cid)
+            replied_at = time.monotonic()
+            await asyncio.wait_for(reader, timeout=30)
         assert reply["success"] and reply["intent"] == "LOAN"
         names = [name for name, _, _ in events]
         assert names[0] == "CONNECTED"

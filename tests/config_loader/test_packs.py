@@ -125,7 +125,7 @@ def test_reload_swaps_and_a_bad_reload_keeps_the_previous_snapshot(sync_engine: 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "convengine.cli", *args], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, check=False)  # the tests assert the exit code
 
 
 def test_cli_import_export_validate(db_url: str, tmp_path: Path) -> None:

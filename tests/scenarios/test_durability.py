@@ -50,7 +50,7 @@ async def test_two_engines_on_one_database_serialise_through_the_database(db_url
 
 
 async def test_a_busy_conversation_waits_then_reports_clearly(db_url: str) -> None:
-    from convengine.errors import ConversationBusyError, ConversationNotFoundError
+    from convengine.errors import ConversationBusyError
     from convengine.nodes.common import Step
 
     async def slow(turn: Any) -> None:
@@ -155,7 +155,7 @@ async def test_checkpoint_bytes_per_turn_stay_flat(db_url: str) -> None:
         sizes: dict[int, int] = {}
         previous = 0
         for turn in range(1, 301):
-            await engine.aprocess("loan number %03d" % (turn % 1000), cid)
+            await engine.aprocess(f"loan number {turn % 1000:03d}", cid)
             if turn in (9, 10, 299, 300):
                 total = checkpoint_bytes(db_url, cid)
                 sizes[turn] = total - previous

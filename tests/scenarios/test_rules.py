@@ -197,7 +197,7 @@ async def test_set_task_calls_registered_callables_and_failures_do_not_break_the
         assert calls[0].startswith("tag:") and calls[0].endswith(":LOAN") and calls[1] == "ping"
         events = await turn_events(engine, result.conversation_id)
         failures = [e.payload for e in events if e.stage == "SET_TASK_FAILED"]
-        assert [f["errorMessage"] for f in failures][0] == "crm is down"
+        assert failures[0]["errorMessage"] == "crm is down"
         assert "no task registered for bean 'nobody'" in failures[1]["errorMessage"]
         assert (await engine.astate(result.conversation_id))["input_params"]["tagged"] is True
 

@@ -104,8 +104,8 @@ async def test_a_tool_out_of_scope_is_skipped(orders_db: str) -> None:
 
 
 @pytest.mark.parametrize(("request_", "error"), [
-    ({"tool_code": "crm.lookup", "args": {}}, "No HttpApiToolHandler or HttpApiExecutorAdapter configured for "
-                                               "tool_code=CRM.LOOKUP"),
+    ({"tool_code": "crm.lookup", "args": {}}, ("No HttpApiToolHandler or HttpApiExecutorAdapter configured for "
+                                               "tool_code=CRM.LOOKUP")),
     ({"tool_code": "risk.score", "args": {}}, "No CalculatorTransformExecutorAdapter configured for tool_code=RISK.SCORE"),
     ({"tool_code": "nope.nothing", "args": {}}, "no enabled tool 'nope.nothing'"),
     ({"tool_code": "nope.nothing", "tool_group": "DB", "args": {}}, "no enabled tool 'nope.nothing'"),

@@ -108,20 +108,28 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def start_server(script: Path, port: int) -> subprocess.Popen[bytes]:
+    """Start ``script`` serving on ``port`` and wait (before any turn runs) until it accepts connections."""
+    process = subprocess.Popen([sys.executable, str(script), str(port)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while True:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return process
+        if time.monotonic() >= deadline or process.poll() is not None:
+            process.terminate()
+            process.wait(timeout=10)
+            raise AssertionError("MCP server did not start")
+        time.sleep(0.1)
+
+
 async def test_the_planner_calls_a_streamable_http_mcp_server(db_url: str, tmp_path: Path) -> None:
     script = tmp_path / "ledger.py"
     script.write_text(SERVER)
     port = free_port()
-    process = subprocess.Popen([sys.executable, str(script), str(port)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    process = start_server(script, port)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert time.monotonic() < deadline and process.poll() is None, "MCP server did not start"
-            time.sleep(0.1)
         llm = planner({"tool_code": "mcp.ledger.balance", "args": {"account": "H1"}},
                       {"action": "ANSWER", "answer": "done over HTTP"})
         data = server_pack({"transport": "streamable_http", "url": f"http://127.0.0.1:{port}/mcp"})

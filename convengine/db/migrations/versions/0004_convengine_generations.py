@@ -20,7 +20,9 @@ depends_on = None
 
 def upgrade() -> None:
     changes = bring_to_current(op.get_bind())
-    op.get_context().config.attributes.setdefault("changes", []).extend(changes)
+    config = op.get_context().config
+    assert config is not None, "migrations run through alembic commands, which pass their Config"
+    config.attributes.setdefault("changes", []).extend(changes)
 
 
 def downgrade() -> None:

@@ -12,6 +12,9 @@ effects outside the engine). Only what is missing is added. Long-term properties
 LangGraph's store, whose tables its own ``setup()`` creates.
 """
 
+from collections.abc import Callable
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -22,7 +25,7 @@ down_revision = "0006"
 branch_labels = None
 depends_on = None
 
-COLUMNS = (
+COLUMNS: tuple[tuple[str, Callable[[], sa.Column[Any]]], ...] = (
     ("ce_conversation", lambda: sa.Column("user_id", sa.Text(), nullable=True)),
     ("ce_conversation", lambda: sa.Column("lifecycle", sa.Text(), nullable=True)),
     ("ce_conversation_history",

@@ -11,21 +11,23 @@ Create Date: 2026-12-08 00:00:00
 
 from alembic import op
 
-from convengine.db.models import FLOW_MODELS, CeLlmUsage
+from convengine.db.models import FLOW_MODELS, Base, CeLlmUsage
 
 revision = "0008"
 down_revision = "0007"
 branch_labels = None
 depends_on = None
 
+MODELS: tuple[type[Base], ...] = (*FLOW_MODELS, CeLlmUsage)
+
 
 def upgrade() -> None:
     bind = op.get_bind()
-    for model in (*FLOW_MODELS, CeLlmUsage):
+    for model in MODELS:
         model.__table__.create(bind, checkfirst=True)
 
 
 def downgrade() -> None:
     bind = op.get_bind()
-    for model in reversed((*FLOW_MODELS, CeLlmUsage)):
+    for model in reversed(MODELS):
         model.__table__.drop(bind, checkfirst=True)
