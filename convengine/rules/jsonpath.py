@@ -22,7 +22,7 @@ from typing import Any
 
 from jsonpath_ng import JSONPath
 from jsonpath_ng.ext import filter as _filter
-from jsonpath_ng.ext import parse as _parse
+from jsonpath_ng.ext.parser import parse as _parse
 from jsonpath_ng.ext.string import Sub
 from jsonpath_ng.jsonpath import DatumInContext
 

@@ -9,6 +9,8 @@ Create Date: 2026-12-04 00:00:00
 Created only when missing, so a database ConvEngine created keeps its table and rows.
 """
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
@@ -23,7 +25,7 @@ depends_on = None
 TABLE = "ce_mcp_user_feedback"
 
 
-def _json() -> sa.types.TypeEngine:
+def _json() -> sa.types.TypeEngine[Any]:
     return sa.JSON().with_variant(postgresql.JSONB(), "postgresql").with_variant(models.JsonText(), "sqlite")
 
 
