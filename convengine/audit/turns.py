@@ -14,7 +14,7 @@ from typing import Any
 
 from convengine.audit.events import AuditEvent
 from convengine.audit.trace import step_tree
-from convengine.graph import names
+from convengine.graph.names import LOAD_OR_CREATE_CONVERSATION
 
 
 def split_turns(events: Sequence[AuditEvent]) -> list[list[AuditEvent]]:
@@ -44,4 +44,4 @@ def turn_steps(events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
 def _opens_turn(event: AuditEvent, current: str | None) -> bool:
     if event.turn_id is not None:
         return event.turn_id != current
-    return event.stage == "STEP_ENTER" and event.payload.get("step") == names.LOAD_OR_CREATE_CONVERSATION
+    return event.stage == "STEP_ENTER" and event.payload.get("step") == LOAD_OR_CREATE_CONVERSATION
