@@ -369,14 +369,14 @@ def _cid(conversation_id: str) -> str:
 MAX_OWNER_CHARS = 200
 
 
-def _user(user_id: Any) -> str:
+def _user(user_id: object) -> str:
     checked = check_user_id(user_id)
     if checked is None:
         raise InvalidInputError("user_id is required")
     return checked
 
 
-def _owner(owner: Any) -> str | None:
+def _owner(owner: object) -> str | None:
     """A caller identity: None or a non-empty string of at most MAX_OWNER_CHARS characters."""
     if owner is None:
         return None

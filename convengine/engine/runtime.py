@@ -9,9 +9,10 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import sqlalchemy as sa
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -180,19 +181,19 @@ class EngineRuntime:
             raise refused
         return _result(request.conversation_id, final, snapshot.settings)
 
-    async def _run(self, conn: AsyncConnection, request: TurnRequest, ctx: TurnContext,
+    async def _run(self, conn: AsyncConnection | None, request: TurnRequest, ctx: TurnContext,
                    snapshot: ConfigSnapshot, admission: Admission) -> EngineState:
         """The graph run and its commit, under the conversation's lock."""
-        config = {"configurable": {"thread_id": request.conversation_id},
-                  "metadata": {"convengine_turn": request.turn_id},
-                  "recursion_limit": snapshot.settings.recursion_limit}
-        graph_input = {"conversation_id": request.conversation_id,
+        config: RunnableConfig = {"configurable": {"thread_id": request.conversation_id},
+                                  "metadata": {"convengine_turn": request.turn_id},
+                                  "recursion_limit": snapshot.settings.recursion_limit}
+        graph_input: EngineState = {"conversation_id": request.conversation_id,
                        "turn_input": {"text": request.text, "params": request.params, "reset": request.reset,
                                       "turn_id": request.turn_id, "event": request.event}}
         async with self.saver.bind(conn):
             await memory_service.before_run(conn, admission, ctx, snapshot.settings)
-            final: EngineState = await self.graph.ainvoke(graph_input, config, context=ctx, durability="exit")
-            memory_rows = await memory_service.after_run(conn, request, final, ctx, snapshot.settings)
+            final = cast(EngineState, await self.graph.ainvoke(graph_input, config, context=ctx, durability="exit"))
+            memory_rows = await memory_service.after_run(conn, request, dict(final), ctx, snapshot.settings)
             await commit_turn(self.store, conn, conversation_id=ctx.conversation_id, final=final,
                               events=ctx.audit.events, owner=ctx.owner, extra=memory_rows)
         memory_service.publish_deferred(ctx, self.bus)
@@ -264,14 +265,15 @@ class EngineRuntime:
         return error
 
     async def seed(self, conversation_id: str, values: dict[str, Any]) -> str:
-        config = {"configurable": {"thread_id": conversation_id}}
+        config: RunnableConfig = {"configurable": {"thread_id": conversation_id}}
         async with self.locks.hold(conversation_id) as conn, self.saver.bind(conn):
             snap = await self.graph.aget_state(config)
             if (snap.values or {}).get("turn"):
                 raise InvalidInputError(f"conversation {conversation_id} has already started; seed it before its "
                                         "first message")
             await self.graph.aupdate_state(config, values, as_node=names.LOAD_OR_CREATE_CONVERSATION)
-            await commit_turn_connection(conn)
+            if conn is not None:
+                await commit_turn_connection(conn)
         return conversation_id
 
     # --- undo and redo ----------------------------------------------------------------
@@ -383,12 +385,12 @@ class EngineRuntime:
         async with self.async_engine.connect() as conn:
             rows = await conn.execute(sa.select(fb.FEEDBACK).where(fb.FEEDBACK.c.conversation_id == conversation_id)
                                       .order_by(fb.FEEDBACK.c.feedback_id))
-            return [fb.from_row(r._mapping) for r in rows]
+            return [fb.from_row(dict(r._mapping)) for r in rows]
 
     async def checkpointed_state(self, conversation_id: str, owner: str | None = None) -> EngineState:
         await self._readable(conversation_id, owner)
         snap = await self.graph.aget_state({"configurable": {"thread_id": conversation_id}})
-        values: EngineState | None = snap.values
+        values = cast(EngineState, snap.values)
         if not values:
             raise _not_found(conversation_id)
         return values
