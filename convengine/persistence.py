@@ -242,5 +242,7 @@ class ConversationStore:
 def _event(row: Any) -> AuditEvent:
     payload = dict(row["payload_json"] or {})
     meta = payload.pop("_meta", None)
+    known = meta if isinstance(meta, dict) else {}
+    turn_id = known.get("turnId")
     return AuditEvent(str(row["conversation_id"]), row["stage"], payload, row["created_at"],
-                      (meta or {}).get("step"), meta, row["audit_id"])
+                      known.get("step"), meta, row["audit_id"], turn_id if isinstance(turn_id, str) else None)

@@ -73,6 +73,12 @@ class EngineState(TypedDict, total=False):
     last_llm: dict[str, Any]
     kept_params: list[str]
     """Params a rule (SET_INPUT_PARAM) or a task set this turn: they persist with the caller's."""
+    new_conversation: bool
+    """This turn created the conversation (no checkpoint before it, nothing adopted)."""
+    persisted: bool
+    """persist_conversation settled this turn's row: the caller commits it (convengine.engine.commit)."""
+    reply: dict[str, Any] | None
+    """What the turn returns when a FINAL response transformer changed it (the stored answer is ``payload``)."""
 
 
 CONVERSATION_KEYS: tuple[str, ...] = (
@@ -102,6 +108,9 @@ def turn_defaults() -> dict[str, Any]:
         "mcp_loop": {},
         "last_llm": {},
         "kept_params": [],
+        "new_conversation": False,
+        "persisted": False,
+        "reply": None,
     }
 
 

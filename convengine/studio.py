@@ -5,7 +5,8 @@ no TurnContext, so the nodes get one from an engine opened on first use:
 ``CONVENGINE_DATABASE_URL`` (default ``sqlite:///convengine.db``) with the pack
 ``CONVENGINE_STUDIO_PACK`` (default: the bundled support desk). The thread id is the
 conversation id; the input is ``{"turn_input": {"text": "hello"}}``. Each run's projection,
-history row and audit trail are committed when the run ends.
+history row and audit trail are committed by the graph's last node, ``commit_run``, through the
+engine's one commit path (:func:`convengine.engine.commit.commit_turn`).
 """
 
 from __future__ import annotations
@@ -14,22 +15,23 @@ import asyncio
 import os
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
 
 from langgraph.config import get_config
 
 from convengine.audit import TurnAudit
+from convengine.engine import Engine
+from convengine.engine.commit import commit_turn
 from convengine.graph.builder import build_graph
 from convengine.nodes.context import TurnContext
 from convengine.state import EngineState
 
-_engine: Any = None
+_engine: Engine | None = None
 _engine_lock: asyncio.Lock | None = None
 _contexts: OrderedDict[str, TurnContext] = OrderedDict()
 MAX_OPEN_RUNS = 256
 
 
-async def _open_engine() -> Any:
+async def _open_engine() -> Engine:
     global _engine, _engine_lock
     if _engine is not None:
         return _engine
@@ -38,12 +40,12 @@ async def _open_engine() -> Any:
     async with _engine_lock:
         if _engine is None:
             from convengine.cli.support import default_pack, pack_options
-            from convengine.engine import Engine
 
             pack = Path(os.environ.get("CONVENGINE_STUDIO_PACK") or default_pack())
             url = os.environ.get("CONVENGINE_DATABASE_URL") or "sqlite:///convengine.db"
             options = await asyncio.to_thread(pack_options, pack)
             _engine = await Engine.aopen(url, **options)
+    assert _engine is not None
     return _engine
 
 
@@ -55,11 +57,11 @@ async def studio_context(state: EngineState) -> TurnContext:
     if run_id in _contexts:
         return _contexts[run_id]
     engine = await _open_engine()
-    runtime = engine._runtime
+    runtime = engine.runtime
     snapshot = runtime.holder.current
     conversation_id = str(configurable.get("thread_id") or state.get("conversation_id"))
     audit = TurnAudit(conversation_id, audit_filter=runtime.audit_filter, bus=engine.bus,
-                      persist_meta=snapshot.settings.audit.persist_meta)
+                      persist_meta=snapshot.settings.audit.persist_meta, turn_id=run_id)
     ctx = TurnContext(snapshot=snapshot, services=runtime.services, audit=audit, conversation_id=conversation_id,
                       turn_id=run_id, autocommit=True)
     _contexts[run_id] = ctx
@@ -68,4 +70,14 @@ async def studio_context(state: EngineState) -> TurnContext:
     return ctx
 
 
-graph = build_graph(context_provider=studio_context, with_context_schema=False).compile(name="convengine")
+async def commit_run(state: EngineState) -> None:
+    """The run's turn, committed as the engine commits its own (no checkpoint: Studio's server keeps it)."""
+    ctx = await studio_context(state)
+    store = ctx.services.store
+    if store is not None:
+        await commit_turn(store, None, conversation_id=ctx.conversation_id, final=state,
+                          events=list(ctx.audit.events), owner=ctx.owner)
+
+
+graph = build_graph(context_provider=studio_context, with_context_schema=False,
+                    finish=("commit_run", commit_run)).compile(name="convengine")

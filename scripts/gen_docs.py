@@ -437,7 +437,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Foundation", "errors, settings, vocabularies, audit events, the state's shape",
      ("errors", "security", "settings", "vocab", "state", "textmatch", "jsontext", "jsonschemas", "audit", "registry",
       "memory.users", "memory.catalogue", "memory.timeline", "memory.namespaces",
-      "engine_io")),
+      "engine_io", "graph.names")),
     ("Storage", "ce_* tables, migrations, checkpoints, the turn's commit, knowledge bases",
      ("db", "checkpointing", "persistence", "knowledge")),
     ("Configuration and rules", "packs, validation, snapshots, templates; rule matching (pure); flow checks",
@@ -445,7 +445,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Turn", "the steps, the graph, LLM call sites, tools, flows, memory",
      ("nodes", "graph", "llm", "tools", "schema", "adoption", "flows", "memory")),
     ("Engine", "opening, running turns, reloads, locks, feedback, cache report",
-     ("engine", "runtime", "owners", "_portal", "feedback", "cache_report")),
+     ("engine", "owners", "_portal", "feedback", "cache_report")),
     ("Front ends", "Python package API, HTTP, CLI, Studio, conversation tests",
      ("__init__", "api", "cli", "studio", "testing")),
 )

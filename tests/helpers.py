@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from convengine.audit import AuditEvent
+from convengine.audit.turns import split_turns
 from convengine.engine import Engine
 
 STEP_STAGES = {"STEP_ENTER", "STEP_EXIT", "STEP_SKIPPED"}
@@ -59,17 +60,6 @@ async def engine_on(db_url: str, pack_data: Any, **options: Any) -> AsyncIterato
         yield engine
     finally:
         await engine.aclose()
-
-
-def split_turns(events: Sequence[AuditEvent]) -> list[list[AuditEvent]]:
-    """Audit events grouped per turn (a turn starts when load_or_create_conversation is entered)."""
-    turns: list[list[AuditEvent]] = []
-    for event in events:
-        if event.stage == "STEP_ENTER" and event.payload.get("step") == "load_or_create_conversation":
-            turns.append([])
-        if turns:
-            turns[-1].append(event)
-    return turns
 
 
 def stages(events: Sequence[AuditEvent], *, with_steps: bool = False) -> list[str]:

@@ -33,12 +33,15 @@ class TurnAudit:
         "events",
         "started",
         "timings",
+        "turn_id",
         "verbose",
     )
 
     def __init__(self, conversation_id: str, *, audit_filter: AuditFilter, bus: AuditBus | None = None,
-                 persist_meta: bool = True) -> None:
+                 persist_meta: bool = True, turn_id: str | None = None) -> None:
         self.conversation_id = conversation_id
+        self.turn_id = turn_id
+        """The turn every event of this trail belongs to (None: not a turn, e.g. an undo)."""
         self.events: list[AuditEvent] = []
         self.timings: list[tuple[str, float]] = []
         self.current_step: str | None = None
@@ -76,8 +79,9 @@ class TurnAudit:
         meta = None
         if self._persist_meta:
             meta = {"stage": stage, "conversationId": self.conversation_id, "emittedAt": now.isoformat(),
-                    "intent": intent, "state": state, "step": self.current_step}
-        event = AuditEvent(self.conversation_id, stage, dict(payload or {}), now, self.current_step, meta)
+                    "intent": intent, "state": state, "step": self.current_step, "turnId": self.turn_id}
+        event = AuditEvent(self.conversation_id, stage, dict(payload or {}), now, self.current_step, meta,
+                           turn_id=self.turn_id)
         self.events.append(event)
         if self._bus is not None:
             self._bus.publish(event)

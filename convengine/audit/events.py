@@ -18,8 +18,10 @@ class AuditEvent:
         payload: the stage's data (JSON-serialisable).
         created_at: when it happened (UTC).
         step: the pipeline step that emitted it, when one was running.
-        meta: ``_meta`` enrichment (stage, conversationId, emittedAt, intent, state).
+        meta: ``_meta`` enrichment (stage, conversationId, emittedAt, intent, state, step, turnId).
         audit_id: the ce_audit row id once stored (None while the turn runs).
+        turn_id: the turn that emitted it (the request's ``turn_id``); stored as ``_meta.turnId``, so
+            None for events outside a turn (undo, feedback) and for rows stored without ``_meta``.
     """
 
     conversation_id: str
@@ -29,6 +31,7 @@ class AuditEvent:
     step: str | None = None
     meta: dict[str, Any] | None = None
     audit_id: int | None = None
+    turn_id: str | None = None
 
     def stored_payload(self) -> dict[str, Any]:
         """The payload as written to ``ce_audit.payload_json`` (with ``_meta`` when kept)."""

@@ -20,8 +20,14 @@ def build_trace(conversation_id: str, events: Sequence[AuditEvent]) -> dict[str,
     ``_meta`` included); a step's ``durationMs`` is whole milliseconds and its ``error`` the message text.
     """
     trace = empty_trace(conversation_id)
-    steps: list[dict[str, Any]] = trace["steps"]
-    stages: list[dict[str, Any]] = trace["stages"]
+    trace["steps"], trace["stages"] = step_tree(events)
+    return trace
+
+
+def step_tree(events: Sequence[AuditEvent]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The steps of ``events`` (each with the stages emitted while it ran) and every stage, in order."""
+    steps: list[dict[str, Any]] = []
+    stages: list[dict[str, Any]] = []
     open_steps: list[dict[str, Any]] = []
     for event in events:
         stage = {"auditId": event.audit_id, "stage": event.stage, "createdAt": event.created_at.isoformat(),
@@ -37,7 +43,7 @@ def build_trace(conversation_id: str, events: Sequence[AuditEvent]) -> dict[str,
             _close(open_steps, event, stage)
         elif open_steps:
             open_steps[-1]["stages"].append(stage)
-    return trace
+    return steps, stages
 
 
 def _close(open_steps: list[dict[str, Any]], event: AuditEvent, stage: dict[str, Any]) -> None:

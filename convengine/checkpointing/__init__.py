@@ -111,7 +111,9 @@ class TurnLocks:
         """How many conversations have a turn running or waiting in this process."""
         return len(self._locks)
 
-    def _lock_folder(self) -> Path:
+    def lock_folder(self) -> Path:
+        """The folder of this database's SQLite turn-lock files (made on first use; the engine makes it
+        when it opens, off the event loop)."""
         if self._folder is None:
             self._folder = _lock_folder_for(self.url)
         return self._folder
@@ -200,7 +202,7 @@ class TurnLocks:
     async def _sqlite(self, conversation_id: str) -> AsyncIterator[None]:
         from filelock import AsyncFileLock, Timeout
 
-        folder = self._lock_folder()
+        folder = self.lock_folder()
         bucket = _lock_key(conversation_id) % SQLITE_LOCK_BUCKETS
         lock = AsyncFileLock(str(folder / f"{bucket}.lock"), timeout=self.timeout_s or -1, run_in_executor=False,
                              poll_interval=0.01)

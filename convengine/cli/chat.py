@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from convengine.audit.turns import last_turn, turn_steps
 from convengine.engine import Engine, TurnResult
 from convengine.errors import ConvEngineError
 
@@ -23,8 +24,7 @@ def print_result(console: Console, result: TurnResult) -> None:
 
 
 def print_trace(console: Console, engine: Engine, result: TurnResult) -> None:
-    trace = engine.trace(result.conversation_id)
-    steps = _last_turn(trace["steps"])
+    steps = turn_steps(last_turn(engine.audit(result.conversation_id)))
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     table.add_column("step")
     table.add_column("ms", justify="right")
@@ -34,11 +34,6 @@ def print_trace(console: Console, engine: Engine, result: TurnResult) -> None:
         ms = f"{step['durationMs']:.2f}" if step["durationMs"] is not None else "-"
         table.add_row(step["step"], ms, stages)
     console.print(table)
-
-
-def _last_turn(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    starts = [i for i, s in enumerate(steps) if s["step"] == "load_or_create_conversation"]
-    return steps[starts[-1]:] if starts else steps
 
 
 CHAT_HELP = """Commands:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import START, StateGraph
+from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from convengine.flows import step as flow_step
@@ -31,6 +31,8 @@ from convengine.nodes.common import Step
 from convengine.nodes.context import TurnContext
 from convengine.state import EngineInput, EngineState
 
+FinishNode = Callable[[EngineState], Awaitable[None]]
+
 
 def default_steps() -> list[Step]:
     """ConvEngine's steps in convengine's default order (policy before any LLM call)."""
@@ -42,7 +44,8 @@ def default_steps() -> list[Step]:
 
 
 def build_graph(custom_steps: Iterable[Step] = (), *, context_provider: ContextProvider | None = None,
-                with_context_schema: bool = True) -> StateGraph[Any, Any, Any, Any]:
+                with_context_schema: bool = True,
+                finish: tuple[str, FinishNode] | None = None) -> StateGraph[Any, Any, Any, Any]:
     """The uncompiled graph (what ``langgraph dev`` and users compile with their own saver).
 
     Args:
@@ -50,13 +53,18 @@ def build_graph(custom_steps: Iterable[Step] = (), *, context_provider: ContextP
         context_provider: builds the TurnContext when a run brings none (LangGraph Studio).
         with_context_schema: declare TurnContext as the context schema (not for Studio, whose
             server introspects it as JSON).
+        finish: a node (name, function of the final state) the last step hands over to before the
+            run ends (Studio commits the turn there; the engine commits after the run).
     """
-    plan = StepPlan.build(default_steps(), custom_steps)
+    plan = StepPlan.build(default_steps(), custom_steps, finish[0] if finish else END)
     graph: StateGraph[Any, Any, Any, Any] = StateGraph(
         EngineState, context_schema=TurnContext if with_context_schema else None, input_schema=EngineInput)
     for step in plan.steps:
         graph.add_node(step.name, make_node(step, plan, context_provider), destinations=plan.destinations(step.name))
     graph.add_edge(START, plan.steps[0].name)
+    if finish is not None:
+        graph.add_node(finish[0], finish[1])
+        graph.add_edge(finish[0], END)
     return graph
 
 

@@ -20,13 +20,15 @@ from convengine.nodes.turn import Turn
 class StepPlan:
     """An ordered list of steps with routing helpers."""
 
-    def __init__(self, steps: Sequence[Step]) -> None:
+    def __init__(self, steps: Sequence[Step], end: str = END) -> None:
         self.steps = list(steps)
+        self.end = end
+        """Where the last step hands over: END, or a node that finishes the run (Studio's commit)."""
         self.index = {s.name: i for i, s in enumerate(self.steps)}
         self.by_name = {s.name: s for s in self.steps}
 
     @classmethod
-    def build(cls, defaults: Sequence[Step], custom: Iterable[Step] = ()) -> StepPlan:
+    def build(cls, defaults: Sequence[Step], custom: Iterable[Step] = (), end: str = END) -> StepPlan:
         """Insert custom steps before/after named steps.
 
         Raises:
@@ -38,20 +40,20 @@ class StepPlan:
             target = step.before or step.after
             at = next(i for i, s in enumerate(steps) if s.name == target)
             steps.insert(at if step.before else at + 1, step)
-        return cls(steps)
+        return cls(steps, end)
 
     def following(self, name: str) -> str:
-        """The next step in order that is not loop-only (END after the last)."""
+        """The next step in order that is not loop-only (``end`` after the last)."""
         for step in self.steps[self.index[name] + 1:]:
             if not step.loop_only:
                 return step.name
-        return END
+        return self.end
 
     def next_step(self, current: str, turn: Turn) -> str:
         if turn.route == names.AFTER_MCP_LOOP:
             turn.route = self.following(names.MCP_TOOL_CALL)
         target = turn.route or self.following(current)
-        while target != END:
+        while target != self.end:
             step = self.by_name[target]
             audit = step.skip(turn) if step.skip and turn.route != target else None
             if audit is None:
@@ -76,7 +78,7 @@ class StepPlan:
 
     def _skip_chain(self, start: str) -> list[str]:
         chain = [start]
-        while start != END and self.by_name[start].skip is not None:
+        while start != self.end and self.by_name[start].skip is not None:
             start = self.following(start)
             chain.append(start)
         return chain

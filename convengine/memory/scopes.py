@@ -25,7 +25,7 @@ MIN_SUBSTRING_CHARS = 4
 def merge_long_term(_step: str, turn: Any) -> None:
     """A new conversation starts with its user's long-term properties (the caller's seed wins)."""
     loaded = turn.ctx.extras.get(LONG_TERM_LOADED)
-    if not loaded or not turn.ctx.is_new:
+    if not loaded or not turn.get("new_conversation"):
         return
     context = turn.context
     merged = []

@@ -22,10 +22,11 @@ async def load_or_create_conversation(turn: Turn) -> None:
     """Clear turn-scoped keys, create the conversation on its first turn, merge params."""
     request = turn.get("turn_input") or {}
     is_new = turn.get("turn") is None
-    turn.ctx.is_new = is_new
     for key, value in turn_defaults().items():
         if turn.get(key) != value:  # unchanged keys keep their version: nothing to checkpoint
             turn.set(key, value)
+    if is_new:
+        turn.set("new_conversation", True)
     adopted = await _adoptable(turn) if is_new else None
     if adopted is not None:
         _adopt(turn, adopted)
@@ -73,7 +74,7 @@ async def _adoptable(turn: Turn) -> Adopted | None:
 
 
 def _adopt(turn: Turn, adopted: Adopted) -> None:
-    turn.ctx.is_new = False
+    turn.set("new_conversation", False)
     turn.set("conversation_id", turn.conversation_id)
     turn.set("status", "RUNNING")
     turn.set("intent", adopted.intent)
@@ -133,7 +134,7 @@ async def persist_conversation_bootstrap(turn: Turn) -> None:
     commit (the projection upsert, owned by the caller), so a first turn that does not complete
     leaves no RUNNING row behind; outside the engine's runtime (Studio) the row is written now."""
     store = turn.ctx.services.store
-    if turn.ctx.is_new and store is not None and turn.ctx.autocommit:
+    if turn.get("new_conversation") and store is not None and turn.ctx.autocommit:
         await store.ensure_conversation(turn.conversation_id, user_text=turn.user_text, owner=turn.ctx.owner)
 
 
@@ -146,7 +147,7 @@ def _reset_skip(turn: Turn) -> tuple[str | None, dict[str, Any]] | None:
 
 
 def _bootstrap_skip(turn: Turn) -> tuple[str | None, dict[str, Any]] | None:
-    return None if turn.ctx.is_new else (None, {"reason": "CONVERSATION_EXISTS"})
+    return None if turn.get("new_conversation") else (None, {"reason": "CONVERSATION_EXISTS"})
 
 
 STEPS = (

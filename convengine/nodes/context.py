@@ -43,14 +43,6 @@ class Services:
 
 
 @dataclass(slots=True)
-class PendingCommit:
-    """What persist_conversation prepared; the engine commits it with the audit batch."""
-
-    projection: dict[str, Any] | None = None
-    history: dict[str, Any] | None = None
-
-
-@dataclass(slots=True)
 class TurnContext:
     """``Runtime.context`` for one turn."""
 
@@ -60,14 +52,13 @@ class TurnContext:
     conversation_id: str
     turn_id: str
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
-    commit: PendingCommit = field(default_factory=PendingCommit)
-    is_new: bool = False
     owner: str | None = None
     """The HTTP caller this turn runs for (stored on a new conversation); None for host code."""
     user_id: str | None = None
     """The end user of the conversation (``user_id`` / ``userId``), when one was given."""
     autocommit: bool = False
-    """Commit projection, history and audit at the end of the graph run (Studio: no Engine around it)."""
+    """No Engine runs this turn (Studio): a new conversation's row is written when it starts, and the
+    graph's last node commits the turn (convengine.studio)."""
     extras: dict[str, Any] = field(default_factory=dict)
     """Scratch space for custom steps and hooks (not checkpointed)."""
 

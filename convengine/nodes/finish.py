@@ -10,6 +10,7 @@ from convengine.errors import ErrorCode, InvalidInputError, StepError
 from convengine.graph import names
 from convengine.jsontext import dumps
 from convengine.nodes.common import Step, now_ms
+from convengine.nodes.response import transform
 from convengine.nodes.schema_scope import settle_schema_scope
 from convengine.nodes.turn import Turn
 from convengine.state import persistent_params
@@ -90,8 +91,7 @@ async def persist_conversation(turn: Turn) -> None:
         window = list(turn.get("recent_turns") or [])
         window.append({"user": turn.user_text, "assistant": _window_value(payload), "at": now_ms(turn)})
         turn.set("recent_turns", window[-turn.settings.flow.conversation_history.max_turns:])
-    _prepare_commit(turn, payload, context, params, blocked)
-    turn.ctx.commit.projection["status"] = status
+    turn.set("persisted", True)  # the caller commits the row from this state (convengine.engine.commit)
     turn.audit("ENGINE_RETURN", {"intent": turn.intent, "state": turn.state, "payload": payload,
                                  "status": status})
 
@@ -116,25 +116,18 @@ def _window_value(payload: dict[str, Any]) -> Any:
     return payload.get("value") if payload.get("type") != "ERROR" else None
 
 
-def _prepare_commit(turn: Turn, payload: dict[str, Any], context: Any, params: Any, blocked: bool) -> None:
-    assistant = json_safe(stored_assistant(payload))
-    turn.ctx.commit.projection = {
-        "conversation_id": turn.conversation_id, "status": "BLOCKED" if blocked else "RUNNING",
-        "intent_code": turn.intent, "state_code": turn.state, "context_json": context,
-        "last_user_text": turn.user_text, "last_assistant_json": assistant, "input_params_json": params,
-    }
-    turn.ctx.commit.history = {"conversation_id": turn.conversation_id, "user_input": turn.user_text,
-                               "assistant_output": assistant}
-
-
 async def pipeline_end_guard(turn: Turn) -> None:
     audit = turn.ctx.audit
     steps = ", ".join(f"{name}={ms:.1f}ms" for name, ms in audit.timings)
     turn.audit("PIPELINE_TIMING", {"totalMs": round(audit.total_ms(), 2), "steps": steps})
-    store = turn.ctx.services.store
-    if turn.ctx.autocommit and store is not None:
-        await store.commit_turn(None, conversation_id=turn.conversation_id, projection=turn.ctx.commit.projection,
-                                history=turn.ctx.commit.history, events=list(audit.events))
+    await final_reply(turn)
+
+
+async def final_reply(turn: Turn) -> None:
+    """The FINAL response transformer changes what the turn returns (``reply``), not the stored answer."""
+    payload = turn.get("payload")
+    if payload and (turn.intent, turn.state, "FINAL") in turn.ctx.services.registries.response_transformers:
+        turn.set("reply", await transform(turn, dict(payload), "FINAL"))
 
 
 STEPS = (

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from convengine.audit.events import AuditEvent
+from convengine.audit.turns import last_turn, turn_steps
 from convengine.engine import Engine, TurnResult
 from convengine.errors import ConvEngineError, ToolError
 from convengine.llm.scripted import ScriptedLLM
@@ -33,13 +34,12 @@ class TurnOutcome:
     flow: dict[str, Any] = field(default_factory=dict)
 
     def trace(self) -> str:
-        """The turn's steps and their stages, one line per step."""
-        lines: list[str] = []
-        for event in self.events:
-            if event.stage == "STEP_ENTER":
-                lines.append(f"  {event.payload.get('step')}:")
-            elif event.stage not in ("STEP_EXIT", "STEP_SKIPPED") and lines:
-                lines[-1] += f" {event.stage}"
+        """The turn's steps and their stages, one line per step (a failed step ends with its error)."""
+        lines = []
+        for step in turn_steps(self.events):
+            stages = "".join(f" {stage['stage']}" for stage in step["stages"])
+            failed = f" failed: {step['error']}" if step["status"] == "ERROR" else ""
+            lines.append(f"  {step['step']}:{stages}{failed}")
         return "\n".join(lines)
 
 
@@ -161,9 +161,7 @@ class FileRun:
             events = engine.audit(cid)
         except ConvEngineError:
             events = []
-        starts = [i for i, e in enumerate(events) if e.stage == "STEP_ENTER"
-                  and e.payload.get("step") == "load_or_create_conversation"]
-        outcome.events = events[starts[-1]:] if starts else []
+        outcome.events = last_turn(events)
         outcome.failures = check(turn.expect, outcome)
         return outcome
 

@@ -12,22 +12,22 @@ from __future__ import annotations
 import asyncio
 import atexit
 import logging
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Self
 
 from convengine._portal import Portal
 from convengine.audit import AuditBus, AuditEvent, Subscription
 from convengine.audit.trace import build_trace
 from convengine.config_loader import ConfigSnapshot
-from convengine.engine_io import check_request, normalise_conversation_id
+from convengine.engine.results import EngineOptions, TurnResult
+from convengine.engine.runtime import EngineRuntime, TurnGraph
+from convengine.engine_io import check_params, check_request, normalise_conversation_id
 from convengine.errors import InvalidInputError
 from convengine.feedback import Feedback, check_feedback
+from convengine.flows.control import event_request
 from convengine.memory.timeline import UndoResult
-from convengine.nodes.common import Step
-from convengine.nodes.context import StepHook
-from convengine.settings import DEFAULT_DATABASE_URL
+from convengine.memory.users import check_user_id
+from convengine.settings import DEFAULT_DATABASE_URL, EngineSettings
 from convengine.state import EngineState
 
 if TYPE_CHECKING:
@@ -36,67 +36,19 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class Payload:
-    """The assistant's answer: ``type`` TEXT, JSON (or JSON_TEXT), and its value."""
-
-    type: str
-    value: Any
-    sources: tuple[dict[str, Any], ...] | None = None
-    """The passages a knowledge answer came from (kb, source, title, position, score)."""
-
-
-@dataclass(frozen=True, slots=True)
-class TurnResult:
-    """What one turn returns."""
-
-    conversation_id: str
-    intent: str
-    state: str
-    payload: Payload
-    context: dict[str, Any]
-    turn: int
-    status: str = "RUNNING"
-    lifecycle: str = "IN_PROGRESS"
-    """IN_PROGRESS, or ENDED when the pack's ``conversation_memory.end_states`` ended the conversation."""
-
-    @property
-    def text(self) -> str:
-        value = self.payload.value
-        return value if isinstance(value, str) else str(value)
-
-
-@dataclass
-class EngineOptions:
-    """Everything :meth:`Engine.open` accepts besides the URL."""
-
-    pack: str | Path | Mapping[str, Any] | None = None
-    llm: Any = None
-    tasks: Mapping[str, Any] | None = None
-    tools: Mapping[str, Any] | None = None
-    tool_adapters: Mapping[str, Any] | None = None
-    steps: Iterable[Step] = ()
-    hooks: Iterable[StepHook] = ()
-    rule_types: Mapping[str, Any] | None = None
-    rule_actions: Mapping[str, Any] | None = None
-    response_transformers: Mapping[tuple[str, str, str], Any] | None = None
-    container_providers: Mapping[str, Any] | None = None
-    clock: Callable[[], float] | None = None
-    embeddings: Any = None
-    """A LangChain ``Embeddings`` model for knowledge search and SEMANTIC classifiers."""
-    settings: dict[str, Any] = field(default_factory=dict)
-
-
 class Engine:
     """The conversational engine; see the module docstring."""
 
-    def __init__(self, url: str, options: EngineOptions, portal: Portal) -> None:
+    def __init__(self, url: str, options: EngineOptions, portal: Portal, runtime: EngineRuntime) -> None:
+        """Use :meth:`open` or :meth:`aopen`: they start the runtime this wraps."""
         self.url = url
         self.options = options
         self._portal = portal
-        self.bus = AuditBus()
-        self._runtime: Any = None
+        self.bus = runtime.bus
+        self._runtime = runtime
         self._closed = False
+        for warning in self.warnings:
+            logger.warning("convengine: %s", warning)
 
     # --- opening and closing --------------------------------------------------------------
 
@@ -113,28 +65,22 @@ class Engine:
         Raises:
             ConfigError: bad settings, an invalid pack or invalid rows in the database.
         """
-        engine = cls(url, _options(options), Portal())
+        portal, chosen = Portal(), EngineOptions.from_keywords(options)
         try:
-            engine._portal.call(engine._start())
+            runtime = portal.call(EngineRuntime.start(url, chosen, AuditBus()))
         except BaseException:
-            engine._portal.stop()
+            portal.stop()
             raise
+        engine = cls(url, chosen, portal, runtime)
         atexit.register(engine.close)
         return engine
 
     @classmethod
     async def aopen(cls, url: str = DEFAULT_DATABASE_URL, **options: Any) -> Engine:
         """Open on the running event loop (servers, async applications)."""
-        engine = cls(url, _options(options), Portal(asyncio.get_running_loop()))
-        await engine._start()
-        return engine
-
-    async def _start(self) -> None:
-        from convengine.runtime import EngineRuntime
-
-        self._runtime = await EngineRuntime.start(self.url, self.options, self.bus)
-        for warning in self.warnings:
-            logger.warning("convengine: %s", warning)
+        chosen = EngineOptions.from_keywords(options)
+        runtime = await EngineRuntime.start(url, chosen, AuditBus())
+        return cls(url, chosen, Portal(asyncio.get_running_loop()), runtime)
 
     def close(self) -> None:
         if self._closed:
@@ -194,8 +140,6 @@ class Engine:
 
     async def astart(self, conversation_id: str | None = None, input_params: Mapping[str, Any] | None = None, *,
                      owner: str | None = None) -> TurnResult:
-        from convengine.flows.control import event_request
-
         request = event_request("welcome", conversation_id, input_params, self.settings)
         return await self._portal.acall(self._runtime.process(request, _owner(owner)))
 
@@ -204,8 +148,6 @@ class Engine:
         return self._portal.call(self.aresume_from_handoff(conversation_id))
 
     async def aresume_from_handoff(self, conversation_id: str) -> TurnResult:
-        from convengine.flows.control import event_request
-
         request = event_request("handoff_resume", _cid(conversation_id), None, self.settings)
         return await self._portal.acall(self._runtime.process(request, None))
 
@@ -266,8 +208,6 @@ class Engine:
 
     async def aseed(self, conversation_id: str, *, context: Mapping[str, Any] | None = None,
                     input_params: Mapping[str, Any] | None = None) -> str:
-        from convengine.engine_io import check_params
-
         cid = _cid(conversation_id)
         depth = self.settings.api.max_input_depth
         values = {"context": check_params(context, depth, name="context"),
@@ -378,11 +318,16 @@ class Engine:
 
     @property
     def snapshot(self) -> ConfigSnapshot:
-        return self._runtime.holder.current  # type: ignore[no-any-return]
+        return self._runtime.holder.current
 
     @property
-    def settings(self) -> Any:
+    def settings(self) -> EngineSettings:
         return self.snapshot.settings
+
+    @property
+    def runtime(self) -> EngineRuntime:
+        """The engine's resources on its event loop (LangGraph Studio builds its turn contexts from them)."""
+        return self._runtime
 
     @property
     def warnings(self) -> list[str]:
@@ -401,7 +346,7 @@ class Engine:
     @property
     def database_label(self) -> str:
         """The database URL with the password hidden."""
-        return self._runtime.url.redacted()  # type: ignore[no-any-return]
+        return self._runtime.url.redacted()
 
     @property
     def is_postgres(self) -> bool:
@@ -409,21 +354,12 @@ class Engine:
 
     @property
     def libpq_url(self) -> str | None:
-        return self._runtime.url.libpq  # type: ignore[no-any-return]
+        return self._runtime.url.libpq
 
     @property
-    def graph(self) -> Any:
+    def graph(self) -> TurnGraph:
         """The compiled LangGraph graph (with the engine's checkpointer)."""
         return self._runtime.graph
-
-
-def _options(options: Mapping[str, Any]) -> EngineOptions:
-    """Known options by name; ``settings=`` (a mapping) and any other keyword are EngineSettings fields."""
-    known = set(EngineOptions.__dataclass_fields__) - {"settings"}
-    picked = {k: v for k, v in options.items() if k in known}
-    settings = dict(options.get("settings") or {})
-    settings.update({k: v for k, v in options.items() if k not in known and k != "settings"})
-    return EngineOptions(**picked, settings=settings)
 
 
 def _cid(conversation_id: str) -> str:
@@ -433,16 +369,14 @@ def _cid(conversation_id: str) -> str:
 MAX_OWNER_CHARS = 200
 
 
-def _user(user_id: Any) -> str:
-    from convengine.memory.users import check_user_id
-
+def _user(user_id: object) -> str:
     checked = check_user_id(user_id)
     if checked is None:
         raise InvalidInputError("user_id is required")
     return checked
 
 
-def _owner(owner: Any) -> str | None:
+def _owner(owner: object) -> str | None:
     """A caller identity: None or a non-empty string of at most MAX_OWNER_CHARS characters."""
     if owner is None:
         return None

@@ -6,10 +6,14 @@ import asyncio
 import contextlib
 import logging
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import sqlalchemy as sa
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph.state import CompiledStateGraph
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -20,6 +24,8 @@ from convengine.checkpointing.bound import TurnSaver, commit_turn_connection
 from convengine.config_loader import ConfigSnapshot, Extensions, SnapshotHolder, import_pack, stamp
 from convengine.db import create_async_sa_engine, create_sync_engine, parse_database_url, upgrade
 from convengine.db.url import DatabaseUrl
+from convengine.engine.commit import commit_turn
+from convengine.engine.results import EngineOptions, Payload, TurnResult
 from convengine.engine_io import TurnRequest, failure_event, map_failure
 from convengine.errors import (
     ConfigError,
@@ -27,14 +33,17 @@ from convengine.errors import (
     ConversationBusyError,
     ConversationNotFoundError,
     ErrorCode,
+    InvalidInputError,
 )
 from convengine.feedback import Feedback, FeedbackRequest
+from convengine.graph import names
 from convengine.graph.builder import build_graph, compile_graph
 from convengine.memory import longterm
 from convengine.memory import scopes as memory_scopes
 from convengine.memory import service as memory_service
 from convengine.memory.longterm import open_store
 from convengine.memory.pruning import prune_keeping_undo
+from convengine.memory.service import Admission
 from convengine.nodes.context import Services, TurnContext
 from convengine.owners import KnownOwners
 from convengine.persistence import ConversationStore
@@ -43,19 +52,33 @@ from convengine.rules.engine import RuleRegistry
 from convengine.settings import EngineSettings
 from convengine.state import EngineState
 
+if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
+    from langgraph.store.base import BaseStore
+
+    from convengine.knowledge.search import Retriever
+    from convengine.knowledge.semantic import SemanticIndex
+    from convengine.memory.timeline import UndoResult
+    from convengine.tools.runner import ToolRunner
+
 logger = logging.getLogger(__name__)
 
+TurnGraph = CompiledStateGraph[EngineState, TurnContext, EngineState, EngineState]
+"""The compiled turn graph (with the engine's checkpointer)."""
 
-@dataclass
+
+@dataclass(kw_only=True)
 class EngineRuntime:
+    """The resources of an open engine; built by :meth:`start`, released by :meth:`stop`."""
+
     url: DatabaseUrl
     holder: SnapshotHolder
-    sync_engine: Any
+    sync_engine: sa.Engine
     async_engine: AsyncEngine
     store: ConversationStore
     saver: TurnSaver
     saver_stack: contextlib.AsyncExitStack
-    graph: Any
+    graph: TurnGraph
     locks: TurnLocks
     services: Services
     bus: AuditBus
@@ -63,7 +86,7 @@ class EngineRuntime:
     owners: KnownOwners = field(default_factory=KnownOwners)
     stamp_checked_at: float = 0.0
     verbose: tuple[ConfigSnapshot, VerbosePublisher] | None = None
-    long_term: Any = None
+    long_term: BaseStore | None = None
     """LangGraph's store (SQLite or PostgreSQL) holding users' long-term properties, opened (and its
     tables set up) the first time a memory feature needs it: importing it costs startup time."""
     _store_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -71,7 +94,7 @@ class EngineRuntime:
     # --- lifecycle --------------------------------------------------------------------
 
     @classmethod
-    async def start(cls, raw_url: str, options: Any, bus: AuditBus) -> EngineRuntime:
+    async def start(cls, raw_url: str, options: EngineOptions, bus: AuditBus) -> EngineRuntime:
         base = EngineSettings.build(**options.settings)
         url = parse_database_url(raw_url)
         _check_tables(base)
@@ -83,7 +106,8 @@ class EngineRuntime:
         stack = contextlib.AsyncExitStack()
         try:
             saver = TurnSaver(await stack.enter_async_context(open_saver(url)))
-            services = _services(options, holder.current, ConversationStore(async_engine, sync_engine))
+            store = ConversationStore(async_engine, sync_engine)
+            services = _services(options, holder.current, store)
         except BaseException:
             await stack.aclose()
             await async_engine.dispose()
@@ -93,9 +117,10 @@ class EngineRuntime:
         graph = compile_graph(build_graph(options.steps), checkpointer=saver)
         locks = TurnLocks(url, async_engine, holder.current.settings.turn_lock_timeout_s)
         if not url.is_postgres:
-            await asyncio.to_thread(locks._lock_folder)
-        return cls(url, holder, sync_engine, async_engine, services.store, saver, stack, graph, locks,  # type: ignore[arg-type]
-                   services, bus, AuditFilter(holder.current.settings.audit))
+            await asyncio.to_thread(locks.lock_folder)
+        return cls(url=url, holder=holder, sync_engine=sync_engine, async_engine=async_engine, store=store,
+                   saver=saver, saver_stack=stack, graph=graph, locks=locks, services=services, bus=bus,
+                   audit_filter=AuditFilter(holder.current.settings.audit))
 
     async def stop(self) -> None:
         if self.services.tools is not None:
@@ -128,11 +153,9 @@ class EngineRuntime:
 
     # --- a turn -----------------------------------------------------------------------
 
-    async def process(self, request: TurnRequest, owner: str | None = None) -> Any:
+    async def process(self, request: TurnRequest, owner: str | None = None) -> TurnResult:
         """One turn; with an ``owner``, only on a conversation that is new or belongs to that owner
         (checked under the turn lock: another owner's turn raises ConversationNotFoundError unrun)."""
-        from convengine.engine import TurnResult
-
         await self._follow_changes()
         snapshot = self.holder.current
         ctx = self._context(request, snapshot, owner)
@@ -156,26 +179,23 @@ class EngineRuntime:
             raise error from exc
         if refused is not None:
             raise refused
-        payload = await self._final_transform(final, ctx)
-        return TurnResult(request.conversation_id, final["intent"], final["state"],
-                          _payload(payload), dict(final.get("context") or {}),
-                          int(final.get("turn") or 0), final.get("status") or "RUNNING",
-                          memory_service.lifecycle_of(final.get("state"), snapshot.settings))
+        return _result(request.conversation_id, final, snapshot.settings)
 
-    async def _run(self, conn: AsyncConnection, request: TurnRequest, ctx: TurnContext,
-                   snapshot: ConfigSnapshot, admission: Any) -> dict[str, Any]:
+    async def _run(self, conn: AsyncConnection | None, request: TurnRequest, ctx: TurnContext,
+                   snapshot: ConfigSnapshot, admission: Admission) -> EngineState:
         """The graph run and its commit, under the conversation's lock."""
-        config = {"configurable": {"thread_id": request.conversation_id},
-                  "metadata": {"convengine_turn": request.turn_id},
-                  "recursion_limit": snapshot.settings.recursion_limit}
-        graph_input = {"conversation_id": request.conversation_id,
+        config: RunnableConfig = {"configurable": {"thread_id": request.conversation_id},
+                                  "metadata": {"convengine_turn": request.turn_id},
+                                  "recursion_limit": snapshot.settings.recursion_limit}
+        graph_input: EngineState = {"conversation_id": request.conversation_id,
                        "turn_input": {"text": request.text, "params": request.params, "reset": request.reset,
                                       "turn_id": request.turn_id, "event": request.event}}
         async with self.saver.bind(conn):
             await memory_service.before_run(conn, admission, ctx, snapshot.settings)
-            final: dict[str, Any] = await self.graph.ainvoke(graph_input, config, context=ctx, durability="exit")
-            await self._commit(conn, ctx, await memory_service.after_run(conn, request, final, ctx,
-                                                                         snapshot.settings))
+            final = cast(EngineState, await self.graph.ainvoke(graph_input, config, context=ctx, durability="exit"))
+            memory_rows = await memory_service.after_run(conn, request, dict(final), ctx, snapshot.settings)
+            await commit_turn(self.store, conn, conversation_id=ctx.conversation_id, final=final,
+                              events=ctx.audit.events, owner=ctx.owner, extra=memory_rows)
         memory_service.publish_deferred(ctx, self.bus)
         await self._prune(request.conversation_id, int(final.get("turn") or 0), snapshot.settings)
         return final
@@ -195,7 +215,7 @@ class EngineRuntime:
         # With secret properties declared, live events wait for the commit, which masks them.
         live = None if snapshot.settings.conversation_memory.secret else self.bus
         audit = TurnAudit(request.conversation_id, audit_filter=self.audit_filter, bus=live,
-                          persist_meta=snapshot.settings.audit.persist_meta)
+                          persist_meta=snapshot.settings.audit.persist_meta, turn_id=request.turn_id)
         audit.verbose = self._verbose_for(snapshot)
         return TurnContext(snapshot=snapshot, services=self.services, audit=audit,
                            conversation_id=request.conversation_id, turn_id=request.turn_id, owner=owner,
@@ -206,13 +226,6 @@ class EngineRuntime:
         if self.verbose is None or self.verbose[0] is not snapshot:
             self.verbose = (snapshot, VerbosePublisher(snapshot.verbose, snapshot.settings))
         return self.verbose[1]
-
-    async def _commit(self, conn: AsyncConnection, ctx: TurnContext, extra: Any = None) -> None:
-        """Projection, history, the audit batch and the memory rows (``extra``) in the transaction of the
-        turn's checkpoint, committed (which also ends the PG lock)."""
-        await self.store.commit_turn(conn, conversation_id=ctx.conversation_id, projection=ctx.commit.projection,
-                                     history=ctx.commit.history, events=ctx.audit.events, owner=ctx.owner,
-                                     extra=extra)
 
     async def _prune(self, conversation_id: str, turn: int, settings: EngineSettings) -> None:
         """Every ``checkpoint_prune_every`` turns keep only the latest checkpoint (with undo on: the ones
@@ -236,7 +249,7 @@ class EngineRuntime:
         error = map_failure(exc)
         error.details.setdefault("conversationId", request.conversation_id)
         known = isinstance(exc, ConvEngineError) or error.code is ErrorCode.DATABASE_UNAVAILABLE
-        event = failure_event(request.conversation_id, error, known=known)
+        event = replace(failure_event(request.conversation_id, error, known=known), turn_id=request.turn_id)
         memory_service.mask_failed(ctx, request.params, ctx.snapshot.settings.conversation_memory.secret)
         memory_service.publish_deferred(ctx, self.bus)
         self.bus.publish(event)
@@ -251,33 +264,21 @@ class EngineRuntime:
             logger.warning("turn of %s failed: %s", request.conversation_id, error.message)
         return error
 
-    async def _final_transform(self, final: dict[str, Any], ctx: TurnContext) -> dict[str, Any]:
-        from convengine.nodes.response import transform
-        from convengine.nodes.turn import Turn
-
-        payload = dict(final.get("payload") or {"type": "TEXT", "value": None})
-        key = (final.get("intent"), final.get("state"), "FINAL")
-        if key not in self.services.registries.response_transformers:
-            return payload
-        return await transform(Turn(final, ctx, "final"), payload, "FINAL")  # type: ignore[arg-type]
-
     async def seed(self, conversation_id: str, values: dict[str, Any]) -> str:
-        from convengine.errors import InvalidInputError
-        from convengine.graph import names
-
-        config = {"configurable": {"thread_id": conversation_id}}
+        config: RunnableConfig = {"configurable": {"thread_id": conversation_id}}
         async with self.locks.hold(conversation_id) as conn, self.saver.bind(conn):
             snap = await self.graph.aget_state(config)
             if (snap.values or {}).get("turn"):
                 raise InvalidInputError(f"conversation {conversation_id} has already started; seed it before its "
                                         "first message")
             await self.graph.aupdate_state(config, values, as_node=names.LOAD_OR_CREATE_CONVERSATION)
-            await commit_turn_connection(conn)
+            if conn is not None:
+                await commit_turn_connection(conn)
         return conversation_id
 
     # --- undo and redo ----------------------------------------------------------------
 
-    async def move(self, conversation_id: str, kind: str, owner: str | None = None) -> Any:
+    async def move(self, conversation_id: str, kind: Literal["UNDO", "REDO"], owner: str | None = None) -> UndoResult:
         """Undo or redo the conversation's last turn, under its turn lock (serialised with its turns)."""
         refused: ConversationNotFoundError | None = None
         await self.long_term_store()  # the turn may have saved long-term values (set up outside the lock)
@@ -289,7 +290,7 @@ class EngineRuntime:
                 return await memory_service.move(self, conn, conversation_id, kind)
         raise refused
 
-    async def long_term_store(self) -> Any:
+    async def long_term_store(self) -> BaseStore:
         """The shared long-term store, opened and set up on first use."""
         if self.long_term is None:
             async with self._store_lock:
@@ -361,19 +362,19 @@ class EngineRuntime:
             raise _not_found(cid)
         row = fb.build_row(request, projection)
         persist_meta = self.holder.current.settings.audit.persist_meta
-        stored: list[Any] = []
+        stored: list[tuple[Feedback, AuditEvent]] = []
 
-        def write(conn: Any) -> None:
+        def write(conn: sa.Connection) -> None:
             feedback = fb.from_row({**row, "feedback_id": fb.insert(conn, row)})
             event = fb.audit_event(feedback, fb.turn_count(conn, cid), persist_meta=persist_meta)
             if self.audit_filter.keep(event.stage, cid, feedback.intent_code):
                 insert_events(conn, [event])
-            stored[:] = [feedback, event]
+            stored[:] = [(feedback, event)]
 
         await self.store.run(write)
-        feedback, event = stored
+        feedback, event = stored[0]
         self.bus.publish(event)
-        return feedback  # type: ignore[no-any-return]
+        return feedback
 
     async def feedbacks(self, conversation_id: str, owner: str | None = None) -> list[Feedback]:
         from convengine import feedback as fb
@@ -384,21 +385,23 @@ class EngineRuntime:
         async with self.async_engine.connect() as conn:
             rows = await conn.execute(sa.select(fb.FEEDBACK).where(fb.FEEDBACK.c.conversation_id == conversation_id)
                                       .order_by(fb.FEEDBACK.c.feedback_id))
-            return [fb.from_row(r._mapping) for r in rows]
+            return [fb.from_row(dict(r._mapping)) for r in rows]
 
     async def checkpointed_state(self, conversation_id: str, owner: str | None = None) -> EngineState:
         await self._readable(conversation_id, owner)
         snap = await self.graph.aget_state({"configurable": {"thread_id": conversation_id}})
-        if not snap.values:
+        values = cast(EngineState, snap.values)
+        if not values:
             raise _not_found(conversation_id)
-        return snap.values  # type: ignore[no-any-return]
+        return values
 
 
-def _payload(payload: dict[str, Any]) -> Any:
-    from convengine.engine import Payload
-
-    sources = payload.get("sources")
-    return Payload(payload.get("type", "TEXT"), payload.get("value"), tuple(sources) if sources else None)
+def _result(conversation_id: str, final: EngineState, settings: EngineSettings) -> TurnResult:
+    """What the caller gets: the reply a FINAL transformer made, else the stored answer."""
+    payload = final.get("reply") or final.get("payload") or {"type": "TEXT", "value": None}
+    return TurnResult(conversation_id, final.get("intent") or "", final.get("state") or "",
+                      Payload.from_state(payload), dict(final.get("context") or {}), int(final.get("turn") or 0),
+                      final.get("status") or "RUNNING", memory_service.lifecycle_of(final.get("state"), settings))
 
 
 def _not_found(conversation_id: str) -> ConversationNotFoundError:
@@ -411,7 +414,7 @@ def _check_tables(settings: EngineSettings) -> None:
                           "ConvEngine's default names")
 
 
-def _prepare(sync_engine: Any, settings: EngineSettings, pack: Any, extensions: Extensions,
+def _prepare(sync_engine: sa.Engine, settings: EngineSettings, pack: str | Path | Mapping[str, Any] | None, extensions: Extensions,
              holder: SnapshotHolder) -> None:
     if settings.auto_migrate:
         upgrade(sync_engine)
@@ -420,7 +423,7 @@ def _prepare(sync_engine: Any, settings: EngineSettings, pack: Any, extensions: 
     holder.reload()
 
 
-def _services(options: Any, snapshot: ConfigSnapshot, store: ConversationStore) -> Services:
+def _services(options: EngineOptions, snapshot: ConfigSnapshot, store: ConversationStore) -> Services:
     registries = Registries(
         tasks=TaskRegistry(dict(options.tasks or {})),
         response_transformers=dict(options.response_transformers or {}),
@@ -440,7 +443,7 @@ def _services(options: Any, snapshot: ConfigSnapshot, store: ConversationStore) 
                     semantic=_semantic_index(options.embeddings, snapshot))
 
 
-def _semantic_index(embeddings: Any, snapshot: ConfigSnapshot) -> Any:
+def _semantic_index(embeddings: Embeddings | None, snapshot: ConfigSnapshot) -> SemanticIndex | None:
     """The SEMANTIC classifiers' example embeddings, computed now (at load), not per turn."""
     semantic = [c.classifier_id for c in snapshot.classifiers if c.enabled and c.rule_type == "SEMANTIC"]
     if embeddings is None:
@@ -455,7 +458,7 @@ def _semantic_index(embeddings: Any, snapshot: ConfigSnapshot) -> Any:
     return index
 
 
-def _retriever(embeddings: Any, settings: EngineSettings) -> Any:
+def _retriever(embeddings: Embeddings | None, settings: EngineSettings) -> Retriever:
     from convengine.knowledge.search import Retriever, SearchSettings
 
     knowledge = settings.knowledge
@@ -463,7 +466,7 @@ def _retriever(embeddings: Any, settings: EngineSettings) -> Any:
                                                 knowledge.candidates))
 
 
-def _tool_runner(registries: Registries, sync_engine: Any, settings: EngineSettings) -> Any:
+def _tool_runner(registries: Registries, sync_engine: sa.Engine, settings: EngineSettings) -> ToolRunner:
     from convengine.tools.db import DbRunner
     from convengine.tools.http import HttpRunner
     from convengine.tools.mcp_servers import McpServers

@@ -1,0 +1,54 @@
+"""The one commit path of a turn: the rows its final state settles, written with its audit batch.
+
+``persist_conversation`` settles the conversation in the turn's state (context, params, status,
+payload) and marks it ``persisted``; nothing inside the graph writes the turn. Whoever ran the
+graph commits its final state here: the engine's runtime (in the transaction of the turn's
+checkpoint) and LangGraph Studio's last node (no engine around it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from convengine.audit.events import AuditEvent
+from convengine.nodes.finish import json_safe, stored_assistant
+from convengine.persistence import ConversationStore, Write
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRows:
+    """The ``ce_conversation`` projection and ``ce_conversation_history`` row of a turn (None: not persisted)."""
+
+    projection: dict[str, Any] | None = None
+    history: dict[str, Any] | None = None
+
+
+def turn_rows(conversation_id: str, final: Mapping[str, Any]) -> TurnRows:
+    """The rows of a turn whose graph run ended in ``final`` (ConvEngine's column names)."""
+    if not final.get("persisted"):
+        return TurnRows()
+    user_text = str(final.get("user_text") or "")
+    assistant = json_safe(stored_assistant(final.get("payload") or {}))
+    projection = {
+        "conversation_id": conversation_id, "status": final.get("status") or "RUNNING",
+        "intent_code": final.get("intent"), "state_code": final.get("state"),
+        "context_json": final.get("context") or {}, "last_user_text": user_text,
+        "last_assistant_json": assistant, "input_params_json": final.get("input_params") or {},
+    }
+    history = {"conversation_id": conversation_id, "user_input": user_text, "assistant_output": assistant}
+    return TurnRows(projection, history)
+
+
+async def commit_turn(store: ConversationStore, conn: AsyncConnection | None, *, conversation_id: str,
+                      final: Mapping[str, Any], events: Sequence[AuditEvent], owner: str | None = None,
+                      extra: Write | None = None) -> None:
+    """Projection, history row, audit batch and ``extra`` (conversation memory) in one transaction: on
+    ``conn`` with the turn's checkpoint (then committed, which also ends the PostgreSQL turn lock), or
+    on a connection of its own when ``conn`` is None."""
+    rows = turn_rows(conversation_id, final)
+    await store.commit_turn(conn, conversation_id=conversation_id, projection=rows.projection,
+                            history=rows.history, events=events, owner=owner, extra=extra)
