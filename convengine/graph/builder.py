@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from collections.abc import Awaitable, Iterable
+from typing import Any, Protocol
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
@@ -31,7 +31,13 @@ from convengine.nodes.common import Step
 from convengine.nodes.context import TurnContext
 from convengine.state import EngineInput, EngineState
 
-FinishNode = Callable[[EngineState], Awaitable[None]]
+
+class FinishNode(Protocol):
+    """The node a run ends in (LangGraph passes it the state by name)."""
+
+    def __call__(self, state: EngineState) -> Awaitable[None]: ...
+
+
 
 
 def default_steps() -> list[Step]:
