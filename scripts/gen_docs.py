@@ -5,8 +5,8 @@
 
 Sources: the SQLAlchemy models (convengine/db/models.py) for tables, columns, types and
 defaults; convengine/vocab.py for every allowed value; convengine/graph/names.py for the turn's
-step order; convengine/settings.py for settings; convengine/templates/variables.py for template
-variables. tests/test_docs.py runs the check. Not imported by the engine.
+step order; convengine/audit/stages.py for audit stages; convengine/settings.py for settings;
+convengine/templates/variables.py for template variables. tests/test_docs.py runs the check. Not imported by the engine.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from convengine import vocab  # noqa: E402
+from convengine.audit import stages as audit_stages  # noqa: E402
 from convengine.config_loader.records import RECORD_TYPES  # noqa: E402
 from convengine.config_loader.rows import _is_required  # noqa: E402
 from convengine.db.models import CONTROL_MODELS, KNOWLEDGE_MODELS, RUNTIME_MODELS  # noqa: E402
@@ -597,7 +598,23 @@ def templates_page() -> str:
     return "\n".join(out) + "\n"
 
 
+def stages_page() -> str:
+    """Every audit stage (convengine/audit/stages.py), grouped by the part of the turn that writes it."""
+    out = [HEADER, "# Audit stages\n\n",
+           "Every stage the engine writes to `ce_audit.stage` (and streams), with what it records. ",
+           "A rule phase suffixes its stages with the step that ran it (`RULE_MATCH (RulesStep)`), and an "
+           "applied rule action is also audited under the action's name (`SET_STATE`, ...).\n"]
+    area = None
+    for name, (where, doc) in audit_stages.STAGES.items():
+        if where != area:
+            area = where
+            out.append(f"\n## {where[0].upper()}{where[1:]}\n\n| stage | records |\n|---|---|\n")
+        out.append(f"| `{name}` | {doc} |\n")
+    return "".join(out)
+
+
 PAGES: dict[str, Callable[[], str]] = {
+    "docs/reference/audit-stages.md": stages_page,
     "docs/reference/tables.md": tables_page,
     "docs/reference/rules.md": rules_page,
     "docs/reference/turn.md": turn_page,
