@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from convengine.audit import stages
 from convengine.config_loader.records import PendingActionRecord
 from convengine.graph import names
 from convengine.nodes.common import Step, dig, in_scope, now_ms, resolved
@@ -104,7 +105,7 @@ async def action_lifecycle(turn: Turn) -> None:
         _advance(turn, runtime, turn_no, at, events)
     turn.context["pending_action_runtime"] = runtime
     for event in events:
-        turn.audit("PENDING_ACTION_LIFECYCLE", event)
+        turn.audit(stages.PENDING_ACTION_LIFECYCLE, event)
 
 
 def _report(turn: Turn, runtime: dict[str, Any], *, expired_now: bool) -> None:
@@ -131,10 +132,10 @@ def _advance(turn: Turn, runtime: dict[str, Any], turn_no: int, at: int, events:
 
 def _lifecycle_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
     if not turn.settings.flow.action_lifecycle.enabled:
-        return "PENDING_ACTION_LIFECYCLE", {"event": "SKIPPED", "reason": "ACTION_LIFECYCLE_DISABLED"}
+        return stages.PENDING_ACTION_LIFECYCLE, {"event": "SKIPPED", "reason": "ACTION_LIFECYCLE_DISABLED"}
     if turn.snapshot.pending_actions or turn.read_context().get("pending_action_runtime"):
         return None
-    return "PENDING_ACTION_LIFECYCLE", {"event": "SKIPPED", "reason": "NO_PENDING_ACTIONS"}
+    return stages.PENDING_ACTION_LIFECYCLE, {"event": "SKIPPED", "reason": "NO_PENDING_ACTIONS"}
 
 
 # --- disambiguation --------------------------------------------------------------------
@@ -166,7 +167,7 @@ async def _ask(turn: Turn, options: Sequence[PendingActionRecord], count: int) -
         "question": question, "reason": DISAMBIGUATION_REASON,
         "options": [{"action_key": a.action_key, "description": a.description} for a in options]}
     turn.params.update(policy_decision="RECLASSIFY_INTENT", pending_action_disambiguation_required=True)
-    turn.audit("DISAMBIGUATION_REQUIRED", {"reason": "MULTIPLE_PENDING_ACTIONS", "question": question,
+    turn.audit(stages.DISAMBIGUATION_REQUIRED, {"reason": "MULTIPLE_PENDING_ACTIONS", "question": question,
                                           "candidateCount": count, "options": labels, "questionSource": source})
 
 
@@ -180,7 +181,7 @@ def _resolve_choice(turn: Turn) -> bool:
         return False
     turn.context.pop("pending_clarification", None)
     turn.params.update(pending_action_key=key, policy_decision="EXECUTE_PENDING_ACTION", skip_intent_resolution=True)
-    turn.audit("DISAMBIGUATION_RESOLVED", {"actionKey": key, "reply": turn.user_text})
+    turn.audit(stages.DISAMBIGUATION_RESOLVED, {"actionKey": key, "reply": turn.user_text})
     return True
 
 
@@ -194,12 +195,12 @@ def _named_option(text: str, options: Sequence[dict[str, Any]]) -> str | None:
 
 def _disambiguation_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
     if not turn.settings.flow.disambiguation.enabled:
-        return "DISAMBIGUATION_SKIPPED", {"reason": "DISAMBIGUATION_DISABLED"}
+        return stages.DISAMBIGUATION_SKIPPED, {"reason": "DISAMBIGUATION_DISABLED"}
     pending = turn.read_context().get("pending_clarification") or {}
     waiting = isinstance(pending, dict) and pending.get("reason") == DISAMBIGUATION_REASON
     if waiting or turn.read_params().get("policy_decision") == "EXECUTE_PENDING_ACTION":
         return None
-    return "DISAMBIGUATION_SKIPPED", {"reason": "NOT_EXECUTING_PENDING_ACTION"}
+    return stages.DISAMBIGUATION_SKIPPED, {"reason": "NOT_EXECUTING_PENDING_ACTION"}
 
 
 # --- execution -------------------------------------------------------------------------
@@ -228,19 +229,19 @@ async def pending_action(turn: Turn) -> None:
     params = turn.read_params()
     decision = params.get("policy_decision")
     if params.get("skip_pending_action_execution") or params.get("guardrail_blocked"):
-        turn.audit("PENDING_ACTION_SKIPPED", {"reason": "pending action skipped by guardrail"})
+        turn.audit(stages.PENDING_ACTION_SKIPPED, {"reason": "pending action skipped by guardrail"})
         return
     if params.get("pending_action_runtime_status") == "EXPIRED":
         turn.params["pending_action_result"] = "EXPIRED"
-        turn.audit("PENDING_ACTION_SKIPPED", {"reason": "EXPIRED", "policyDecision": decision,
+        turn.audit(stages.PENDING_ACTION_SKIPPED, {"reason": "EXPIRED", "policyDecision": decision,
                                              "message": "the confirmation expired; it must be confirmed again"})
         return
     ref = action_ref(turn)
     if ref is None:
-        turn.audit("PENDING_ACTION_SKIPPED", {"reason": "NO_PENDING_ACTION", "policyDecision": decision})
+        turn.audit(stages.PENDING_ACTION_SKIPPED, {"reason": "NO_PENDING_ACTION", "policyDecision": decision})
         return
     if decision == "REJECT_PENDING_ACTION":
-        _finish(turn, "REJECTED", ref, "PENDING_ACTION_REJECTED", {})
+        _finish(turn, "REJECTED", ref, stages.PENDING_ACTION_REJECTED, {})
         return
     await _execute(turn, ref)
 
@@ -249,17 +250,17 @@ async def _execute(turn: Turn, ref: str) -> None:
     bean, _, methods = ref.partition(":")
     names_ = [m.strip() for m in (methods or bean).split(",") if m.strip()]
     if not bean.strip() or not names_:
-        _finish(turn, "FAILED", ref, "PENDING_ACTION_FAILED", {"error": "invalid pending action reference"})
+        _finish(turn, "FAILED", ref, stages.PENDING_ACTION_FAILED, {"error": "invalid pending action reference"})
         return
     try:
         for method in names_:
             fn = turn.ctx.services.registries.tasks.resolve(bean.strip(), method)
             await call_task(fn, TaskContext(turn))
     except Exception as exc:  # noqa: BLE001 - a failing task is a FAILED result, audited
-        _finish(turn, "FAILED", ref, "PENDING_ACTION_FAILED",
+        _finish(turn, "FAILED", ref, stages.PENDING_ACTION_FAILED,
                 {"taskBean": bean, "taskMethods": names_, "errorType": type(exc).__name__, "error": str(exc)})
         return
-    _finish(turn, "EXECUTED", ref, "PENDING_ACTION_EXECUTED", {"taskBean": bean, "taskMethods": names_})
+    _finish(turn, "EXECUTED", ref, stages.PENDING_ACTION_EXECUTED, {"taskBean": bean, "taskMethods": names_})
 
 
 def _finish(turn: Turn, result: str, ref: str, stage: str, extra: dict[str, Any]) -> None:
@@ -275,11 +276,11 @@ def _finish(turn: Turn, result: str, ref: str, stage: str, extra: dict[str, Any]
 def _pending_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
     params = turn.read_params()
     if params.get("skip_pending_action_execution") or params.get("guardrail_blocked"):
-        return "PENDING_ACTION_SKIPPED", {"reason": "pending action skipped by guardrail"}
+        return stages.PENDING_ACTION_SKIPPED, {"reason": "pending action skipped by guardrail"}
     decision = params.get("policy_decision")
     if decision in ("EXECUTE_PENDING_ACTION", "REJECT_PENDING_ACTION"):
         return None
-    return "PENDING_ACTION_SKIPPED", {"reason": "NO_PENDING_ACTION_DECISION", "policyDecision": decision}
+    return stages.PENDING_ACTION_SKIPPED, {"reason": "NO_PENDING_ACTION_DECISION", "policyDecision": decision}
 
 
 STEPS = (

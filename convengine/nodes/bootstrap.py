@@ -8,6 +8,7 @@ from typing import Any
 
 from convengine import adoption
 from convengine.adoption import Adopted
+from convengine.audit import stages
 from convengine.graph import names
 from convengine.nodes.common import Step, truthy
 from convengine.nodes.schema_scope import adopt_schema
@@ -45,10 +46,10 @@ def accepted_params(turn: Turn, params: Mapping[str, Any]) -> dict[str, Any]:
     ``tool_request``) are dropped, and the drop is audited."""
     accepted, dropped = caller_params(params)
     if dropped:
-        turn.audit("INPUT_PARAMS_REJECTED", {"keys": dropped, "reason": "ENGINE_COMPUTED"})
+        turn.audit(stages.INPUT_PARAMS_REJECTED, {"keys": dropped, "reason": "ENGINE_COMPUTED"})
     if "tool_request" in accepted and not turn.settings.flow.tool_orchestration.allow_caller_requests:
         accepted.pop("tool_request")
-        turn.audit("INPUT_PARAMS_REJECTED", {"keys": ["tool_request"], "reason": "CALLER_TOOL_REQUESTS_DISABLED"})
+        turn.audit(stages.INPUT_PARAMS_REJECTED, {"keys": ["tool_request"], "reason": "CALLER_TOOL_REQUESTS_DISABLED"})
     return accepted
 
 
@@ -84,7 +85,7 @@ def _adopt(turn: Turn, adopted: Adopted) -> None:
     turn.set("turn", adopted.turns)
     if adopted.schema_id is not None:
         adopt_schema(turn, adopted.schema_id)
-    turn.audit("CONVERSATION_ADOPTED", adopted.audit_payload())
+    turn.audit(stages.CONVERSATION_ADOPTED, adopted.audit_payload())
 
 
 def reset_reason(turn: Turn) -> str | None:
@@ -119,7 +120,7 @@ def wipe(turn: Turn, reason: str, *, extra: dict[str, Any] | None = None) -> Non
     turn.set("transitions", [])
     turn.set("turn_start", {"intent": UNKNOWN, "state": UNKNOWN, "turn": turn.get("turn")})
     turn.params["reset_reason"] = reason
-    turn.audit("CONVERSATION_RESET", {"reason": reason, **before, **(extra or {})})
+    turn.audit(stages.CONVERSATION_RESET, {"reason": reason, **before, **(extra or {})})
 
 
 async def reset_conversation(turn: Turn) -> None:
@@ -138,7 +139,7 @@ async def persist_conversation_bootstrap(turn: Turn) -> None:
 
 
 async def audit_user_input(turn: Turn) -> None:
-    turn.audit("USER_INPUT", {"text": turn.user_text})
+    turn.audit(stages.USER_INPUT, {"text": turn.user_text})
 
 
 def _reset_skip(turn: Turn) -> tuple[str | None, dict[str, Any]] | None:

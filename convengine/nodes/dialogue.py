@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from convengine.audit import stages
 from convengine.graph import names
 from convengine.nodes.common import Step, dig, in_scope, resolved, run_rules
 from convengine.nodes.turn import Turn
@@ -26,7 +27,7 @@ def classify_by_regex(turn: Turn) -> tuple[str, float]:
             if pattern and cached_regex(pattern, timeout).fullmatch(text):
                 return act, 0.95
         except RegexTimeoutError:
-            turn.audit("DIALOGUE_ACT_PATTERN_TIMEOUT", {"act": act})
+            turn.audit(stages.DIALOGUE_ACT_PATTERN_TIMEOUT, {"act": act})
     if text.endswith("?"):
         return "QUESTION", 0.70
     if (_clarifying(turn) or _locked(turn)) and len(text) <= ANSWER_MAX_CHARS:
@@ -60,7 +61,7 @@ async def dialogue_act(turn: Turn) -> None:
     params.update({"dialogue_act": outcome["act"], "dialogue_act_confidence": outcome["confidence"],
                    "dialogue_act_source": outcome["source"]})
     params.setdefault("resolved_user_input", turn.resolved_input)
-    turn.audit("DIALOGUE_ACT_CLASSIFIED", {
+    turn.audit(stages.DIALOGUE_ACT_CLASSIFIED, {
         "dialogueAct": outcome["act"], "confidence": outcome["confidence"], "source": outcome["source"],
         "regexAct": act, "regexConfidence": confidence, "llmAct": params.get("dialogue_act_llm_candidate"),
         "standaloneQuery": turn.standalone_query, "mode": turn.settings.flow.dialogue_act.resolute})
@@ -75,7 +76,7 @@ async def _with_llm(turn: Turn, act: str, confidence: float) -> dict[str, Any]:
     from convengine.llm.dialogue import classify_with_llm
 
     if turn.ctx.services.llm is None:
-        turn.audit("DIALOGUE_ACT_LLM_SKIPPED", {"reason": "NO_LLM_CONFIGURED", "callSite": "DIALOGUE_ACT",
+        turn.audit(stages.DIALOGUE_ACT_LLM_SKIPPED, {"reason": "NO_LLM_CONFIGURED", "callSite": "DIALOGUE_ACT",
                                                 "regexAct": act, "regexConfidence": confidence})
         return {"act": act, "confidence": confidence, "source": "REGEX_FALLBACK"}
     return await classify_with_llm(turn, act, confidence)
@@ -124,7 +125,7 @@ async def interaction_policy(turn: Turn) -> None:
     decision, skip = decide(turn, act, pending_action, pending_slot)
     turn.params["policy_decision"] = decision
     turn.params["skip_intent_resolution"] = skip
-    turn.audit("INTERACTION_POLICY_DECIDED", {
+    turn.audit(stages.INTERACTION_POLICY_DECIDED, {
         "dialogueAct": act, "policyDecision": decision, "skipIntentResolution": skip,
         "hasPendingAction": pending_action, "hasPendingSlot": pending_slot,
         "intent": turn.intent, "state": turn.state})

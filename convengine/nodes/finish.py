@@ -6,6 +6,7 @@ import json
 import re
 from typing import Any
 
+from convengine.audit import stages
 from convengine.errors import ErrorCode, InvalidInputError, StepError
 from convengine.graph import names
 from convengine.jsontext import dumps
@@ -49,7 +50,7 @@ async def memory(turn: Turn) -> None:
         summary, source = deterministic_summary(turn, cfg.recent_turns_for_summary, limit), "DETERMINISTIC"
     turn.context.setdefault("memory", {})["session_summary"] = summary
     turn.params["memory_session_summary"] = summary
-    turn.audit("MEMORY_UPDATED", {"summaryChars": len(summary), "source": source,
+    turn.audit(stages.MEMORY_UPDATED, {"summaryChars": len(summary), "source": source,
                                   "memoryId": row.memory_id if row else None, "intent": turn.intent,
                                   "state": turn.state})
 
@@ -57,7 +58,7 @@ async def memory(turn: Turn) -> None:
 def _memory_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
     if turn.settings.flow.memory.enabled:
         return None
-    return "MEMORY_SKIPPED", {"reason": "MEMORY_DISABLED"}
+    return stages.MEMORY_SKIPPED, {"reason": "MEMORY_DISABLED"}
 
 
 def json_safe(value: Any) -> Any:
@@ -92,7 +93,7 @@ async def persist_conversation(turn: Turn) -> None:
         turn.set("recent_turns", window[-turn.settings.flow.conversation_history.max_turns:])
     _prepare_commit(turn, payload, context, params, blocked)
     turn.ctx.commit.projection["status"] = status
-    turn.audit("ENGINE_RETURN", {"intent": turn.intent, "state": turn.state, "payload": payload,
+    turn.audit(stages.ENGINE_RETURN, {"intent": turn.intent, "state": turn.state, "payload": payload,
                                  "status": status})
 
 
@@ -130,7 +131,7 @@ def _prepare_commit(turn: Turn, payload: dict[str, Any], context: Any, params: A
 async def pipeline_end_guard(turn: Turn) -> None:
     audit = turn.ctx.audit
     steps = ", ".join(f"{name}={ms:.1f}ms" for name, ms in audit.timings)
-    turn.audit("PIPELINE_TIMING", {"totalMs": round(audit.total_ms(), 2), "steps": steps})
+    turn.audit(stages.PIPELINE_TIMING, {"totalMs": round(audit.total_ms(), 2), "steps": steps})
     store = turn.ctx.services.store
     if turn.ctx.autocommit and store is not None:
         await store.commit_turn(None, conversation_id=turn.conversation_id, projection=turn.ctx.commit.projection,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from convengine.audit import stages
 from convengine.config_loader.records import PolicyRecord
 from convengine.graph import names
 from convengine.nodes.common import Step, truthy
@@ -38,7 +39,7 @@ def _text_hit(turn: Turn, policy: PolicyRecord) -> bool:
     try:
         return policy.matcher is not None and policy.matcher.matches(turn.user_text)
     except RegexTimeoutError as exc:
-        turn.audit("POLICY_PATTERN_TIMEOUT", {"policyId": policy.policy_id, "error": exc.message})
+        turn.audit(stages.POLICY_PATTERN_TIMEOUT, {"policyId": policy.policy_id, "error": exc.message})
         return False
 
 
@@ -48,11 +49,11 @@ async def _llm_outcome(turn: Turn, policy: PolicyRecord) -> str | None:
 
     verdict = await check_policy(turn, policy)
     if verdict.violates is not None:
-        turn.audit("POLICY_LLM_CHECK", {"policyId": policy.policy_id, "violates": verdict.violates,
+        turn.audit(stages.POLICY_LLM_CHECK, {"policyId": policy.policy_id, "violates": verdict.violates,
                                         "reason": verdict.reason, "callSite": "POLICY"})
         return "VIOLATION" if verdict.violates else None
     closed = fail_closed(turn)
-    turn.audit("POLICY_LLM_UNDECIDED", {"policyId": policy.policy_id, "error": verdict.error, "failClosed": closed,
+    turn.audit(stages.POLICY_LLM_UNDECIDED, {"policyId": policy.policy_id, "error": verdict.error, "failClosed": closed,
                                         "outcome": "BLOCK" if closed else "ALLOW", "callSite": "POLICY"})
     return "FAIL_CLOSED" if closed else None
 
@@ -63,7 +64,7 @@ def _block(turn: Turn, policy: PolicyRecord, *, failed_closed: bool = False) -> 
     payload: dict[str, Any] = {"policyId": policy.policy_id, "ruleType": policy.rule_type, "pattern": policy.pattern}
     if failed_closed:
         payload["failedClosed"] = True
-    turn.audit("POLICY_BLOCK", payload)
+    turn.audit(stages.POLICY_BLOCK, payload)
     turn.route_to(names.PERSIST_CONVERSATION)
 
 
@@ -83,7 +84,7 @@ async def guardrail(turn: Turn) -> None:
         _deny(turn, sensitive=sensitive, granted=granted, undecided=undecided)
         return
     params["guardrail_blocked"] = False
-    turn.audit("GUARDRAIL_ALLOW", {"result": "ALLOW", "sensitive": sensitive, "approvalRequired": required,
+    turn.audit(stages.GUARDRAIL_ALLOW, {"result": "ALLOW", "sensitive": sensitive, "approvalRequired": required,
                                    "approvalGranted": granted})
 
 
@@ -92,7 +93,7 @@ def _deny(turn: Turn, *, sensitive: bool, granted: bool, undecided: bool) -> Non
     reason = "SENSITIVE_ACTION_APPROVAL_REQUIRED" if sensitive else "SENSITIVE_CHECK_FAILED_CLOSED"
     params.update({"guardrail_blocked": True, "guardrail_reason": reason, "policy_decision": "RECLASSIFY_INTENT",
                    "skip_tool_execution": True, "skip_pending_action_execution": True})
-    turn.audit("GUARDRAIL_DENY", {"result": "DENY", "reason": reason, "sensitive": sensitive, "approvalGranted": granted,
+    turn.audit(stages.GUARDRAIL_DENY, {"result": "DENY", "reason": reason, "sensitive": sensitive, "approvalGranted": granted,
                                   "undecided": undecided, "userText": turn.user_text})
 
 
@@ -120,7 +121,7 @@ def _approval_granted(turn: Turn) -> bool:
 def _guardrail_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
     if turn.settings.flow.guardrail.enabled:
         return None
-    return "GUARDRAIL_ALLOW", {"result": "ALLOW", "skipped": True, "reason": "GUARDRAIL_DISABLED"}
+    return stages.GUARDRAIL_ALLOW, {"result": "ALLOW", "skipped": True, "reason": "GUARDRAIL_DISABLED"}
 
 
 STEPS = (

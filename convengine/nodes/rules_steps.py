@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from convengine.audit import stages
 from convengine.graph import names
 from convengine.nodes.common import Step, run_rules
 from convengine.nodes.turn import Turn
@@ -53,7 +54,7 @@ async def state_graph(turn: Turn) -> None:
     violations = _violations(turn, checks)
     if not violations:
         turn.params["state_graph_valid"] = True
-        turn.audit("STATE_GRAPH_VALID", {"checked": checks, "intent": turn.intent, "state": turn.state})
+        turn.audit(stages.STATE_GRAPH_VALID, {"checked": checks, "intent": turn.intent, "state": turn.state})
         return
     _violated(turn, violations)
 
@@ -73,7 +74,7 @@ def _violated(turn: Turn, violations: list[dict[str, Any]], keep: dict[str, Any]
     params["state_graph_valid"] = False
     params["state_graph_soft_block"] = mode == "SOFT_BLOCK"
     for v in violations:
-        turn.audit("STATE_GRAPH_VIOLATION", {**v, "allowed": False, "mode": mode,
+        turn.audit(stages.STATE_GRAPH_VIOLATION, {**v, "allowed": False, "mode": mode,
                                              "validateOnly": mode != "HARD_BLOCK", "softBlock": mode == "SOFT_BLOCK"})
     if mode == "HARD_BLOCK":
         start = keep or turn.get("turn_start") or {}
@@ -81,16 +82,16 @@ def _violated(turn: Turn, violations: list[dict[str, Any]], keep: dict[str, Any]
         turn.set("intent", start.get("intent") or UNKNOWN)
         turn.set("state", start.get("state") or UNKNOWN)
         params["state_graph_blocked"] = True
-        turn.audit("STATE_GRAPH_BLOCKED", {"blockedState": blocked_state, "keptIntent": turn.intent,
+        turn.audit(stages.STATE_GRAPH_BLOCKED, {"blockedState": blocked_state, "keptIntent": turn.intent,
                                           "keptState": turn.state})
 
 
 def _state_graph_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
     if not turn.settings.flow.state_graph.enabled:
-        return "STATE_GRAPH_SKIPPED", {"reason": "STATE_GRAPH_DISABLED"}
+        return stages.STATE_GRAPH_SKIPPED, {"reason": "STATE_GRAPH_DISABLED"}
     start = turn.get("turn_start") or {}
     if start.get("state") == turn.state and start.get("intent") == turn.intent and not turn.get("transitions"):
-        return "STATE_GRAPH_VALID", {"unchanged": True, "intent": turn.intent, "state": turn.state}
+        return stages.STATE_GRAPH_VALID, {"unchanged": True, "intent": turn.intent, "state": turn.state}
     return None
 
 
