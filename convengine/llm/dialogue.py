@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from convengine.audit import stages
 from convengine.errors import LlmError
 from convengine.llm.prompts import (
     DIALOGUE_ACT_SYSTEM,
@@ -45,14 +46,14 @@ async def classify_with_llm(turn: Turn, regex_act: str, regex_confidence: float)
     assert turn.ctx.services.llm is not None
     rewrite = turn.settings.flow.query_rewrite.enabled and bool(turn.get("recent_turns"))
     system, user, _, _ = _prompts(turn, rewrite)
-    turn.audit("DIALOGUE_ACT_LLM_INPUT", {"system_prompt": system, "user_prompt": user, "queryRewrite": rewrite})
+    turn.audit(stages.DIALOGUE_ACT_LLM_INPUT, {"system_prompt": system, "user_prompt": user, "queryRewrite": rewrite})
     try:
         reply = await turn.ctx.services.llm.json(turn, "DIALOGUE_ACT", system=system, user=user,
                                                  schema=act_schema(rewrite))
     except LlmError as exc:
-        turn.audit("DIALOGUE_ACT_LLM_ERROR", {"errorCode": exc.code.value, "error": exc.message})
+        turn.audit(stages.DIALOGUE_ACT_LLM_ERROR, {"errorCode": exc.code.value, "error": exc.message})
         return {"act": regex_act, "confidence": regex_confidence, "source": "REGEX_FALLBACK"}
-    turn.audit("DIALOGUE_ACT_LLM_OUTPUT", {"output": reply})
+    turn.audit(stages.DIALOGUE_ACT_LLM_OUTPUT, {"output": reply})
     return _outcome(turn, reply, regex_act, regex_confidence)
 
 

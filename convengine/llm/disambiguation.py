@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from convengine.audit import stages
 from convengine.errors import LlmError
 from convengine.templates.render import render_prompt, render_text
 
@@ -37,6 +38,6 @@ async def disambiguation_question(turn: Turn, options: Sequence[PendingActionRec
             system=render_prompt(system, variables, template="DisambiguationStep.LLM_SYSTEM_PROMPT"),
             user=render_prompt(user, variables, template="DisambiguationStep.LLM_USER_PROMPT"))
     except LlmError as exc:
-        turn.audit("DISAMBIGUATION_LLM_ERROR", {"error": exc.message, "fallback": "TEMPLATE"})
+        turn.audit(stages.DISAMBIGUATION_LLM_ERROR, {"error": exc.message, "fallback": "TEMPLATE"})
         return fallback, "TEMPLATE"
     return (question.strip() or fallback), "LLM"
