@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from convengine.audit import stages
 from convengine.errors import InvalidInputError
 from convengine.flows import vocab
 from convengine.flows.catalog import catalog_of
@@ -49,7 +50,7 @@ async def flow_step(turn: Turn) -> None:
 
 def _answer(turn: Turn, payload: dict[str, Any]) -> None:
     turn.set("payload", payload)
-    turn.audit("ASSISTANT_OUTPUT", {"output": payload["value"], "outputFormat": payload["type"],
+    turn.audit(stages.ASSISTANT_OUTPUT, {"output": payload["value"], "outputFormat": payload["type"],
                                     "responseType": "FLOW", "intent": turn.intent, "state": turn.state})
     turn.route_to(names.MEMORY if turn.settings.flow.memory.enabled else names.PERSIST_CONVERSATION)
 
