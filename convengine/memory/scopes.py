@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from convengine.audit import stages
 from convengine.graph import names
 from convengine.nodes.context import StepHook
 from convengine.state import CONVERSATION_KEYS, TURN_KEYS
@@ -33,7 +34,7 @@ def merge_long_term(_step: str, turn: Any) -> None:
         if name not in context:
             context[name] = value
             merged.append(name)
-    turn.audit("LONG_TERM_PROPERTIES_LOADED", {"properties": sorted(merged)})
+    turn.audit(stages.LONG_TERM_PROPERTIES_LOADED, {"properties": sorted(merged)})
 
 
 def secret_values(turn: Any, declared: Iterable[str]) -> list[str]:
