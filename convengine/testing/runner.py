@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from convengine.audit import stages as audit_stages
 from convengine.audit.events import AuditEvent
 from convengine.engine import Engine, TurnResult
 from convengine.errors import ConvEngineError, ToolError
@@ -36,9 +37,9 @@ class TurnOutcome:
         """The turn's steps and their stages, one line per step."""
         lines: list[str] = []
         for event in self.events:
-            if event.stage == "STEP_ENTER":
+            if event.stage == audit_stages.STEP_ENTER:
                 lines.append(f"  {event.payload.get('step')}:")
-            elif event.stage not in ("STEP_EXIT", "STEP_SKIPPED") and lines:
+            elif event.stage not in (audit_stages.STEP_EXIT, audit_stages.STEP_SKIPPED) and lines:
                 lines[-1] += f" {event.stage}"
         return "\n".join(lines)
 
@@ -161,7 +162,7 @@ class FileRun:
             events = engine.audit(cid)
         except ConvEngineError:
             events = []
-        starts = [i for i, e in enumerate(events) if e.stage == "STEP_ENTER"
+        starts = [i for i, e in enumerate(events) if e.stage == audit_stages.STEP_ENTER
                   and e.payload.get("step") == "load_or_create_conversation"]
         outcome.events = events[starts[-1]:] if starts else []
         outcome.failures = check(turn.expect, outcome)
@@ -302,7 +303,7 @@ def _llm(expect: Expect, sites: list[str]) -> list[str]:
 def _tool_calls(events: list[AuditEvent]) -> dict[str, list[dict[str, Any]]]:
     calls: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for event in events:
-        if event.stage in ("MCP_TOOL_CALL", "TOOL_ORCHESTRATION_REQUEST") and event.payload.get("tool_code"):
+        if event.stage in (audit_stages.MCP_TOOL_CALL, audit_stages.TOOL_ORCHESTRATION_REQUEST) and event.payload.get("tool_code"):
             calls[event.payload["tool_code"].lower()].append(event.payload.get("args") or {})
     return calls
 
