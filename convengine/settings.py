@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from convengine.errors import ConfigError, ErrorCode
+from convengine.graph import names
 from convengine.security.env_refs import resolve_env_refs
 from convengine.security.redact import remember_settings_secrets
 
@@ -152,7 +153,7 @@ class AuditPersistenceSettings(_Section):
     flush_stages: list[str] = Field(
         default_factory=lambda: ["ENGINE_KNOWN_FAILURE", "ENGINE_UNKNOWN_FAILURE"]
     )
-    final_step_names: list[str] = Field(default_factory=lambda: ["pipeline_end_guard"])
+    final_step_names: list[str] = Field(default_factory=lambda: [names.PIPELINE_END_GUARD])
     flush_on_stop_outcome: bool = True
 
 

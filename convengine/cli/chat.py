@@ -13,6 +13,7 @@ from rich.table import Table
 
 from convengine.engine import Engine, TurnResult
 from convengine.errors import ConvEngineError
+from convengine.graph import names
 
 QUIT = {"/quit", "/exit", "/q"}
 
@@ -37,7 +38,7 @@ def print_trace(console: Console, engine: Engine, result: TurnResult) -> None:
 
 
 def _last_turn(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    starts = [i for i, s in enumerate(steps) if s["step"] == "load_or_create_conversation"]
+    starts = [i for i, s in enumerate(steps) if s["step"] == names.LOAD_OR_CREATE_CONVERSATION]
     return steps[starts[-1]:] if starts else steps
 
 

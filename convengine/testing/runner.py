@@ -16,6 +16,7 @@ from convengine.audit import stages as audit_stages
 from convengine.audit.events import AuditEvent
 from convengine.engine import Engine, TurnResult
 from convengine.errors import ConvEngineError, ToolError
+from convengine.graph import names
 from convengine.llm.scripted import ScriptedLLM
 from convengine.testing.spec import ConversationTest, Expect, TestFile, ToolStub, Turn, load_test_file
 
@@ -163,7 +164,7 @@ class FileRun:
         except ConvEngineError:
             events = []
         starts = [i for i, e in enumerate(events) if e.stage == audit_stages.STEP_ENTER
-                  and e.payload.get("step") == "load_or_create_conversation"]
+                  and e.payload.get("step") == names.LOAD_OR_CREATE_CONVERSATION]
         outcome.events = events[starts[-1]:] if starts else []
         outcome.failures = check(turn.expect, outcome)
         return outcome
