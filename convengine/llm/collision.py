@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from convengine import ce_config
 from convengine.audit import stages
 from convengine.errors import LlmError
 from convengine.llm.prompts import COLLISION_HINT, COLLISION_SYSTEM, COLLISION_USER, config_prompt, render_for
@@ -37,9 +38,9 @@ async def collision_response(turn: Turn) -> None:
 
 async def _ask(turn: Turn) -> str:
     assert turn.ctx.services.llm is not None
-    system, sname = config_prompt(turn, COMPONENT, "SYSTEM_PROMPT", COLLISION_SYSTEM)
-    user, uname = config_prompt(turn, COMPONENT, "USER_PROMPT", COLLISION_USER)
-    hint, hname = config_prompt(turn, COMPONENT, "DERIVATION_HINT", COLLISION_HINT)
+    system, sname = config_prompt(turn, ce_config.COLLISION_SYSTEM_PROMPT, COLLISION_SYSTEM)
+    user, uname = config_prompt(turn, ce_config.COLLISION_USER_PROMPT, COLLISION_USER)
+    hint, hname = config_prompt(turn, ce_config.COLLISION_DERIVATION_HINT, COLLISION_HINT)
     user_text = render_for(turn, user, template=uname) + "\n\n" + render_for(turn, hint, template=hname)
     system_text = render_for(turn, system, template=sname)
     turn.audit(stages.RESOLVE_RESPONSE_LLM_INPUT, {"system_prompt": system_text, "user_prompt": user_text})

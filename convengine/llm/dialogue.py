@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from convengine import ce_config
 from convengine.audit import stages
 from convengine.errors import LlmError
 from convengine.llm.prompts import (
@@ -15,7 +16,7 @@ from convengine.llm.prompts import (
     render_for,
 )
 from convengine.textmatch import RegexTimeoutError, cached_regex
-from convengine.vocab import DEFAULT_ACT_REGEXES, DIALOGUE_ACTS
+from convengine.vocab import DIALOGUE_ACTS
 
 if TYPE_CHECKING:
     from convengine.nodes.turn import Turn
@@ -33,11 +34,11 @@ def act_schema(rewrite: bool) -> dict[str, Any]:
 
 def _prompts(turn: Turn, rewrite: bool) -> tuple[str, str, str, str]:
     if rewrite:
-        system, sname = config_prompt(turn, COMPONENT, "QUERY_REWRITE_SYSTEM_PROMPT", QUERY_REWRITE_SYSTEM)
-        user, uname = config_prompt(turn, COMPONENT, "QUERY_REWRITE_USER_PROMPT", QUERY_REWRITE_USER)
+        system, sname = config_prompt(turn, ce_config.DIALOGUE_REWRITE_SYSTEM_PROMPT, QUERY_REWRITE_SYSTEM)
+        user, uname = config_prompt(turn, ce_config.DIALOGUE_REWRITE_USER_PROMPT, QUERY_REWRITE_USER)
     else:
-        system, sname = config_prompt(turn, COMPONENT, "SYSTEM_PROMPT", DIALOGUE_ACT_SYSTEM)
-        user, uname = config_prompt(turn, COMPONENT, "USER_PROMPT", DIALOGUE_ACT_USER)
+        system, sname = config_prompt(turn, ce_config.DIALOGUE_SYSTEM_PROMPT, DIALOGUE_ACT_SYSTEM)
+        user, uname = config_prompt(turn, ce_config.DIALOGUE_USER_PROMPT, DIALOGUE_ACT_USER)
     return render_for(turn, system, template=sname), render_for(turn, user, template=uname), sname, uname
 
 
@@ -74,7 +75,7 @@ def _outcome(turn: Turn, reply: dict[str, Any], regex_act: str, regex_confidence
 
 
 def _says_reset(turn: Turn) -> bool:
-    pattern = turn.snapshot.component(COMPONENT, "REGEX_RESET", DEFAULT_ACT_REGEXES["RESET"]) or ""
+    pattern = turn.snapshot.config_value(ce_config.DIALOGUE_ACT_REGEX["RESET"]) or ""
     try:
         return bool(cached_regex(pattern, turn.settings.regex_timeout_ms / 1000).fullmatch(turn.user_text.strip()))
     except RegexTimeoutError:

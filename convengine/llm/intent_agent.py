@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from convengine import ce_config
 from convengine.audit import stages
 from convengine.llm.prompts import INTENT_AGENT_SYSTEM, INTENT_AGENT_USER, config_prompt, render_for
 from convengine.nodes.common import dig
@@ -75,7 +76,7 @@ def _label(turn: Turn, code: str) -> str:
 
 def _collision(turn: Turn, answer: AgentAnswer) -> bool:
     """Top two scores within COLLISION_GAP_THRESHOLD (and no clarification pending already)."""
-    gap = turn.snapshot.component_float(COMPONENT, "COLLISION_GAP_THRESHOLD", 0.1)
+    gap = turn.snapshot.config_value(ce_config.AGENT_COLLISION_GAP_THRESHOLD)
     pending = dig(turn.read_context(), "pending_clarification", "question")
     if len(answer.scores) < 2 or pending or answer.scores[0][1] - answer.scores[1][1] > gap:
         return False
@@ -112,8 +113,8 @@ async def _ask(turn: Turn) -> AgentAnswer | None:
                                   "priority": i.priority} for i in allowed],
              "intent_collision_candidates": turn.read_params().get("intent_collision_candidates") or [],
              "pending_clarification": dig(turn.read_context(), "pending_clarification", "question") or ""}
-    system, sname = config_prompt(turn, COMPONENT, "SYSTEM_PROMPT", INTENT_AGENT_SYSTEM)
-    user, uname = config_prompt(turn, COMPONENT, "USER_PROMPT", INTENT_AGENT_USER)
+    system, sname = config_prompt(turn, ce_config.AGENT_SYSTEM_PROMPT, INTENT_AGENT_SYSTEM)
+    user, uname = config_prompt(turn, ce_config.AGENT_USER_PROMPT, INTENT_AGENT_USER)
     system, user = render_for(turn, system, template=sname, extra=extra), render_for(turn, user, template=uname,
                                                                                     extra=extra)
     turn.audit(stages.INTENT_AGENT_LLM_INPUT, {"system_prompt": system, "user_prompt": user})
@@ -159,7 +160,7 @@ def _clarify(turn: Turn, answer: AgentAnswer) -> Resolution | None:
 
 def _accept(turn: Turn, answer: AgentAnswer, resolution: Any) -> Resolution | None:
     allowed = {i.intent_code for i in turn.snapshot.allowed_intents()}
-    minimum = turn.snapshot.component_float(COMPONENT, "MIN_CONFIDENCE", 0.55)
+    minimum = turn.snapshot.config_value(ce_config.AGENT_MIN_CONFIDENCE)
     if not answer.intent or answer.intent not in allowed:
         turn.audit(stages.INTENT_AGENT_REJECTED, {"reason": "INTENT_NOT_ALLOWED", "intent": answer.intent})
         return None
