@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from convengine import ce_config
 from convengine.audit import stages
 from convengine.graph import names
 from convengine.nodes.common import Step, dig, in_scope, resolved, run_rules
 from convengine.nodes.turn import Turn
 from convengine.textmatch import RegexTimeoutError, cached_regex
-from convengine.vocab import DEFAULT_ACT_REGEXES, POST_DIALOGUE_ACT
+from convengine.vocab import POST_DIALOGUE_ACT
 
 REGEX_ACTS = ("AFFIRM", "NEGATE", "EDIT", "RESET", "GREETING")
 ANSWER_MAX_CHARS = 80
@@ -22,7 +23,7 @@ def classify_by_regex(turn: Turn) -> tuple[str, float]:
         return "NEW_REQUEST", 0.40
     timeout = turn.settings.regex_timeout_ms / 1000
     for act in REGEX_ACTS:
-        pattern = turn.snapshot.component("DialogueActStep", f"REGEX_{act}", DEFAULT_ACT_REGEXES[act])
+        pattern = turn.snapshot.config_value(ce_config.DIALOGUE_ACT_REGEX[act])
         try:
             if pattern and cached_regex(pattern, timeout).fullmatch(text):
                 return act, 0.95

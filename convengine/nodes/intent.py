@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from convengine import ce_config
 from convengine.audit import stages
 from convengine.graph import names
 from convengine.nodes.bootstrap import RESET_COMMANDS, wipe
@@ -65,7 +66,7 @@ def _skip_for_collection(turn: Turn) -> bool:
     if not collection_active(turn):
         return False
     signal = force_signal(turn)
-    sticky = turn.snapshot.component_bool("IntentResolutionStep", "STICKY_INTENT", True)
+    sticky = turn.snapshot.config_value(ce_config.STICKY_INTENT)
     if sticky and signal:
         turn.context["intent_lock"] = {"locked": False, "reason": None}
         turn.audit(stages.INTENT_RESOLVE_FORCED, {"signal": signal, "intent": turn.intent})
@@ -166,7 +167,7 @@ async def post_intent_rules(turn: Turn, *, by_classifier: bool) -> None:
 
 
 def reset_intent_codes(turn: Turn) -> list[str]:
-    codes_text = turn.snapshot.component("ResetResolvedIntentStep", "RESET_INTENT_CODES", "RESET_SESSION") or ""
+    codes_text = turn.snapshot.config_value(ce_config.RESET_INTENT_CODES) or ""
     return [c.strip().upper() for c in codes_text.split(",") if c.strip()]
 
 

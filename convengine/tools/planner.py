@@ -13,6 +13,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
+from convengine import ce_config
 from convengine.audit import stages
 from convengine.errors import ConvEngineError
 from convengine.graph import names
@@ -263,8 +264,8 @@ def _prompts(turn: Turn) -> tuple[str, str, str]:
     row = most_specific(turn.snapshot.planners, turn.intent, turn.state, tie=lambda r: r.planner_id)
     if row is not None:
         return row.system_prompt, row.user_prompt, f"ce_mcp_planner[{row.planner_id}]"
-    system, sname = config_prompt(turn, "McpPlanner", "SYSTEM_PROMPT", PLANNER_SYSTEM)
-    user, _ = config_prompt(turn, "McpPlanner", "USER_PROMPT", PLANNER_USER)
+    system, sname = config_prompt(turn, ce_config.PLANNER_SYSTEM_PROMPT, PLANNER_SYSTEM)
+    user, _ = config_prompt(turn, ce_config.PLANNER_USER_PROMPT, PLANNER_USER)
     return system, user, sname.rsplit(".", 1)[0]
 
 
