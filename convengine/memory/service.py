@@ -33,8 +33,8 @@ Write = Callable[[sa.Connection], None]
 
 def resets(request: Any) -> bool:
     """Whether the request resets the conversation (flag, reset param or reset command)."""
+    from convengine.booleans import truthy
     from convengine.nodes.bootstrap import RESET_COMMANDS
-    from convengine.nodes.common import truthy
     from convengine.state import RESET_PARAM_KEYS
 
     if request.reset or any(truthy(request.params.get(k)) for k in RESET_PARAM_KEYS):

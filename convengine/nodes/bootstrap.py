@@ -9,8 +9,9 @@ from typing import Any
 from convengine import adoption
 from convengine.adoption import Adopted
 from convengine.audit import stages
+from convengine.booleans import truthy
 from convengine.graph import names
-from convengine.nodes.common import Step, truthy
+from convengine.nodes.common import Step
 from convengine.nodes.schema_scope import adopt_schema
 from convengine.nodes.turn import Turn
 from convengine.state import RESET_PARAM_KEYS, caller_params, persistent_params, turn_defaults

@@ -10,9 +10,10 @@ from typing import Any
 
 from convengine import ce_config
 from convengine.audit import stages
+from convengine.booleans import truthy
 from convengine.graph import names
 from convengine.nodes.bootstrap import RESET_COMMANDS, wipe
-from convengine.nodes.common import Step, dig, resolved, run_rules, truthy
+from convengine.nodes.common import Step, dig, resolved, run_rules
 from convengine.nodes.knowledge import semantic_scores
 from convengine.nodes.schema_scope import current_schema
 from convengine.nodes.turn import Turn

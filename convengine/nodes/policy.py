@@ -7,9 +7,10 @@ import re
 from typing import Any
 
 from convengine.audit import stages
+from convengine.booleans import truthy
 from convengine.config_loader.records import PolicyRecord
 from convengine.graph import names
-from convengine.nodes.common import Step, truthy
+from convengine.nodes.common import Step
 from convengine.nodes.turn import Turn
 from convengine.textmatch import PatternError, RegexTimeoutError, cached_regex
 from convengine.vocab import LLM_POLICY
