@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from convengine import state as keys
 from convengine.audit import stages
 from convengine.config_loader.records import PendingActionRecord
 from convengine.graph import names
@@ -71,14 +72,14 @@ def _expired(runtime: dict[str, Any], turn_no: int, at_ms: int) -> bool:
 
 def _presented_at(turn: Turn, default_ms: int) -> int:
     """When the previous turn ended (the confirmation was shown then), else now."""
-    recent = turn.get("recent_turns") or []
+    recent = turn.get(keys.RECENT_TURNS) or []
     if recent and isinstance(recent[-1], dict) and recent[-1].get("at"):
         return int(recent[-1]["at"])
     return default_ms
 
 
 async def action_lifecycle(turn: Turn) -> None:
-    turn_no, at = int(turn.get("turn") or 1), now_ms(turn)
+    turn_no, at = int(turn.get(keys.TURN) or 1), now_ms(turn)
     runtime = dict(turn.read_context().get("pending_action_runtime") or {})
     events: list[dict[str, Any]] = []
     noticed = runtime.get("status") in ("OPEN", "IN_PROGRESS") and _expired(runtime, turn_no, at)
@@ -268,7 +269,7 @@ def _finish(turn: Turn, result: str, ref: str, stage: str, extra: dict[str, Any]
     runtime = turn.context.setdefault("pending_action_runtime", {})
     if result in ("EXECUTED", "REJECTED") and runtime.get("action_ref") in (None, ref):
         runtime.update(status=result, action_ref=ref)
-        runtime[f"{result.lower()}_turn"] = turn.get("turn")
+        runtime[f"{result.lower()}_turn"] = turn.get(keys.TURN)
     turn.audit(stage, {"policyDecision": turn.read_params().get("policy_decision"), "pendingActionRef": ref,
                        "pendingActionResult": result, "intent": turn.intent, "state": turn.state, **extra})
 

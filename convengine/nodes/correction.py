@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from convengine import state as keys
 from convengine.audit import stages
 from convengine.config_loader.records import PromptTemplateRecord
 from convengine.graph import names
@@ -140,7 +141,7 @@ async def correction(turn: Turn) -> None:
     if caps.retry and RETRY.match(turn.user_text):
         _route(turn, "RETRY_IN_PLACE", stages.CORRECTION_STEP_RETRY_REQUESTED, {})
     elif caps.affirm and act == "AFFIRM" and facts["complete"]:
-        turn.set("schema_facts", facts)
+        turn.set(keys.SCHEMA_FACTS, facts)
         _route(turn, "PROCEED_CONFIRMED", stages.CORRECTION_STEP_CONFIRM_ACCEPT, {"schemaId": record.schema_id})
     elif caps.edit and act == "EDIT":
         _patch(turn, record)
@@ -158,7 +159,7 @@ def _patch(turn: Turn, record: Any) -> None:
         return
     field, value = patch
     turn.context[field] = value
-    turn.set("schema_facts", compute_facts(record, turn.read_context()))
+    turn.set(keys.SCHEMA_FACTS, compute_facts(record, turn.read_context()))
     turn.params.update(correction_applied=True, correction_target_field=field)
     _route(turn, "APPLY_CORRECTION", stages.CORRECTION_STEP_CORRECTION_PATCH_APPLIED, {"field": field, "value": value})
 

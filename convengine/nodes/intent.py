@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from convengine import ce_config
+from convengine import state as keys
 from convengine.audit import stages
 from convengine.booleans import truthy
 from convengine.graph import names
@@ -181,11 +182,11 @@ async def reset_resolved_intent(turn: Turn) -> None:
 
 
 async def fallback_intent_state(turn: Turn) -> None:
-    if not turn.get("intent"):
-        turn.set("intent", UNKNOWN)
+    if not turn.get(keys.INTENT):
+        turn.set(keys.INTENT, UNKNOWN)
         turn.audit(stages.INTENT_MISSING, {"fallback": UNKNOWN})
-    if not turn.get("state"):
-        turn.set("state", UNKNOWN)
+    if not turn.get(keys.STATE):
+        turn.set(keys.STATE, UNKNOWN)
         turn.audit(stages.STATE_MISSING, {"fallback": UNKNOWN})
 
 
@@ -194,7 +195,7 @@ def _reset_intent_skip(turn: Turn) -> tuple[str | None, dict[str, Any]] | None:
 
 
 def _fallback_skip(turn: Turn) -> tuple[str | None, dict[str, Any]] | None:
-    return None if not (turn.get("intent") and turn.get("state")) else (None, {"reason": "INTENT_AND_STATE_SET"})
+    return None if not (turn.get(keys.INTENT) and turn.get(keys.STATE)) else (None, {"reason": "INTENT_AND_STATE_SET"})
 
 
 STEPS = (

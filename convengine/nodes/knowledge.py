@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from convengine import state as keys
 from convengine.audit import stages
 from convengine.errors import ConvEngineError
 from convengine.graph import names
@@ -43,7 +44,7 @@ async def knowledge_fallback(turn: Turn) -> None:
     kept = [h for h in hits if h.score >= settings.min_score]
     answer = await synthesise(turn, query, kept) if settings.synthesis else None
     payload = {"type": "TEXT", "value": answer or kept[0].text, "sources": [_source(h) for h in kept]}
-    turn.set("payload", payload)
+    turn.set(keys.PAYLOAD, payload)
     turn.audit(stages.KNOWLEDGE_FALLBACK_ANSWERED, {**audit, "synthesised": answer is not None,
                                                "sources": payload["sources"]})
     turn.audit(stages.ASSISTANT_OUTPUT, {"output": payload["value"], "outputFormat": "TEXT", "responseType": "KNOWLEDGE",

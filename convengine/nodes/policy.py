@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from convengine import state as keys
 from convengine.audit import stages
 from convengine.booleans import truthy
 from convengine.config_loader.records import PolicyRecord
@@ -60,8 +61,8 @@ async def _llm_outcome(turn: Turn, policy: PolicyRecord) -> str | None:
 
 
 def _block(turn: Turn, policy: PolicyRecord, *, failed_closed: bool = False) -> None:
-    turn.set("status", "BLOCKED")
-    turn.set("payload", {"type": "TEXT", "value": policy.response_text})
+    turn.set(keys.STATUS, "BLOCKED")
+    turn.set(keys.PAYLOAD, {"type": "TEXT", "value": policy.response_text})
     payload: dict[str, Any] = {"policyId": policy.policy_id, "ruleType": policy.rule_type, "pattern": policy.pattern}
     if failed_closed:
         payload["failedClosed"] = True

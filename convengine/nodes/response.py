@@ -6,6 +6,7 @@ import inspect
 import json
 from typing import Any
 
+from convengine import state as keys
 from convengine.audit import stages
 from convengine.config_loader.records import ResponseRecord
 from convengine.errors import (
@@ -99,7 +100,7 @@ async def response_resolution(turn: Turn) -> None:
         payload = text_payload(row, render_exact(turn, row))
         turn.audit(stages.RESPONSE_EXACT, {"text": payload["value"], "responseId": row.response_id})
     payload = await transform(turn, payload, "LLM")
-    turn.set("payload", payload)
+    turn.set(keys.PAYLOAD, payload)
     turn.audit(stages.ASSISTANT_OUTPUT, {"output": payload["value"], "outputFormat": row.output_format,
                                     "responseType": row.response_type, "responseId": row.response_id,
                                     "intent": turn.intent, "state": turn.state})

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from convengine import state as keys
 from convengine.audit import stages
 from convengine.graph import names
 from convengine.nodes.common import Step, run_rules
@@ -33,12 +34,12 @@ def allowed_edges(turn: Turn, intent: str) -> set[tuple[str, str]] | None:
 
 
 def _checks(turn: Turn) -> list[dict[str, Any]]:
-    start = turn.get("turn_start") or {}
+    start = turn.get(keys.TURN_START) or {}
     start_state = start.get("state") if start.get("intent") == turn.intent else UNKNOWN
     checks = []
     if start_state and start_state != turn.state:
         checks.append({"fromState": start_state, "toState": turn.state, "intent": turn.intent, "cause": "TURN"})
-    for t in turn.get("transitions") or []:
+    for t in turn.get(keys.TRANSITIONS) or []:
         if str(t.get("cause", "")).startswith("rule"):
             checks.append({"fromState": t["from"], "toState": t["to"], "intent": t["intent"], "cause": t["cause"]})
     return checks
@@ -77,10 +78,10 @@ def _violated(turn: Turn, violations: list[dict[str, Any]], keep: dict[str, Any]
         turn.audit(stages.STATE_GRAPH_VIOLATION, {**v, "allowed": False, "mode": mode,
                                              "validateOnly": mode != "HARD_BLOCK", "softBlock": mode == "SOFT_BLOCK"})
     if mode == "HARD_BLOCK":
-        start = keep or turn.get("turn_start") or {}
+        start = keep or turn.get(keys.TURN_START) or {}
         blocked_state = turn.state
-        turn.set("intent", start.get("intent") or UNKNOWN)
-        turn.set("state", start.get("state") or UNKNOWN)
+        turn.set(keys.INTENT, start.get("intent") or UNKNOWN)
+        turn.set(keys.STATE, start.get("state") or UNKNOWN)
         params["state_graph_blocked"] = True
         turn.audit(stages.STATE_GRAPH_BLOCKED, {"blockedState": blocked_state, "keptIntent": turn.intent,
                                           "keptState": turn.state})
@@ -89,20 +90,20 @@ def _violated(turn: Turn, violations: list[dict[str, Any]], keep: dict[str, Any]
 def _state_graph_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
     if not turn.settings.flow.state_graph.enabled:
         return stages.STATE_GRAPH_SKIPPED, {"reason": "STATE_GRAPH_DISABLED"}
-    start = turn.get("turn_start") or {}
-    if start.get("state") == turn.state and start.get("intent") == turn.intent and not turn.get("transitions"):
+    start = turn.get(keys.TURN_START) or {}
+    if start.get("state") == turn.state and start.get("intent") == turn.intent and not turn.get(keys.TRANSITIONS):
         return stages.STATE_GRAPH_VALID, {"unchanged": True, "intent": turn.intent, "state": turn.state}
     return None
 
 
 async def post_response_rules(turn: Turn) -> None:
     before = {"intent": turn.intent, "state": turn.state}
-    seen = len(turn.get("transitions") or [])
+    seen = len(turn.get(keys.TRANSITIONS) or [])
     await run_rules(turn, POST_RESPONSE_RESOLUTION, "PostResponseRulesStep")
     if not turn.settings.flow.state_graph.enabled:
         return
     checks = [{"fromState": t["from"], "toState": t["to"], "intent": t["intent"], "cause": t["cause"]}
-              for t in (turn.get("transitions") or [])[seen:] if str(t.get("cause", "")).startswith("rule")]
+              for t in (turn.get(keys.TRANSITIONS) or [])[seen:] if str(t.get("cause", "")).startswith("rule")]
     violations = _violations(turn, checks)
     if violations:
         _violated(turn, violations, keep=before)

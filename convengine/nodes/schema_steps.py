@@ -6,6 +6,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
+from convengine import state as keys
 from convengine.audit import stages
 from convengine.config_loader.records import ContainerConfigRecord, OutputSchemaRecord
 from convengine.errors import LlmNotConfiguredError
@@ -103,7 +104,7 @@ def _seed_from_params(turn: Turn, record: OutputSchemaRecord) -> list[str]:
 def finish_schema(turn: Turn, record: OutputSchemaRecord, *, audit: bool = True) -> dict[str, Any]:
     """Recompute facts, lock or unlock the intent, publish the facts as params and audit."""
     facts = compute_facts(record, turn.read_context())
-    turn.set("schema_facts", facts)
+    turn.set(keys.SCHEMA_FACTS, facts)
     remember_schema(turn, record)
     locked = not facts["complete"]
     turn.context["intent_lock"] = {"locked": locked, "reason": "SCHEMA_INCOMPLETE" if locked else None}
@@ -168,7 +169,7 @@ async def auto_advance(turn: Turn) -> None:
         turn.audit(stages.AUTO_ADVANCE_SKIPPED_NO_SCHEMA, {"intent": turn.intent, "state": turn.state})
         return
     facts = compute_facts(record, turn.read_context())
-    turn.set("schema_facts", facts)
+    turn.set(keys.SCHEMA_FACTS, facts)
     turn.params.update(schema_complete=facts["complete"], schema_has_any_value=facts["has_any"],
                        missing_fields=facts["missing"], missing_field_options=facts["options"])
     turn.audit(stages.AUTO_ADVANCE_FACTS, {"schemaComplete": facts["complete"], "hasAnySchemaValue": facts["has_any"],
