@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from convengine import ce_config
+from convengine import state as keys
 from convengine.audit import stages
 from convengine.errors import LlmError
 from convengine.llm.prompts import COLLISION_HINT, COLLISION_SYSTEM, COLLISION_USER, config_prompt, render_for
@@ -30,7 +31,7 @@ async def collision_response(turn: Turn) -> None:
         except LlmError as exc:
             turn.audit(stages.INTENT_COLLISION_LLM_ERROR, {"errorCode": exc.code.value, "error": exc.message})
     payload = await transform(turn, {"type": "TEXT", "value": text or question}, "LLM")
-    turn.set("payload", payload)
+    turn.set(keys.PAYLOAD, payload)
     turn.audit(stages.INTENT_COLLISION_RESOLVED, {"output": payload["value"], "source": source})
     turn.audit(stages.ASSISTANT_OUTPUT, {"output": payload["value"], "outputFormat": "TEXT", "responseType": "DERIVED",
                                     "responseId": None, "intent": turn.intent, "state": turn.state})

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from convengine import ce_config
+from convengine import state as keys
 from convengine.audit import stages
 from convengine.errors import LlmError
 from convengine.llm.prompts import (
@@ -45,7 +46,7 @@ def _prompts(turn: Turn, rewrite: bool) -> tuple[str, str, str, str]:
 async def classify_with_llm(turn: Turn, regex_act: str, regex_confidence: float) -> dict[str, Any]:
     """The LLM's act (guarded), or the regex result with source REGEX_FALLBACK when the call fails."""
     assert turn.ctx.services.llm is not None
-    rewrite = turn.settings.flow.query_rewrite.enabled and bool(turn.get("recent_turns"))
+    rewrite = turn.settings.flow.query_rewrite.enabled and bool(turn.get(keys.RECENT_TURNS))
     system, user, _, _ = _prompts(turn, rewrite)
     turn.audit(stages.DIALOGUE_ACT_LLM_INPUT, {"system_prompt": system, "user_prompt": user, "queryRewrite": rewrite})
     try:
@@ -66,7 +67,7 @@ def _outcome(turn: Turn, reply: dict[str, Any], regex_act: str, regex_confidence
     params.update(dialogue_act_llm_candidate=act, dialogue_act_llm_confidence=confidence,
                   dialogue_act_llm_standalone_query=query)
     if isinstance(query, str) and query.strip():
-        turn.set("standalone_query", query.strip())
+        turn.set(keys.STANDALONE_QUERY, query.strip())
         params.update(standalone_query=query.strip(), resolved_user_input=query.strip())
     if act == "RESET" and not _says_reset(turn):
         params.update(dialogue_act_guard_applied=True, dialogue_act_guard_reason="REGEX_GUARD_RESET")

@@ -6,6 +6,7 @@ import copy
 import json
 from typing import TYPE_CHECKING, Any
 
+from convengine import state as keys
 from convengine.audit import stages
 from convengine.config_loader.records import OutputSchemaRecord, PromptTemplateRecord
 from convengine.llm.prompts import render_for
@@ -93,5 +94,5 @@ async def _call(turn: Turn, record: OutputSchemaRecord, template: PromptTemplate
     reply = await turn.ctx.services.llm.json(turn, "SCHEMA_EXTRACTION", system=system, user=user,
                                              schema=relaxed(schema))
     turn.audit(stages.SCHEMA_EXTRACTION_LLM_OUTPUT, {"output": reply})
-    turn.set("last_llm", {"stage": "SCHEMA_EXTRACTION", "output": reply})
+    turn.set(keys.LAST_LLM, {"stage": "SCHEMA_EXTRACTION", "output": reply})
     return reply if isinstance(reply, dict) else {}

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from convengine import ce_config
+from convengine import state as keys
 from convengine.audit import stages
 from convengine.llm.prompts import INTENT_AGENT_SYSTEM, INTENT_AGENT_USER, config_prompt, render_for
 from convengine.nodes.common import dig
@@ -121,7 +122,7 @@ async def _ask(turn: Turn) -> AgentAnswer | None:
     assert turn.ctx.services.llm is not None
     reply = await turn.ctx.services.llm.json(turn, "INTENT_AGENT", system=system, user=user, schema=AGENT_SCHEMA)
     turn.audit(stages.INTENT_AGENT_LLM_OUTPUT, {"output": reply})
-    turn.set("last_llm", {"stage": "INTENT_AGENT", "output": reply})
+    turn.set(keys.LAST_LLM, {"stage": "INTENT_AGENT", "output": reply})
     if not isinstance(reply, dict):
         turn.audit(stages.INTENT_AGENT_REJECTED, {"reason": "REPLY_NOT_AN_OBJECT"})
         return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from convengine import state as keys
 from convengine.audit import stages
 from convengine.config_loader.records import PromptTemplateRecord, ResponseRecord
 from convengine.errors import ConvEngineError, ErrorCode
@@ -50,13 +51,13 @@ async def derive(turn: Turn, row: ResponseRecord) -> dict[str, Any]:
         schema = row.json_schema if isinstance(row.json_schema, dict) else {}
         value = await llm.json(turn, "RESPONSE_JSON", system=system, user=prompt_user, schema=schema)
         turn.audit(stages.RESOLVE_RESPONSE_LLM_OUTPUT, {"output": value})
-        turn.set("last_llm", {"stage": "RESPONSE_JSON", "output": value})
+        turn.set(keys.LAST_LLM, {"stage": "RESPONSE_JSON", "output": value})
         if isinstance(value, dict):
             _apply_intent_state(turn, value)
         return {"type": "JSON", "value": value}
     text = (await llm.text(turn, "RESPONSE_TEXT", system=system, user=prompt_user)).strip()
     turn.audit(stages.RESOLVE_RESPONSE_LLM_OUTPUT, {"output": text})
-    turn.set("last_llm", {"stage": "RESPONSE_TEXT", "output": text})
+    turn.set(keys.LAST_LLM, {"stage": "RESPONSE_TEXT", "output": text})
     return {"type": "TEXT", "value": text}
 
 
