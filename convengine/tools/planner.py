@@ -14,6 +14,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from convengine import ce_config
+from convengine import state as keys
 from convengine.audit import stages
 from convengine.errors import ConvEngineError
 from convengine.graph import names
@@ -68,8 +69,8 @@ def _lifecycle(turn: Turn, status: str, outcome: str, **extra: Any) -> None:
 
 
 def _loop(turn: Turn) -> dict[str, Any]:
-    loop = dict(turn.get("mcp_loop") or {})
-    turn.set("mcp_loop", loop)
+    loop = dict(turn.get(keys.MCP_LOOP) or {})
+    turn.set(keys.MCP_LOOP, loop)
     return loop
 
 
@@ -137,7 +138,7 @@ async def _first_visit(turn: Turn) -> bool:
 
 
 async def plan_step(turn: Turn) -> None:
-    loop = turn.get("mcp_loop") or {}
+    loop = turn.get(keys.MCP_LOOP) or {}
     if not loop.get("started") and not await _first_visit(turn):
         await _finish(turn, planner_ran=False)
         return
