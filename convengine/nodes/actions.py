@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from convengine import param_keys as pk
 from convengine import state as keys
 from convengine.audit import stages
 from convengine.config_loader.records import PendingActionRecord
@@ -36,7 +37,7 @@ def eligible(turn: Turn) -> list[PendingActionRecord]:
 
 def requested_key(turn: Turn) -> str | None:
     params, ctx = turn.read_params(), turn.read_context()
-    for value in (params.get("pending_action_key"), ctx.get("pending_action_key"), ctx.get("pendingActionKey"),
+    for value in (params.get(pk.PENDING_ACTION_KEY), ctx.get("pending_action_key"), ctx.get("pendingActionKey"),
                   dig(ctx, "pending_action", "action_key")):
         if isinstance(value, str) and value.strip():
             return value.strip()
@@ -87,7 +88,7 @@ async def action_lifecycle(turn: Turn) -> None:
         runtime.update(status="EXPIRED", expired_turn=turn_no, expired_at_epoch_ms=at)
         events.append({"event": "EXPIRED", "status": "EXPIRED", "turn": turn_no, "actionKey": runtime.get("action_key")})
     action = catalogue_action(turn, requested_key(turn))
-    answered = turn.read_params().get("policy_decision") in ("EXECUTE_PENDING_ACTION", "REJECT_PENDING_ACTION")
+    answered = turn.read_params().get(pk.POLICY_DECISION) in ("EXECUTE_PENDING_ACTION", "REJECT_PENDING_ACTION")
     blocked = False
     if action is None:
         runtime = {} if runtime.get("status") not in ("OPEN", "IN_PROGRESS") else runtime
@@ -112,13 +113,13 @@ async def action_lifecycle(turn: Turn) -> None:
 def _report(turn: Turn, runtime: dict[str, Any], *, expired_now: bool) -> None:
     """The runtime status param; on the turn expiry is noticed and on the answer it blocks, the turn's
     ``pending_action_result`` is EXPIRED so a rule or response can tell the user."""
-    turn.params["pending_action_runtime_status"] = "EXPIRED" if expired_now else runtime.get("status")
+    turn.params[pk.PENDING_ACTION_RUNTIME_STATUS] = "EXPIRED" if expired_now else runtime.get("status")
     if expired_now:
-        turn.params["pending_action_result"] = "EXPIRED"
+        turn.params[pk.PENDING_ACTION_RESULT] = "EXPIRED"
 
 
 def _advance(turn: Turn, runtime: dict[str, Any], turn_no: int, at: int, events: list[dict[str, Any]]) -> None:
-    decision = turn.read_params().get("policy_decision")
+    decision = turn.read_params().get(pk.POLICY_DECISION)
     if runtime.get("status") != "OPEN":
         return
     if decision == "EXECUTE_PENDING_ACTION":
@@ -146,7 +147,7 @@ async def disambiguation(turn: Turn) -> None:
     if _resolve_choice(turn):
         return
     params = turn.read_params()
-    if params.get("policy_decision") != "EXECUTE_PENDING_ACTION" or params.get("pending_action_key"):
+    if params.get(pk.POLICY_DECISION) != "EXECUTE_PENDING_ACTION" or params.get(pk.PENDING_ACTION_KEY):
         return
     rows = eligible(turn)
     tied = [a for a in rows if rows and a.priority == rows[0].priority]
@@ -177,7 +178,7 @@ def _resolve_choice(turn: Turn) -> bool:
     pending = turn.read_context().get("pending_clarification") or {}
     if not isinstance(pending, dict) or pending.get("reason") != DISAMBIGUATION_REASON:
         return False
-    key = turn.read_params().get("pending_action_key") or _named_option(turn.user_text, pending.get("options") or [])
+    key = turn.read_params().get(pk.PENDING_ACTION_KEY) or _named_option(turn.user_text, pending.get("options") or [])
     if not key:
         return False
     turn.context.pop("pending_clarification", None)
@@ -199,7 +200,7 @@ def _disambiguation_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
         return stages.DISAMBIGUATION_SKIPPED, {"reason": "DISAMBIGUATION_DISABLED"}
     pending = turn.read_context().get("pending_clarification") or {}
     waiting = isinstance(pending, dict) and pending.get("reason") == DISAMBIGUATION_REASON
-    if waiting or turn.read_params().get("policy_decision") == "EXECUTE_PENDING_ACTION":
+    if waiting or turn.read_params().get(pk.POLICY_DECISION) == "EXECUTE_PENDING_ACTION":
         return None
     return stages.DISAMBIGUATION_SKIPPED, {"reason": "NOT_EXECUTING_PENDING_ACTION"}
 
@@ -228,12 +229,12 @@ def action_ref(turn: Turn) -> str | None:
 
 async def pending_action(turn: Turn) -> None:
     params = turn.read_params()
-    decision = params.get("policy_decision")
-    if params.get("skip_pending_action_execution") or params.get("guardrail_blocked"):
+    decision = params.get(pk.POLICY_DECISION)
+    if params.get(pk.SKIP_PENDING_ACTION_EXECUTION) or params.get(pk.GUARDRAIL_BLOCKED):
         turn.audit(stages.PENDING_ACTION_SKIPPED, {"reason": "pending action skipped by guardrail"})
         return
-    if params.get("pending_action_runtime_status") == "EXPIRED":
-        turn.params["pending_action_result"] = "EXPIRED"
+    if params.get(pk.PENDING_ACTION_RUNTIME_STATUS) == "EXPIRED":
+        turn.params[pk.PENDING_ACTION_RESULT] = "EXPIRED"
         turn.audit(stages.PENDING_ACTION_SKIPPED, {"reason": "EXPIRED", "policyDecision": decision,
                                              "message": "the confirmation expired; it must be confirmed again"})
         return
@@ -265,20 +266,20 @@ async def _execute(turn: Turn, ref: str) -> None:
 
 
 def _finish(turn: Turn, result: str, ref: str, stage: str, extra: dict[str, Any]) -> None:
-    turn.params["pending_action_result"] = result
+    turn.params[pk.PENDING_ACTION_RESULT] = result
     runtime = turn.context.setdefault("pending_action_runtime", {})
     if result in ("EXECUTED", "REJECTED") and runtime.get("action_ref") in (None, ref):
         runtime.update(status=result, action_ref=ref)
         runtime[f"{result.lower()}_turn"] = turn.get(keys.TURN)
-    turn.audit(stage, {"policyDecision": turn.read_params().get("policy_decision"), "pendingActionRef": ref,
+    turn.audit(stage, {"policyDecision": turn.read_params().get(pk.POLICY_DECISION), "pendingActionRef": ref,
                        "pendingActionResult": result, "intent": turn.intent, "state": turn.state, **extra})
 
 
 def _pending_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
     params = turn.read_params()
-    if params.get("skip_pending_action_execution") or params.get("guardrail_blocked"):
+    if params.get(pk.SKIP_PENDING_ACTION_EXECUTION) or params.get(pk.GUARDRAIL_BLOCKED):
         return stages.PENDING_ACTION_SKIPPED, {"reason": "pending action skipped by guardrail"}
-    decision = params.get("policy_decision")
+    decision = params.get(pk.POLICY_DECISION)
     if decision in ("EXECUTE_PENDING_ACTION", "REJECT_PENDING_ACTION"):
         return None
     return stages.PENDING_ACTION_SKIPPED, {"reason": "NO_PENDING_ACTION_DECISION", "policyDecision": decision}

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from convengine import adoption
+from convengine import param_keys as pk
 from convengine import state as keys
 from convengine.adoption import Adopted
 from convengine.audit import stages
@@ -121,7 +122,7 @@ def wipe(turn: Turn, reason: str, *, extra: dict[str, Any] | None = None) -> Non
     turn.set(keys.SCHEMA_SCOPE, None)
     turn.set(keys.TRANSITIONS, [])
     turn.set(keys.TURN_START, {"intent": UNKNOWN, "state": UNKNOWN, "turn": turn.get(keys.TURN)})
-    turn.params["reset_reason"] = reason
+    turn.params[pk.RESET_REASON] = reason
     turn.audit(stages.CONVERSATION_RESET, {"reason": reason, **before, **(extra or {})})
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from convengine import ce_config
+from convengine import param_keys as pk
 from convengine.audit import stages
 from convengine.graph import names
 from convengine.nodes.common import Step, dig, in_scope, resolved, run_rules
@@ -61,10 +62,10 @@ async def dialogue_act(turn: Turn) -> None:
         outcome = await _with_llm(turn, act, confidence)
     params.update({"dialogue_act": outcome["act"], "dialogue_act_confidence": outcome["confidence"],
                    "dialogue_act_source": outcome["source"]})
-    params.setdefault("resolved_user_input", turn.resolved_input)
+    params.setdefault(pk.RESOLVED_USER_INPUT, turn.resolved_input)
     turn.audit(stages.DIALOGUE_ACT_CLASSIFIED, {
         "dialogueAct": outcome["act"], "confidence": outcome["confidence"], "source": outcome["source"],
-        "regexAct": act, "regexConfidence": confidence, "llmAct": params.get("dialogue_act_llm_candidate"),
+        "regexAct": act, "regexConfidence": confidence, "llmAct": params.get(pk.DIALOGUE_ACT_LLM_CANDIDATE),
         "standaloneQuery": turn.standalone_query, "mode": turn.settings.flow.dialogue_act.resolute})
     await run_rules(turn, POST_DIALOGUE_ACT, "DialogueActStep")
     from convengine.nodes.correction import routing_defaults
@@ -90,7 +91,7 @@ def has_pending_action(turn: Turn) -> bool:
     ctx, params = turn.read_context(), turn.read_params()
     if ctx.get("pending_action") or ctx.get("pendingAction"):
         return True
-    if params.get("pending_action_key") or params.get("pending_action_task"):
+    if params.get(pk.PENDING_ACTION_KEY) or params.get(pk.PENDING_ACTION_TASK):
         return True
     if not (resolved(turn.intent) and resolved(turn.state)):
         return False
@@ -124,8 +125,8 @@ async def interaction_policy(turn: Turn) -> None:
     act = turn.dialogue_act
     pending_action, pending_slot = has_pending_action(turn), has_pending_slot(turn)
     decision, skip = decide(turn, act, pending_action, pending_slot)
-    turn.params["policy_decision"] = decision
-    turn.params["skip_intent_resolution"] = skip
+    turn.params[pk.POLICY_DECISION] = decision
+    turn.params[pk.SKIP_INTENT_RESOLUTION] = skip
     turn.audit(stages.INTERACTION_POLICY_DECIDED, {
         "dialogueAct": act, "policyDecision": decision, "skipIntentResolution": skip,
         "hasPendingAction": pending_action, "hasPendingSlot": pending_slot,

@@ -6,6 +6,7 @@ import json
 import re
 from typing import Any
 
+from convengine import param_keys as pk
 from convengine import state as keys
 from convengine.audit import stages
 from convengine.errors import ErrorCode, InvalidInputError, StepError
@@ -50,7 +51,7 @@ async def memory(turn: Turn) -> None:
         limit = row.summary_max_chars if row is not None else cfg.summary_max_chars
         summary, source = deterministic_summary(turn, cfg.recent_turns_for_summary, limit), "DETERMINISTIC"
     turn.context.setdefault("memory", {})["session_summary"] = summary
-    turn.params["memory_session_summary"] = summary
+    turn.params[pk.MEMORY_SESSION_SUMMARY] = summary
     turn.audit(stages.MEMORY_UPDATED, {"summaryChars": len(summary), "source": source,
                                   "memoryId": row.memory_id if row else None, "intent": turn.intent,
                                   "state": turn.state})

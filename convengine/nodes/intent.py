@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from convengine import ce_config
+from convengine import param_keys as pk
 from convengine import state as keys
 from convengine.audit import stages
 from convengine.booleans import truthy
@@ -93,7 +94,7 @@ def classify(turn: Turn, semantic: dict[int, bool] | None = None) -> Resolution 
             turn.audit(stages.INTENT_CLASSIFIER_PATTERN_TIMEOUT, {"classifierId": row.classifier_id, "error": exc.message})
     intents = list(dict.fromkeys(h.intent_code for h in hits))
     if len(intents) > 1:
-        turn.params["intent_collision_candidates"] = intents
+        turn.params[pk.INTENT_COLLISION_CANDIDATES] = intents
         turn.audit(stages.INTENT_CLASSIFIER_COLLISION, {"matchedIntents": intents,
                                                    "matchedByRule": {h.classifier_id: h.intent_code for h in hits}})
         return None
@@ -129,13 +130,13 @@ async def intent_resolution(turn: Turn) -> None:
                                         "intentLockReason": lock.get("reason")})
     if _skip_for_collection(turn):
         return
-    if truthy(turn.read_params().get("skip_intent_resolution")) and resolved(turn.intent) and resolved(turn.state):
-        turn.audit(stages.INTENT_RESOLVE_SKIPPED_POLICY, {"policyDecision": turn.read_params().get("policy_decision")})
+    if truthy(turn.read_params().get(pk.SKIP_INTENT_RESOLUTION)) and resolved(turn.intent) and resolved(turn.state):
+        turn.audit(stages.INTENT_RESOLVE_SKIPPED_POLICY, {"policyDecision": turn.read_params().get(pk.POLICY_DECISION)})
         return
     by_classifier = classify(turn, await semantic_scores(turn))
     result = by_classifier or await _agent(turn)
     if result is None:
-        turn.params["intent_unmatched"] = True  # no classifier or agent matched (the knowledge fallback's cue)
+        turn.params[pk.INTENT_UNMATCHED] = True  # no classifier or agent matched (the knowledge fallback's cue)
         turn.audit(stages.INTENT_RESOLVE_NO_CHANGE, {"intent": turn.intent, "state": turn.state})
         return
     await _apply(turn, result, by_classifier)
@@ -160,7 +161,7 @@ async def _apply(turn: Turn, result: Resolution, by_classifier: Resolution | Non
 async def post_intent_rules(turn: Turn, *, by_classifier: bool) -> None:
     """The resolving path's phase (ConvEngine's: a row scoped to one path fires only on that path), then
     convengine's POST_INTENT for rows meant for either path (run only when the pack has such rows)."""
-    turn.params["post_intent_rule"] = True
+    turn.params[pk.POST_INTENT_RULE] = True
     source = "IntentResolutionStep Classifier" if by_classifier else "AgentIntentResolver"
     origin = "RULES_STEP" if by_classifier else "AGENT_INTENT_RESOLVER"
     await run_rules(turn, POST_CLASSIFIER_INTENT if by_classifier else POST_AGENT_INTENT, source, origin=origin)

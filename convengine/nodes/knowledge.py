@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from convengine import param_keys as pk
 from convengine import state as keys
 from convengine.audit import stages
 from convengine.errors import ConvEngineError
@@ -136,10 +137,10 @@ def _skip(turn: Turn) -> SkipAudit | None:
         return None, {"reason": "KNOWLEDGE_FALLBACK_DISABLED"}
     if not (turn.standalone_query or turn.user_text).strip():
         return None, {"reason": "NO_TEXT"}
-    act = turn.params.get("dialogue_act")
+    act = turn.params.get(pk.DIALOGUE_ACT)
     if act in ANSWER_ACTS:
         return None, {"reason": "ANSWER_TO_A_QUESTION", "dialogueAct": act}
-    if turn.intent and turn.intent != UNKNOWN and not turn.params.get("intent_unmatched"):
+    if turn.intent and turn.intent != UNKNOWN and not turn.params.get(pk.INTENT_UNMATCHED):
         return None, {"reason": "INTENT_RESOLVED"}
     return None
 

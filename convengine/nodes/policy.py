@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from convengine import param_keys as pk
 from convengine import state as keys
 from convengine.audit import stages
 from convengine.booleans import truthy
@@ -77,7 +78,7 @@ async def guardrail(turn: Turn) -> None:
     text = turn.user_text
     if cfg.sanitize_input:
         text = _WHITESPACE.sub(" ", text).strip()
-        params["sanitized_user_text"] = text
+        params[pk.SANITIZED_USER_TEXT] = text
     sensitive, undecided = _sensitive(text, cfg.sensitive_patterns, turn.settings.regex_timeout_ms / 1000)
     granted = _approval_granted(turn)
     required = cfg.require_approval_for_sensitive_actions
@@ -85,7 +86,7 @@ async def guardrail(turn: Turn) -> None:
     if deny:
         _deny(turn, sensitive=sensitive, granted=granted, undecided=undecided)
         return
-    params["guardrail_blocked"] = False
+    params[pk.GUARDRAIL_BLOCKED] = False
     turn.audit(stages.GUARDRAIL_ALLOW, {"result": "ALLOW", "sensitive": sensitive, "approvalRequired": required,
                                    "approvalGranted": granted})
 

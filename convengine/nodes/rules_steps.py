@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from convengine import param_keys as pk
 from convengine import state as keys
 from convengine.audit import stages
 from convengine.graph import names
@@ -54,7 +55,7 @@ async def state_graph(turn: Turn) -> None:
     checks = _checks(turn)
     violations = _violations(turn, checks)
     if not violations:
-        turn.params["state_graph_valid"] = True
+        turn.params[pk.STATE_GRAPH_VALID] = True
         turn.audit(stages.STATE_GRAPH_VALID, {"checked": checks, "intent": turn.intent, "state": turn.state})
         return
     _violated(turn, violations)
@@ -72,8 +73,8 @@ def _violations(turn: Turn, checks: list[dict[str, Any]]) -> list[dict[str, Any]
 def _violated(turn: Turn, violations: list[dict[str, Any]], keep: dict[str, Any] | None = None) -> None:
     mode = _mode(turn)
     params = turn.params
-    params["state_graph_valid"] = False
-    params["state_graph_soft_block"] = mode == "SOFT_BLOCK"
+    params[pk.STATE_GRAPH_VALID] = False
+    params[pk.STATE_GRAPH_SOFT_BLOCK] = mode == "SOFT_BLOCK"
     for v in violations:
         turn.audit(stages.STATE_GRAPH_VIOLATION, {**v, "allowed": False, "mode": mode,
                                              "validateOnly": mode != "HARD_BLOCK", "softBlock": mode == "SOFT_BLOCK"})
@@ -82,7 +83,7 @@ def _violated(turn: Turn, violations: list[dict[str, Any]], keep: dict[str, Any]
         blocked_state = turn.state
         turn.set(keys.INTENT, start.get("intent") or UNKNOWN)
         turn.set(keys.STATE, start.get("state") or UNKNOWN)
-        params["state_graph_blocked"] = True
+        params[pk.STATE_GRAPH_BLOCKED] = True
         turn.audit(stages.STATE_GRAPH_BLOCKED, {"blockedState": blocked_state, "keptIntent": turn.intent,
                                           "keptState": turn.state})
 

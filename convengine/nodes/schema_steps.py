@@ -6,6 +6,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
+from convengine import param_keys as pk
 from convengine import state as keys
 from convengine.audit import stages
 from convengine.config_loader.records import ContainerConfigRecord, OutputSchemaRecord
@@ -128,9 +129,9 @@ async def schema_extraction(turn: Turn) -> None:
         turn.audit(stages.SCHEMA_EXTRACTION_SKIPPED, {"reason": "NO_SCHEMA", "intent": turn.intent, "state": turn.state})
         return
     seeded = _seed_from_params(turn, record)
-    if turn.read_params().get("skip_schema_extraction"):
+    if turn.read_params().get(pk.SKIP_SCHEMA_EXTRACTION):
         turn.audit(stages.SCHEMA_EXTRACTION_SKIPPED, {"reason": "CORRECTION_STEP", "schemaId": record.schema_id,
-                                                 "routingDecision": turn.read_params().get("routing_decision")})
+                                                 "routingDecision": turn.read_params().get(pk.ROUTING_DECISION)})
         finish_schema(turn, record)
         return
     if turn.ctx.services.llm is None:

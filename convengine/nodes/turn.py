@@ -11,6 +11,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from convengine import param_keys as pk
 from convengine import state as keys
 from convengine.config_loader.snapshot import ConfigSnapshot
 from convengine.memory.namespaces import producers as memory_namespaces
@@ -177,16 +178,16 @@ class Turn:
     def set_dialogue_act(self, act: str, *, confidence: float | None, source: str | None,
                          standalone_query: str | None) -> None:
         params = self.params
-        params["dialogue_act"] = act
+        params[pk.DIALOGUE_ACT] = act
         if confidence is not None:
-            params["dialogue_act_confidence"] = confidence
+            params[pk.DIALOGUE_ACT_CONFIDENCE] = confidence
         if source:
-            params["dialogue_act_source"] = source
+            params[pk.DIALOGUE_ACT_SOURCE] = source
         if standalone_query:
             self.set(keys.STANDALONE_QUERY, standalone_query)
-            params["standalone_query"] = standalone_query
-            params["resolved_user_input"] = standalone_query
+            params[pk.STANDALONE_QUERY] = standalone_query
+            params[pk.RESOLVED_USER_INPUT] = standalone_query
 
     @property
     def dialogue_act(self) -> str:
-        return str(self.read_params().get("dialogue_act") or "NEW_REQUEST")
+        return str(self.read_params().get(pk.DIALOGUE_ACT) or "NEW_REQUEST")
