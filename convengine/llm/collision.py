@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from convengine import ce_config
+from convengine import param_keys as pk
 from convengine import state as keys
 from convengine.audit import stages
 from convengine.errors import LlmError
@@ -23,7 +24,7 @@ async def collision_response(turn: Turn) -> None:
 
     question = dig(turn.read_context(), "pending_clarification", "question") or ""
     turn.audit(stages.INTENT_COLLISION_DETECTED, {"intent": turn.intent, "question": question,
-                                             "candidates": turn.read_params().get("intent_top3")})
+                                             "candidates": turn.read_params().get(pk.INTENT_TOP3)})
     text, source = question, "PENDING_QUESTION"
     if turn.ctx.services.llm is not None:
         try:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from convengine import ce_config
+from convengine import param_keys as pk
 from convengine import state as keys
 from convengine.audit import stages
 from convengine.llm.prompts import INTENT_AGENT_SYSTEM, INTENT_AGENT_USER, config_prompt, render_for
@@ -112,7 +113,7 @@ async def _ask(turn: Turn) -> AgentAnswer | None:
     turn.params.update(intent_scores=[], intent_top3=[], followups=[])
     extra = {"allowed_intents": [{"code": i.intent_code, "description": i.description, "llmHint": i.llm_hint,
                                   "priority": i.priority} for i in allowed],
-             "intent_collision_candidates": turn.read_params().get("intent_collision_candidates") or [],
+             "intent_collision_candidates": turn.read_params().get(pk.INTENT_COLLISION_CANDIDATES) or [],
              "pending_clarification": dig(turn.read_context(), "pending_clarification", "question") or ""}
     system, sname = config_prompt(turn, ce_config.AGENT_SYSTEM_PROMPT, INTENT_AGENT_SYSTEM)
     user, uname = config_prompt(turn, ce_config.AGENT_USER_PROMPT, INTENT_AGENT_USER)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from convengine import param_keys as pk
 from convengine.audit import stages
 from convengine.config_loader.records import ToolRecord
 from convengine.errors import ConvEngineError
@@ -65,7 +66,7 @@ def _only_tool_of_group(turn: Turn, group: str | None) -> ToolRecord:
 
 
 async def run_tool_request(turn: Turn) -> None:
-    raw = turn.read_params().get("tool_request")
+    raw = turn.read_params().get(pk.TOOL_REQUEST)
     try:
         request = parse_request(raw)
     except ToolRequestError as exc:

@@ -14,6 +14,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from convengine import ce_config
+from convengine import param_keys as pk
 from convengine import state as keys
 from convengine.audit import stages
 from convengine.errors import ConvEngineError
@@ -65,7 +66,7 @@ def _lifecycle(turn: Turn, status: str, outcome: str, **extra: Any) -> None:
     finished = outcome not in ("IN_PROGRESS",)
     _mcp(turn)["lifecycle"] = {"phase": POST_AGENT_MCP, "status": status, "outcome": outcome, "finished": finished,
                                "blocked": outcome == "BLOCKED", "error": outcome == "ERROR", **extra}
-    turn.params["mcp_status"] = status
+    turn.params[pk.MCP_STATUS] = status
 
 
 def _loop(turn: Turn) -> dict[str, Any]:
@@ -84,7 +85,7 @@ async def _finish(turn: Turn, *, planner_ran: bool) -> None:
 def _answer(turn: Turn, answer: str, *, status: str = "ANSWER", outcome: str = "ANSWERED", **extra: Any) -> None:
     mcp = _mcp(turn)
     mcp.update(finalAnswer=answer, finalAnswerDetermined=status == "ANSWER")
-    turn.params["mcp_final_answer"] = answer
+    turn.params[pk.MCP_FINAL_ANSWER] = answer
     _lifecycle(turn, status, outcome, **extra)
 
 
@@ -94,7 +95,7 @@ def _answer(turn: Turn, answer: str, *, status: str = "ANSWER", outcome: str = "
 def _skip_reason(turn: Turn) -> tuple[str, str, dict[str, Any]] | None:
     """(status, audit stage, payload) of ConvEngine's skip checks, in order."""
     params = turn.read_params()
-    if params.get("skip_tool_execution") or params.get("guardrail_blocked"):
+    if params.get(pk.SKIP_TOOL_EXECUTION) or params.get(pk.GUARDRAIL_BLOCKED):
         return "SKIPPED_BY_GUARDRAIL", "MCP_SKIPPED_GUARDRAIL", {}
     record = current_schema(turn)
     if record is not None:
@@ -102,7 +103,7 @@ def _skip_reason(turn: Turn) -> tuple[str, str, dict[str, Any]] | None:
         if not facts["complete"]:
             return "SKIPPED_SCHEMA_INCOMPLETE", stages.MCP_SKIPPED_SCHEMA_INCOMPLETE, {"missing_fields": facts["missing"]}
     act = turn.dialogue_act
-    if act in ("NEGATE", "RESET", "EDIT") or (act == "AFFIRM" and params.get("routing_decision") != "PROCEED_CONFIRMED"):
+    if act in ("NEGATE", "RESET", "EDIT") or (act == "AFFIRM" and params.get(pk.ROUTING_DECISION) != "PROCEED_CONFIRMED"):
         return "SKIPPED_DIALOGUE_ACT", stages.MCP_SKIPPED_DIALOGUE_ACT, {"dialogueAct": act}
     if GREETING.match(turn.user_text):
         return "SKIPPED_GREETING", stages.MCP_SKIPPED_GREETING, {}
@@ -169,7 +170,7 @@ async def _act(turn: Turn, loop: dict[str, Any], decision: dict[str, Any]) -> No
     loop["pending"] = {"tool_code": decision["tool_code"], "args": decision["args"]}
     turn.audit(stages.MCP_TOOL_CALL, {"tool_code": decision["tool_code"], "args": decision["args"], "action": "CALL_TOOL",
                                  "intent": turn.intent, "state": turn.state,
-                                 "routing_decision": turn.read_params().get("routing_decision"),
+                                 "routing_decision": turn.read_params().get(pk.ROUTING_DECISION),
                                  "observation_count": len(_mcp(turn).get("observations") or []),
                                  "current_observation_tool": _last_tool(turn)})
     turn.route_to(names.MCP_TOOL_CALL)
@@ -363,6 +364,6 @@ async def _tool_failed(turn: Turn, code: str, group: str | None, args: dict[str,
         root = root.__cause__  # type: ignore[assignment]
     turn.audit(stages.MCP_TOOL_ROOT_CAUSE, {"tool_code": code, "rootType": type(root).__name__, "rootMessage": str(root)})
     _mcp(turn)["toolExecutionError"] = {"toolCode": code, "error": message}
-    turn.params["mcp_tool_execution_error"] = message
+    turn.params[pk.MCP_TOOL_EXECUTION_ERROR] = message
     _answer(turn, TOOL_FAILED, status="TOOL_ERROR", outcome="ERROR", errorMessage=message, lastToolCode=code)
     await _finish(turn, planner_ran=True)
