@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from convengine import param_keys as pk
 from convengine.audit import stages
 from convengine.audit.events import AuditEvent
 
@@ -275,7 +276,7 @@ def _rule_id(stage_payload: Mapping[str, Any], params: Mapping[str, Any]) -> int
 
 
 def _tool_code(stage_payload: Mapping[str, Any], params: Mapping[str, Any]) -> str | None:
-    for raw in (stage_payload.get("toolCode"), stage_payload.get("tool_code"), params.get("mcp_tool_code"),
+    for raw in (stage_payload.get("toolCode"), stage_payload.get("tool_code"), params.get(pk.MCP_TOOL_CODE),
                 params.get("tool_code")):
         if isinstance(raw, str) and raw.strip():
             return raw

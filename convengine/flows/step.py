@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from convengine import param_keys as pk
 from convengine import state as keys
 from convengine.audit import stages
 from convengine.errors import InvalidInputError
@@ -23,7 +24,7 @@ def _event(turn: Turn) -> str | None:
 async def flow_step(turn: Turn) -> None:
     walk = new_walk(turn)
     event = _event(turn)
-    if turn.read_params().get("reset_reason") and walk.data:
+    if turn.read_params().get(pk.RESET_REASON) and walk.data:
         turn.audit(vocab.FLOW_RESET, {"stack": walk.data.get("stack"), "handoff": walk.data.get("handoff")})
         walk.data.clear()
     if walk.data.get("handoff"):

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from convengine import param_keys as pk
 from convengine.audit import stages
 from convengine.config_loader.records import RuleRecord
 from convengine.errors import ConvEngineError, RuleError
@@ -119,9 +120,9 @@ class PhaseRun:
 
     def _stamp(self) -> None:
         params = self.session.params
-        params["rule_phase"] = self.phase
-        params["rule_execution_source"] = self.source
-        params["rule_execution_origin"] = self.origin
+        params[pk.RULE_PHASE] = self.phase
+        params[pk.RULE_EXECUTION_SOURCE] = self.source
+        params[pk.RULE_EXECUTION_ORIGIN] = self.origin
 
     def _where(self) -> dict[str, Any]:
         return {"intent": self.session.intent, "state": self.session.state}
