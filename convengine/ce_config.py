@@ -91,8 +91,10 @@ DISAMBIGUATION_ENABLE_LLM = _k(DISAMBIGUATION, "ENABLE_LLM", "boolean", False,
                                "ask the model to word the which-action question")
 DISAMBIGUATION_QUESTION_TEMPLATE = _k(DISAMBIGUATION, "QUESTION_TEMPLATE", "prompt",
                                       doc="the which-action question (`{{options}}`)")
-DISAMBIGUATION_SYSTEM_PROMPT = _k(DISAMBIGUATION, "LLM_SYSTEM_PROMPT", "prompt", doc="its system prompt")
-DISAMBIGUATION_USER_PROMPT = _k(DISAMBIGUATION, "LLM_USER_PROMPT", "prompt", doc="its user prompt")
+DISAMBIGUATION_SYSTEM_PROMPT = _k(DISAMBIGUATION, "LLM_SYSTEM_PROMPT", "prompt",
+                                  doc="the which-action question's system prompt")
+DISAMBIGUATION_USER_PROMPT = _k(DISAMBIGUATION, "LLM_USER_PROMPT", "prompt",
+                                doc="the which-action question's user prompt")
 PLANNER_SYSTEM_PROMPT = _k(PLANNER, "SYSTEM_PROMPT", "prompt", doc="the planner's system prompt")
 PLANNER_USER_PROMPT = _k(PLANNER, "USER_PROMPT", "prompt", doc="the planner's user prompt")
 PLANNER_MAX_OBSERVATIONS = _k(PLANNER, "MCP_PLANNER_MAX_OBSERVATIONS_COUNT", "integer",

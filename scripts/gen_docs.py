@@ -25,7 +25,7 @@ from pydantic import BaseModel
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from convengine import vocab  # noqa: E402
+from convengine import booleans, ce_config, vocab  # noqa: E402
 from convengine.audit import stages as audit_stages  # noqa: E402
 from convengine.config_loader.records import RECORD_TYPES  # noqa: E402
 from convengine.config_loader.rows import _is_required  # noqa: E402
@@ -437,6 +437,7 @@ def turn_svg() -> str:
 LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Foundation", "errors, settings, vocabularies, audit events, the state's shape",
      ("errors", "security", "settings", "vocab", "state", "textmatch", "jsontext", "jsonschemas", "audit", "registry",
+      "booleans", "ce_config", "param_keys",
       "memory.users", "memory.catalogue", "memory.timeline", "memory.namespaces",
       "engine_io")),
     ("Storage", "ce_* tables, migrations, checkpoints, the turn's commit, knowledge bases",
@@ -551,11 +552,25 @@ def settings_page() -> str:
             out += [f"## `{title}`\n" if prefix else "## Top level\n",
                     "| key | type | default | environment | description |", "|---|---|---|---|---|", *rows, ""]
         pending = sections + pending
-    from convengine.settings import COMPONENT_OVERRIDES
-
-    out += ["## `ce_config` overrides\n", "| config_type | config_key | setting |", "|---|---|---|"]
-    out += [f"| `{t}` | `{k}` | `{'.'.join(p).replace('_', '-')}` |" for (t, k), p in COMPONENT_OVERRIDES.items()]
+    out += ["## `ce_config` keys\n",
+            "Every `ce_config` key convengine reads (`config_type` is matched case-insensitively; another key is a "
+            "warning: the row does nothing). A value of the wrong type is a validation error naming the key; "
+            "booleans accept " + "/".join(f"`{w}`" for w in booleans.TRUE_SPELLINGS) + " and "
+            + "/".join(f"`{w}`" for w in booleans.FALSE_SPELLINGS) + ". A key backed by a setting overrides "
+            "that setting on every load.\n",
+            "| config_type | config_key | type | default | description |", "|---|---|---|---|---|"]
+    out += [f"| `{k.component}` | `{k.key}` | {k.kind} | {_config_default(k)} | {k.doc} |"
+            for k in ce_config.CONFIG_KEYS]
     return "\n".join(out) + "\n"
+
+
+def _config_default(key: ce_config.ConfigKey) -> str:
+    if key.setting:
+        return "setting `" + ".".join(key.setting).replace("_", "-") + "`"
+    if key.default is None:
+        return "built-in prompt"
+    text = str(key.default).lower() if isinstance(key.default, bool) else str(key.default)
+    return "`" + text.replace("|", "\\|") + "`"
 
 
 # --- template variables ----------------------------------------------------------------------

@@ -7,10 +7,11 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from convengine.audit import AuditEvent
+from convengine.audit import AuditEvent, stages
 from convengine.engine import Engine
+from convengine.graph import names
 
-STEP_STAGES = {"STEP_ENTER", "STEP_EXIT", "STEP_SKIPPED"}
+STEP_STAGES = {stages.STEP_ENTER, stages.STEP_EXIT, stages.STEP_SKIPPED}
 
 BASE_PACK: dict[str, Any] = {
     # Scenario packs show absent values on purpose (ConvEngine's permissive EXACT rendering);
@@ -65,7 +66,7 @@ def split_turns(events: Sequence[AuditEvent]) -> list[list[AuditEvent]]:
     """Audit events grouped per turn (a turn starts when load_or_create_conversation is entered)."""
     turns: list[list[AuditEvent]] = []
     for event in events:
-        if event.stage == "STEP_ENTER" and event.payload.get("step") == "load_or_create_conversation":
+        if event.stage == stages.STEP_ENTER and event.payload.get("step") == names.LOAD_OR_CREATE_CONVERSATION:
             turns.append([])
         if turns:
             turns[-1].append(event)
