@@ -17,7 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from convengine import ce_config
 from convengine.errors import ConfigError, ErrorCode
-from convengine.graph import names
+from convengine.graph.names import PIPELINE_END_GUARD
 from convengine.security.env_refs import resolve_env_refs
 from convengine.security.redact import remember_settings_secrets
 
@@ -154,7 +154,7 @@ class AuditPersistenceSettings(_Section):
     flush_stages: list[str] = Field(
         default_factory=lambda: ["ENGINE_KNOWN_FAILURE", "ENGINE_UNKNOWN_FAILURE"]
     )
-    final_step_names: list[str] = Field(default_factory=lambda: [names.PIPELINE_END_GUARD])
+    final_step_names: list[str] = Field(default_factory=lambda: [PIPELINE_END_GUARD])
     flush_on_stop_outcome: bool = True
 
 

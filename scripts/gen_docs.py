@@ -437,7 +437,7 @@ def turn_svg() -> str:
 LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Foundation", "errors, settings, vocabularies, audit events, the state's shape",
      ("errors", "security", "settings", "vocab", "state", "textmatch", "jsontext", "jsonschemas", "audit", "registry",
-      "booleans", "ce_config", "param_keys",
+      "booleans", "ce_config", "param_keys", "graph.names",
       "memory.users", "memory.catalogue", "memory.timeline", "memory.namespaces",
       "engine_io")),
     ("Storage", "ce_* tables, migrations, checkpoints, the turn's commit, knowledge bases",
