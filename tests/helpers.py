@@ -7,11 +7,12 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from convengine.audit import AuditEvent, stages
+from convengine.audit import AuditEvent
+from convengine.audit import stages as audit_stages
 from convengine.engine import Engine
 from convengine.graph import names
 
-STEP_STAGES = {stages.STEP_ENTER, stages.STEP_EXIT, stages.STEP_SKIPPED}
+STEP_STAGES = {audit_stages.STEP_ENTER, audit_stages.STEP_EXIT, audit_stages.STEP_SKIPPED}
 
 BASE_PACK: dict[str, Any] = {
     # Scenario packs show absent values on purpose (ConvEngine's permissive EXACT rendering);
@@ -66,7 +67,7 @@ def split_turns(events: Sequence[AuditEvent]) -> list[list[AuditEvent]]:
     """Audit events grouped per turn (a turn starts when load_or_create_conversation is entered)."""
     turns: list[list[AuditEvent]] = []
     for event in events:
-        if event.stage == stages.STEP_ENTER and event.payload.get("step") == names.LOAD_OR_CREATE_CONVERSATION:
+        if event.stage == audit_stages.STEP_ENTER and event.payload.get("step") == names.LOAD_OR_CREATE_CONVERSATION:
             turns.append([])
         if turns:
             turns[-1].append(event)
