@@ -19,7 +19,7 @@ def parse_bool(value: Any) -> bool | None:
     if isinstance(value, bool):
         return value
     if isinstance(value, (int, float)):
-        return {1: True, 0: False}.get(value)  # type: ignore[call-overload]
+        return True if value == 1 else False if value == 0 else None
     if isinstance(value, str):
         return _WORDS.get(value.strip().lower())
     return None
