@@ -20,6 +20,7 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from convengine import param_keys as pk
 from convengine.db.models import CeConversation, CeConversationHistory
 from convengine.engine_io import nesting_depth
 from convengine.state import caller_params
@@ -67,7 +68,7 @@ async def find(engine: AsyncEngine, conversation_id: str, *, recent: int, max_de
 
 
 def _schema_id(params: dict[str, Any]) -> int | None:
-    value = params.get("schema_id")
+    value = params.get(pk.SCHEMA_ID)
     if isinstance(value, bool):
         return None
     if isinstance(value, int):

@@ -16,6 +16,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from convengine.audit import stages
 from convengine.audit.events import AuditEvent
 from convengine.db.models import CeConversationHistory, CeMcpUserFeedback
 from convengine.engine_io import check_params
@@ -23,7 +24,7 @@ from convengine.errors import InvalidInputError
 
 FEEDBACK = CeMcpUserFeedback.__table__
 HISTORY = CeConversationHistory.__table__
-FEEDBACK_STAGE = "MCP_USER_FEEDBACK"
+FEEDBACK_STAGE = stages.MCP_USER_FEEDBACK
 """The audit stage of a stored feedback (ConvEngine's name)."""
 FEEDBACK_TYPES = ("THUMBS_UP", "THUMBS_DOWN")
 MAX_MESSAGE_ID_CHARS = 128

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from convengine.booleans import parse_bool
 from convengine.config_loader.records import OutputSchemaRecord
 from convengine.config_loader.snapshot import ConfigSnapshot
 from convengine.vocab import ANY
@@ -153,8 +154,8 @@ def coerce_field(spec: Mapping[str, Any], raw: str) -> Any:
             return _UNSET
         return int(cleaned) if "." not in cleaned else float(cleaned)
     if kind == "boolean":
-        lowered = text.lower()
-        return {"true": True, "yes": True, "false": False, "no": False}.get(lowered, _UNSET)
+        parsed = parse_bool(text)
+        return _UNSET if parsed is None else parsed
     if spec.get("enum") and text not in spec["enum"]:
         matches = [e for e in spec["enum"] if str(e).casefold() == text.casefold()]
         return matches[0] if matches else _UNSET

@@ -15,7 +15,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from convengine import ce_config
 from convengine.errors import ConfigError, ErrorCode
+from convengine.graph.names import PIPELINE_END_GUARD
 from convengine.security.env_refs import resolve_env_refs
 from convengine.security.redact import remember_settings_secrets
 
@@ -152,7 +154,7 @@ class AuditPersistenceSettings(_Section):
     flush_stages: list[str] = Field(
         default_factory=lambda: ["ENGINE_KNOWN_FAILURE", "ENGINE_UNKNOWN_FAILURE"]
     )
-    final_step_names: list[str] = Field(default_factory=lambda: ["pipeline_end_guard"])
+    final_step_names: list[str] = Field(default_factory=lambda: [PIPELINE_END_GUARD])
     flush_on_stop_outcome: bool = True
 
 
@@ -673,15 +675,9 @@ def _submodel(model: type[BaseModel], name: str) -> type[BaseModel] | None:
     return None
 
 
-# ce_config (config_type, config_key) -> settings path, applied on every snapshot load.
-COMPONENT_OVERRIDES: dict[tuple[str, str], tuple[str, ...]] = {
-    ("MCPTOOLSTEP", "MCP_TOOL_MAX_LOOPS"): ("mcp", "tool_max_loops"),
-    ("MCPTOOLSTEP", "MCP_TOOL_CALL_DELAY_MS"): ("mcp", "tool_call_delay_ms"),
-    ("MCPTOOLSTEP", "MCP_TOOL_CALL_DELAY_AFTER_CALLS"): ("mcp", "tool_call_delay_after_calls"),
-    ("MCPTOOLSTEP", "MCP_TOOL_CALL_DELAY_AFTER_MS"): ("mcp", "tool_call_delay_after_ms"),
-    ("MCPPLANNER", "MCP_PLANNER_MAX_OBSERVATIONS_COUNT"): ("mcp", "planner_max_observations"),
-    ("MCPPLANNER", "MCP_PLANNER_MAX_OBS_CHARS"): ("mcp", "planner_max_observation_chars"),
-}
+# ce_config (config_type, config_key) -> settings path, applied on every snapshot load (the ce_config table's
+# keys backed by a setting).
+COMPONENT_OVERRIDES: dict[tuple[str, str], tuple[str, ...]] = ce_config.SETTING_OVERRIDES
 
 
 def apply_component_overrides(

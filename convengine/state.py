@@ -17,6 +17,8 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
+from convengine import param_keys
+
 
 class TurnInput(TypedDict, total=False):
     """What one turn brings: the message, its params, the reset flag."""
@@ -34,8 +36,9 @@ class EngineInput(TypedDict, total=False):
     turn_input: TurnInput
 
 
-class EngineState(TypedDict, total=False):
-    # --- conversation-scoped ----------------------------------------------------------
+class ConversationState(TypedDict, total=False):
+    """Conversation-scoped keys: they survive between turns."""
+
     conversation_id: str
     status: str
     """RUNNING, or BLOCKED after a policy hit (ConvEngine's values)."""
@@ -56,7 +59,11 @@ class EngineState(TypedDict, total=False):
     flow: dict[str, Any]
     """The conversation flows' position: call ``stack`` (flow, node, mode), ``vars`` (session.*),
     entity ``attempts`` and ``handoff`` (see convengine.flows)."""
-    # --- turn-scoped ------------------------------------------------------------------
+
+
+class TurnState(TypedDict, total=False):
+    """Turn-scoped keys: reset at the start of every turn."""
+
     turn_input: dict[str, Any]
     """This turn's request: ``text``, ``params``, ``reset``, ``turn_id``."""
     user_text: str
@@ -81,84 +88,64 @@ class EngineState(TypedDict, total=False):
     """What the turn returns when a FINAL response transformer changed it (the stored answer is ``payload``)."""
 
 
-CONVERSATION_KEYS: tuple[str, ...] = (
-    "conversation_id",
-    "status",
-    "intent",
-    "state",
-    "context",
-    "input_params",
-    "turn",
-    "recent_turns",
-    "schema_scope",
-    "flow",
-)
+class EngineState(ConversationState, TurnState, total=False):
+    """What the checkpointer carries: the conversation's keys and this turn's."""
+
+
+# The state's keys by name (the values are the TypedDicts' keys; tests/test_catalogues.py checks they match).
+CONVERSATION_ID = "conversation_id"
+STATUS = "status"
+INTENT = "intent"
+STATE = "state"
+CONTEXT = "context"
+INPUT_PARAMS = "input_params"
+TURN = "turn"
+RECENT_TURNS = "recent_turns"
+SCHEMA_SCOPE = "schema_scope"
+FLOW = "flow"
+TURN_INPUT = "turn_input"
+USER_TEXT = "user_text"
+STANDALONE_QUERY = "standalone_query"
+PARAMS = "params"
+TURN_START = "turn_start"
+SCHEMA_FACTS = "schema_facts"
+TRANSITIONS = "transitions"
+PAYLOAD = "payload"
+MCP_LOOP = "mcp_loop"
+LAST_LLM = "last_llm"
+KEPT_PARAMS = "kept_params"
+NEW_CONVERSATION = "new_conversation"
+PERSISTED = "persisted"
+REPLY = "reply"
+
+CONVERSATION_KEYS: tuple[str, ...] = tuple(ConversationState.__annotations__)
+TURN_KEYS: tuple[str, ...] = tuple(TurnState.__annotations__)
 
 
 def turn_defaults() -> dict[str, Any]:
     """Fresh values for every turn-scoped key (the input key is kept by the caller)."""
     return {
-        "user_text": "",
-        "standalone_query": None,
-        "params": {},
-        "turn_start": {},
-        "schema_facts": {},
-        "transitions": [],
-        "payload": None,
-        "mcp_loop": {},
-        "last_llm": {},
-        "kept_params": [],
-        "new_conversation": False,
-        "persisted": False,
-        "reply": None,
+        USER_TEXT: "",
+        STANDALONE_QUERY: None,
+        PARAMS: {},
+        TURN_START: {},
+        SCHEMA_FACTS: {},
+        TRANSITIONS: [],
+        PAYLOAD: None,
+        MCP_LOOP: {},
+        LAST_LLM: {},
+        KEPT_PARAMS: [],
+        NEW_CONVERSATION: False,
+        PERSISTED: False,
+        REPLY: None,
     }
 
 
-TURN_KEYS: tuple[str, ...] = ("turn_input", *turn_defaults())
-
-# Params a caller may send for the turn they come with (seed 001's consumer keys and ConvEngine's
-# request switches); they act within what the pack grants and are never persisted.
-REQUEST_PARAM_KEYS: frozenset[str] = frozenset(
-    {
-        "reset", "restart", "conversation_reset", "tool_request", "pending_action_key", "pending_action_task",
-        "approval_granted", "approvalGranted", "force_intent_resolution", "resolve_intent", "switch_intent",
-        "switch_flow", "switch_mode",
-    }
-)
-
-# Params only the engine computes: dropped (and audited) when a caller sends them, never persisted.
-ENGINE_PARAM_KEYS: frozenset[str] = frozenset(
-    {
-        # dialogue act
-        "dialogue_act", "dialogue_act_confidence", "dialogue_act_source", "dialogue_act_regex",
-        "dialogue_act_regex_confidence", "dialogue_act_llm_candidate", "dialogue_act_llm_confidence",
-        "dialogue_act_llm_standalone_query", "dialogue_act_guard_applied", "dialogue_act_guard_reason",
-        "standalone_query", "resolved_user_input",
-        # policy, correction, guardrail, disambiguation
-        "policy_decision", "skip_intent_resolution", "routing_decision", "skip_schema_extraction",
-        "correction_applied", "correction_target_field", "guardrail_blocked", "guardrail_reason",
-        "sanitized_user_text", "skip_tool_execution", "skip_pending_action_execution",
-        "pending_action_disambiguation_required", "pending_action_runtime_status", "pending_action_result",
-        # schema facts
-        "missing_fields", "missing_field_options", "schema_field_details", "schema_description", "schema_id",
-        "schema_complete", "schema_has_any_value",
-        # tools and planner
-        "tool_result", "tool_status", "mcp_action", "mcp_tool_code", "mcp_tool_args", "mcp_tool_group",
-        "mcp_operation_tag", "mcp_observations", "mcp_final_answer", "mcp_status", "mcp_tool_execution_error",
-        # rules, state graph, memory, intent agent
-        "rule_phase", "rule_execution_source", "rule_execution_origin", "post_intent_rule",
-        "state_graph_valid", "state_graph_soft_block", "state_graph_blocked", "memory_session_summary",
-        "memory_recall", "reset_reason", "intent_scores", "intent_top3", "intent_collision_candidates", "followups",
-        "intent_unmatched",
-        # maps injected for templates (ConvEngine's reserved keys)
-        "session", "context", "schema_json",
-    }
-)
-
+REQUEST_PARAM_KEYS: frozenset[str] = param_keys.REQUEST_PARAM_KEYS
+ENGINE_PARAM_KEYS: frozenset[str] = param_keys.ENGINE_PARAM_KEYS
+RESET_PARAM_KEYS: tuple[str, ...] = param_keys.RESET_PARAM_KEYS
 TURN_PARAM_KEYS: frozenset[str] = REQUEST_PARAM_KEYS | ENGINE_PARAM_KEYS
 """Params that never carry over to the next turn."""
-
-RESET_PARAM_KEYS: tuple[str, ...] = ("reset", "restart", "conversation_reset")
 
 
 def caller_params(params: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:

@@ -5,8 +5,8 @@
 
 Sources: the SQLAlchemy models (convengine/db/models.py) for tables, columns, types and
 defaults; convengine/vocab.py for every allowed value; convengine/graph/names.py for the turn's
-step order; convengine/settings.py for settings; convengine/templates/variables.py for template
-variables. tests/test_docs.py runs the check. Not imported by the engine.
+step order; convengine/audit/stages.py for audit stages; convengine/settings.py for settings;
+convengine/templates/variables.py for template variables. tests/test_docs.py runs the check. Not imported by the engine.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from pydantic import BaseModel
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from convengine import vocab  # noqa: E402
+from convengine import booleans, ce_config, vocab  # noqa: E402
+from convengine.audit import stages as audit_stages  # noqa: E402
 from convengine.config_loader.records import RECORD_TYPES  # noqa: E402
 from convengine.config_loader.rows import _is_required  # noqa: E402
 from convengine.db.models import CONTROL_MODELS, KNOWLEDGE_MODELS, RUNTIME_MODELS  # noqa: E402
@@ -436,8 +437,9 @@ def turn_svg() -> str:
 LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Foundation", "errors, settings, vocabularies, audit events, the state's shape",
      ("errors", "security", "settings", "vocab", "state", "textmatch", "jsontext", "jsonschemas", "audit", "registry",
+      "booleans", "ce_config", "param_keys", "graph.names",
       "memory.users", "memory.catalogue", "memory.timeline", "memory.namespaces",
-      "engine_io", "graph.names")),
+      "engine_io")),
     ("Storage", "ce_* tables, migrations, checkpoints, the turn's commit, knowledge bases",
      ("db", "checkpointing", "persistence", "knowledge")),
     ("Configuration and rules", "packs, validation, snapshots, templates; rule matching (pure); flow checks",
@@ -550,11 +552,25 @@ def settings_page() -> str:
             out += [f"## `{title}`\n" if prefix else "## Top level\n",
                     "| key | type | default | environment | description |", "|---|---|---|---|---|", *rows, ""]
         pending = sections + pending
-    from convengine.settings import COMPONENT_OVERRIDES
-
-    out += ["## `ce_config` overrides\n", "| config_type | config_key | setting |", "|---|---|---|"]
-    out += [f"| `{t}` | `{k}` | `{'.'.join(p).replace('_', '-')}` |" for (t, k), p in COMPONENT_OVERRIDES.items()]
+    out += ["## `ce_config` keys\n",
+            "Every `ce_config` key convengine reads (`config_type` is matched case-insensitively; another key is a "
+            "warning: the row does nothing). A value of the wrong type is a validation error naming the key; "
+            "booleans accept " + "/".join(f"`{w}`" for w in booleans.TRUE_SPELLINGS) + " and "
+            + "/".join(f"`{w}`" for w in booleans.FALSE_SPELLINGS) + ". A key backed by a setting overrides "
+            "that setting on every load.\n",
+            "| config_type | config_key | type | default | description |", "|---|---|---|---|---|"]
+    out += [f"| `{k.component}` | `{k.key}` | {k.kind} | {_config_default(k)} | {k.doc} |"
+            for k in ce_config.CONFIG_KEYS]
     return "\n".join(out) + "\n"
+
+
+def _config_default(key: ce_config.ConfigKey) -> str:
+    if key.setting:
+        return "setting `" + ".".join(key.setting).replace("_", "-") + "`"
+    if key.default is None:
+        return "built-in prompt"
+    text = str(key.default).lower() if isinstance(key.default, bool) else str(key.default)
+    return "`" + text.replace("|", "\\|") + "`"
 
 
 # --- template variables ----------------------------------------------------------------------
@@ -597,7 +613,23 @@ def templates_page() -> str:
     return "\n".join(out) + "\n"
 
 
+def stages_page() -> str:
+    """Every audit stage (convengine/audit/stages.py), grouped by the part of the turn that writes it."""
+    out = [HEADER, "# Audit stages\n\n",
+           "Every stage the engine writes to `ce_audit.stage` (and streams), with what it records. ",
+           "A rule phase suffixes its stages with the step that ran it (`RULE_MATCH (RulesStep)`), and an "
+           "applied rule action is also audited under the action's name (`SET_STATE`, ...).\n"]
+    area = None
+    for name, (where, doc) in audit_stages.STAGES.items():
+        if where != area:
+            area = where
+            out.append(f"\n## {where[0].upper()}{where[1:]}\n\n| stage | records |\n|---|---|\n")
+        out.append(f"| `{name}` | {doc} |\n")
+    return "".join(out)
+
+
 PAGES: dict[str, Callable[[], str]] = {
+    "docs/reference/audit-stages.md": stages_page,
     "docs/reference/tables.md": tables_page,
     "docs/reference/rules.md": rules_page,
     "docs/reference/turn.md": turn_page,

@@ -8,10 +8,11 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from convengine.audit import AuditEvent
+from convengine.audit import stages as audit_stages
 from convengine.audit.turns import split_turns
 from convengine.engine import Engine
 
-STEP_STAGES = {"STEP_ENTER", "STEP_EXIT", "STEP_SKIPPED"}
+STEP_STAGES = {audit_stages.STEP_ENTER, audit_stages.STEP_EXIT, audit_stages.STEP_SKIPPED}
 
 BASE_PACK: dict[str, Any] = {
     # Scenario packs show absent values on purpose (ConvEngine's permissive EXACT rendering);

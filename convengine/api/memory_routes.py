@@ -16,6 +16,7 @@ from convengine.api.body import DepthCheckedRoute
 from convengine.api.refusals import error_response
 from convengine.api.routes import REFUSALS, CallerDep, ConversationId, EngineDep
 from convengine.api.schemas import ErrorBody
+from convengine.audit import stages
 from convengine.errors import ConversationBusyError, UndoError
 
 router = APIRouter(route_class=DepthCheckedRoute)
@@ -24,7 +25,7 @@ CONFLICT: dict[int | str, dict[str, Any]] = {**REFUSALS, 409: {"model": ErrorBod
 
 async def _move(kind: str, conversation_id: str, engine: Any, owner: str | None) -> Any:
     try:
-        if kind == "UNDO":
+        if kind == stages.UNDO:
             result = await engine.aundo(conversation_id, owner=owner)
         else:
             result = await engine.aredo(conversation_id, owner=owner)
@@ -36,13 +37,13 @@ async def _move(kind: str, conversation_id: str, engine: Any, owner: str | None)
 @router.post("/api/v1/conversation/{conversation_id}/undo", tags=["memory"], responses=CONFLICT)
 async def undo(conversation_id: ConversationId, engine: EngineDep, caller: CallerDep) -> Any:
     """Take back the conversation's last turn (several calls go back several turns)."""
-    return await _move("UNDO", conversation_id, engine, caller.owner)
+    return await _move(stages.UNDO, conversation_id, engine, caller.owner)
 
 
 @router.post("/api/v1/conversation/{conversation_id}/redo", tags=["memory"], responses=CONFLICT)
 async def redo(conversation_id: ConversationId, engine: EngineDep, caller: CallerDep) -> Any:
     """Re-apply the turn the last undo took back."""
-    return await _move("REDO", conversation_id, engine, caller.owner)
+    return await _move(stages.REDO, conversation_id, engine, caller.owner)
 
 
 @router.get("/api/v1/conversation/{conversation_id}/steps", tags=["memory"], responses=REFUSALS)

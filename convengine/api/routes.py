@@ -29,6 +29,7 @@ from convengine.api.streams import Lease, StreamRegistry, Watch
 from convengine.audit.events import AuditEvent
 from convengine.audit.trace import empty_trace
 from convengine.audit.verbose import VERBOSE_STAGE
+from convengine.booleans import truthy
 from convengine.engine import Engine
 from convengine.engine_io import normalise_conversation_id
 from convengine.errors import (
@@ -46,8 +47,8 @@ ConversationId = Annotated[str, Path(description="The conversation's UUID.", jso
 REFUSALS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (401, 404, 422)}
 
 
-# Spring's boolean words, as ConvEngine's ``?warmup=`` takes them (declared as text so the schema says what is sent).
-TRUE_WORDS = ("true", "1", "yes", "on")
+# Spring's boolean words, as ConvEngine's ``?warmup=`` takes them (declared as text so the schema says what is sent;
+# read with convengine.booleans like every other yes/no value).
 Warmup = Annotated[Literal["true", "false", "1", "0", "yes", "no", "on", "off"],
                    Query(description="Also read every control table from the database and time it (default true).")]
 
@@ -248,7 +249,7 @@ async def analyze(engine: EngineDep, _: AdminDep, warmup: Warmup = "true") -> di
     """What the engine keeps in memory, in ConvEngine's shape (``cacheProvider``, ``staticCaches``,
     ``runtimeCaches``, and with ``warmup`` (the default, as ConvEngine) ``warmupTimingMs``), plus the
     snapshot's statistics and the main settings (admin)."""
-    report = await engine.acache_report(warmup in TRUE_WORDS)
+    report = await engine.acache_report(truthy(warmup))
     report["snapshot"] = engine.snapshot.statistics()
     report["settings"] = {"dialogueAct": engine.settings.flow.dialogue_act.resolute,
                           "auditLevel": engine.settings.audit.level, "sse": engine.settings.transport.sse.enabled}

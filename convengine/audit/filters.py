@@ -7,9 +7,10 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from convengine.audit import stages
 from convengine.settings import AuditSettings
 
-_STEP_STAGES = frozenset({"STEP_ENTER", "STEP_EXIT"})
+_STEP_STAGES = frozenset({stages.STEP_ENTER, stages.STEP_EXIT})
 _ERROR_MARKERS = ("ERROR", "FAIL", "REJECTED")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from convengine.audit import stages as audit_stages
 from convengine.audit.events import AuditEvent
 
 
@@ -33,13 +34,13 @@ def step_tree(events: Sequence[AuditEvent]) -> tuple[list[dict[str, Any]], list[
         stage = {"auditId": event.audit_id, "stage": event.stage, "createdAt": event.created_at.isoformat(),
                  "payload": event.stored_payload()}
         stages.append(stage)
-        if event.stage == "STEP_ENTER":
+        if event.stage == audit_stages.STEP_ENTER:
             step: dict[str, Any] = {"step": event.payload.get("step"), "stepClass": event.payload.get("stepClass"),
                     "sourceFile": None, "status": "RUNNING", "startedAt": stage["createdAt"], "endedAt": None,
                     "durationMs": None, "error": None, "stages": []}
             steps.append(step)
             open_steps.append(step)
-        elif event.stage in ("STEP_EXIT", "STEP_ERROR") and open_steps:
+        elif event.stage in (audit_stages.STEP_EXIT, audit_stages.STEP_ERROR) and open_steps:
             _close(open_steps, event, stage)
         elif open_steps:
             open_steps[-1]["stages"].append(stage)
@@ -51,10 +52,10 @@ def _close(open_steps: list[dict[str, Any]], event: AuditEvent, stage: dict[str,
     index = next((i for i in range(len(open_steps) - 1, -1, -1) if open_steps[i]["step"] == name), len(open_steps) - 1)
     step = open_steps[index]
     del open_steps[index:]
-    step["status"] = "ERROR" if event.stage == "STEP_ERROR" else "OK"
+    step["status"] = "ERROR" if event.stage == audit_stages.STEP_ERROR else "OK"
     step["endedAt"] = stage["createdAt"]
     step["durationMs"] = _millis(event.payload.get("durationMs"))
-    if event.stage == "STEP_ERROR":
+    if event.stage == audit_stages.STEP_ERROR:
         message = event.payload.get("errorMessage")
         step["error"] = None if message is None else str(message)
 

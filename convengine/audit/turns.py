@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from convengine.audit import stages
 from convengine.audit.events import AuditEvent
 from convengine.audit.trace import step_tree
 from convengine.graph.names import LOAD_OR_CREATE_CONVERSATION
@@ -44,4 +45,4 @@ def turn_steps(events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
 def _opens_turn(event: AuditEvent, current: str | None) -> bool:
     if event.turn_id is not None:
         return event.turn_id != current
-    return event.stage == "STEP_ENTER" and event.payload.get("step") == LOAD_OR_CREATE_CONVERSATION
+    return event.stage == stages.STEP_ENTER and event.payload.get("step") == LOAD_OR_CREATE_CONVERSATION

@@ -17,27 +17,29 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from convengine import param_keys as pk
+from convengine.audit import stages
 from convengine.audit.events import AuditEvent
 
 logger = logging.getLogger(__name__)
 
-VERBOSE_STAGE = "VERBOSE"
+VERBOSE_STAGE = stages.VERBOSE
 """The stage (and SSE event name) of a verbose message; reserved, never stored."""
 EVENT_TYPE = "VERBOSE_PROGRESS"
 ANY = "ANY"
-STEP_ERROR = "STEP_ERROR"
+STEP_ERROR = stages.STEP_ERROR
 
 # convengine stage -> the other names ConvEngine published the same moment under.
 DETERMINANT_ALIASES: dict[str, tuple[str, ...]] = {
-    "INTENT_AGENT_LLM_INPUT": ("AGENT_INTENT_START",),
-    "INTENT_AGENT_ACCEPTED": ("AGENT_INTENT_ACCEPTED",),
-    "INTENT_AGENT_COLLISION": ("AGENT_INTENT_COLLISION",),
-    "INTENT_AGENT_NEEDS_CLARIFICATION": ("AGENT_INTENT_NEEDS_CLARIFICATION",),
-    "INTENT_AGENT_REJECTED": ("AGENT_INTENT_REJECTED",),
-    "INTENT_CLASSIFICATION_MATCHED": ("INTENT_RESOLVED",),
-    "RESOLVE_RESPONSE_SELECTED": ("RESPONSE_TYPE_RESOLVER_SELECTED",),
-    "RESPONSE_MAPPING_NOT_FOUND": ("RESPONSE_TYPE_RESOLVER_NOT_FOUND",),
-    "RULE_APPLIED": ("RULE_ACTION_RESOLVER_SELECTED",),
+    stages.INTENT_AGENT_LLM_INPUT: ("AGENT_INTENT_START",),
+    stages.INTENT_AGENT_ACCEPTED: ("AGENT_INTENT_ACCEPTED",),
+    stages.INTENT_AGENT_COLLISION: ("AGENT_INTENT_COLLISION",),
+    stages.INTENT_AGENT_NEEDS_CLARIFICATION: ("AGENT_INTENT_NEEDS_CLARIFICATION",),
+    stages.INTENT_AGENT_REJECTED: ("AGENT_INTENT_REJECTED",),
+    stages.INTENT_CLASSIFICATION_MATCHED: ("INTENT_RESOLVED",),
+    stages.RESOLVE_RESPONSE_SELECTED: ("RESPONSE_TYPE_RESOLVER_SELECTED",),
+    stages.RESPONSE_MAPPING_NOT_FOUND: ("RESPONSE_TYPE_RESOLVER_NOT_FOUND",),
+    stages.RULE_APPLIED: ("RULE_ACTION_RESOLVER_SELECTED",),
 }
 # Determinant prefix -> ConvEngine's helper classes that published it (matched besides the step).
 SOURCES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -274,7 +276,7 @@ def _rule_id(stage_payload: Mapping[str, Any], params: Mapping[str, Any]) -> int
 
 
 def _tool_code(stage_payload: Mapping[str, Any], params: Mapping[str, Any]) -> str | None:
-    for raw in (stage_payload.get("toolCode"), stage_payload.get("tool_code"), params.get("mcp_tool_code"),
+    for raw in (stage_payload.get("toolCode"), stage_payload.get("tool_code"), params.get(pk.MCP_TOOL_CODE),
                 params.get("tool_code")):
         if isinstance(raw, str) and raw.strip():
             return raw

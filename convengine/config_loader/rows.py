@@ -16,11 +16,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from convengine.booleans import require_bool
 from convengine.db.models import CONTROL_TABLES, MODEL_BY_TABLE
 from convengine.errors import Violation
-
-_TRUE = {"true", "1", "yes", "y", "on", "t"}
-_FALSE = {"false", "0", "no", "n", "off", "f"}
 
 
 @dataclass(slots=True)
@@ -169,13 +167,7 @@ def _to_int(value: Any) -> int:
 
 
 def _to_bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-        return value.strip().lower() in _TRUE
-    raise ValueError(f"expected true or false, got {value!r}")
+    return require_bool(value)
 
 
 def _to_float(value: Any) -> float:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
+from convengine.booleans import truthy
+from convengine.ce_config import ConfigKey
 from convengine.config_loader.records import (
     ClassifierRecord,
     ConfigRow,
@@ -95,6 +97,12 @@ class ConfigSnapshot:
         value = self._component.get((config_type.upper(), key.upper()))
         return default if value is None or value == "" else value
 
+    def config_value(self, key: ConfigKey) -> Any:
+        """The typed value of a ce_config key (convengine.ce_config), or the table's default when no enabled
+        row sets it. Validation has checked the row's type when the pack loaded."""
+        value = self.component(key.component, key.key)
+        return key.default if value is None else key.parse(value)
+
     def component_float(self, config_type: str, key: str, default: float) -> float:
         value = self.component(config_type, key)
         return default if value is None else float(value)
@@ -105,7 +113,7 @@ class ConfigSnapshot:
 
     def component_bool(self, config_type: str, key: str, default: bool) -> bool:
         value = self.component(config_type, key)
-        return default if value is None else value.strip().lower() in ("true", "1", "yes", "y", "on")
+        return default if value is None else truthy(value)
 
     # --- lookups ----------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from typing import Any
 import jsonschema
 from jsonpath_ng.exceptions import JsonPathLexerError, JsonPathParserError
 
+from convengine import ce_config
 from convengine.config_loader.records import (
     ClassifierRecord,
     PolicyRecord,
@@ -28,14 +29,12 @@ from convengine.config_loader.template_checks import check_templates
 from convengine.errors import Violation
 from convengine.jsonschemas import checked_validator
 from convengine.rules.jsonpath import compile_jsonpath
-from convengine.settings import COMPONENT_OVERRIDES
 from convengine.textmatch import PatternError, TextMatcher, compile_regex
 from convengine.vocab import (
     ANY,
     CLASSIFIER_TYPES,
     CLEAR_CONTEXT,
     CLEAR_INPUT_PARAM,
-    DEFAULT_ACT_REGEXES,
     DIALOGUE_ACTS,
     INTENT_COLLISION,
     INTERACTION_MODES,
@@ -68,37 +67,8 @@ SCOPED_TABLES = (
 _BLANK_OK = {("ce_rule", "intent_code"), ("ce_rule", "state_code"), ("ce_response", "intent_code"),
              ("ce_prompt_template", "intent_code"), ("ce_prompt_template", "state_code")}
 
-# ce_config keys with a typed value: (TYPE, KEY) -> parser
-_TYPED_CONFIG: dict[tuple[str, str], Callable[[str], Any]] = {
-    ("AGENTINTENTRESOLVER", "MIN_CONFIDENCE"): float,
-    ("AGENTINTENTRESOLVER", "COLLISION_GAP_THRESHOLD"): float,
-    ("INTENTRESOLUTIONSTEP", "STICKY_INTENT"): lambda v: _parse_bool(v),
-    ("DISAMBIGUATIONSTEP", "ENABLE_LLM"): lambda v: _parse_bool(v),
-    ("MCPTOOLSTEP", "MCP_TOOL_MAX_LOOPS"): int,
-    ("MCPPLANNER", "MCP_PLANNER_MAX_OBSERVATIONS_COUNT"): int,
-    ("MCPPLANNER", "MCP_PLANNER_MAX_OBS_CHARS"): int,
-}
-
-
-# Every (TYPE, KEY) of a ce_config row that convengine reads (besides EngineSettings rows).
-READ_CONFIG_KEYS: frozenset[tuple[str, str]] = frozenset({
-    *_TYPED_CONFIG, *COMPONENT_OVERRIDES,
-    *{("DIALOGUEACTSTEP", f"REGEX_{act}") for act in DEFAULT_ACT_REGEXES},
-    *{("DIALOGUEACTSTEP", k) for k in ("SYSTEM_PROMPT", "USER_PROMPT", "QUERY_REWRITE_SYSTEM_PROMPT",
-                                       "QUERY_REWRITE_USER_PROMPT")},
-    *{("AGENTINTENTRESOLVER", k) for k in ("SYSTEM_PROMPT", "USER_PROMPT")},
-    *{("AGENTINTENTCOLLISIONRESOLVER", k) for k in ("SYSTEM_PROMPT", "USER_PROMPT", "DERIVATION_HINT")},
-    *{("MCPPLANNER", k) for k in ("SYSTEM_PROMPT", "USER_PROMPT")},
-    *{("DISAMBIGUATIONSTEP", k) for k in ("LLM_SYSTEM_PROMPT", "LLM_USER_PROMPT", "QUESTION_TEMPLATE")},
-    ("RESETRESOLVEDINTENTSTEP", "RESET_INTENT_CODES"),
-})
-
-
-def _parse_bool(value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered not in ("true", "false", "1", "0", "yes", "no"):
-        raise ValueError(f"expected true or false, got {value!r}")
-    return lowered in ("true", "1", "yes")
+# Every (TYPE, KEY) of a ce_config row that convengine reads (besides EngineSettings rows): the ce_config table.
+READ_CONFIG_KEYS: frozenset[tuple[str, str]] = frozenset(ce_config.BY_IDENT)
 
 
 @dataclass(slots=True)
@@ -425,14 +395,16 @@ def _config(v: Validation) -> None:
         if key[0] != SETTINGS_CONFIG_TYPE.upper() and key not in READ_CONFIG_KEYS:
             v.warnings.append(f"ce_config[{rec.row_id}]: {c.config_type}.{c.config_key} is not read by convengine; "
                               "the row does nothing")
-        if key[0] == "DIALOGUEACTSTEP" and key[1].startswith("REGEX_") and c.config_value:
+        spec = ce_config.BY_IDENT.get(key)
+        if spec is None or c.config_value in (None, ""):
+            continue
+        if spec.kind == "regex":
             _attach_regex_check(v, rec, c.config_value)
-        parser = _TYPED_CONFIG.get(key)
-        if parser and c.config_value not in (None, ""):
-            try:
-                parser(c.config_value)
-            except ValueError:
-                v.bad(rec, rec.row_id, "config_value", f"{c.config_type}.{c.config_key} must be a {getattr(parser, '__name__', 'boolean')}, got {c.config_value!r}")
+        try:
+            spec.parse(c.config_value)
+        except ValueError:
+            v.bad(rec, rec.row_id, "config_value",
+                  f"{c.config_type}.{c.config_key} must be {spec.type_text}, got {c.config_value!r}")
 
 
 def _attach_regex_check(v: Validation, rec: Record, pattern: str) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Self
 
 from convengine._portal import Portal
-from convengine.audit import AuditBus, AuditEvent, Subscription
+from convengine.audit import AuditBus, AuditEvent, Subscription, stages
 from convengine.audit.trace import build_trace
 from convengine.config_loader import ConfigSnapshot
 from convengine.engine.results import EngineOptions, TurnResult
@@ -159,18 +159,18 @@ class Engine:
         prompt history window and pending actions; history rows of the turn are marked undone and the
         audit gets an ``UNDO`` event. ``result.side_effects`` lists what the turn did outside the engine
         (tasks, tools), which undo cannot take back. Raises UndoError (NOTHING_TO_UNDO, UNDO_FORBIDDEN)."""
-        return self._portal.call(self._runtime.move(_cid(conversation_id), "UNDO", _owner(owner)))
+        return self._portal.call(self._runtime.move(_cid(conversation_id), stages.UNDO, _owner(owner)))
 
     async def aundo(self, conversation_id: str, owner: str | None = None) -> UndoResult:
-        return await self._portal.acall(self._runtime.move(_cid(conversation_id), "UNDO", _owner(owner)))
+        return await self._portal.acall(self._runtime.move(_cid(conversation_id), stages.UNDO, _owner(owner)))
 
     def redo(self, conversation_id: str, owner: str | None = None) -> UndoResult:
         """Re-apply the turn the last undo took back (its tasks and tools do not run again). A new
         message after an undo drops the redo. Raises UndoError (NOTHING_TO_REDO)."""
-        return self._portal.call(self._runtime.move(_cid(conversation_id), "REDO", _owner(owner)))
+        return self._portal.call(self._runtime.move(_cid(conversation_id), stages.REDO, _owner(owner)))
 
     async def aredo(self, conversation_id: str, owner: str | None = None) -> UndoResult:
-        return await self._portal.acall(self._runtime.move(_cid(conversation_id), "REDO", _owner(owner)))
+        return await self._portal.acall(self._runtime.move(_cid(conversation_id), stages.REDO, _owner(owner)))
 
     def properties(self, user_id: str) -> dict[str, Any]:
         """The user's long-term properties (``conversation_memory.long_term``), by name."""

@@ -9,7 +9,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
 from langchain_core.runnables import RunnableConfig
@@ -278,7 +278,7 @@ class EngineRuntime:
 
     # --- undo and redo ----------------------------------------------------------------
 
-    async def move(self, conversation_id: str, kind: Literal["UNDO", "REDO"], owner: str | None = None) -> UndoResult:
+    async def move(self, conversation_id: str, kind: str, owner: str | None = None) -> UndoResult:
         """Undo or redo the conversation's last turn, under its turn lock (serialised with its turns)."""
         refused: ConversationNotFoundError | None = None
         await self.long_term_store()  # the turn may have saved long-term values (set up outside the lock)

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from convengine import param_keys as pk
+from convengine import state as keys
+from convengine.audit import stages
 from convengine.errors import InvalidInputError
 from convengine.flows import vocab
 from convengine.flows.catalog import catalog_of
@@ -15,13 +18,13 @@ from convengine.nodes.turn import Turn
 
 
 def _event(turn: Turn) -> str | None:
-    return (turn.get("turn_input") or {}).get("event")
+    return (turn.get(keys.TURN_INPUT) or {}).get("event")
 
 
 async def flow_step(turn: Turn) -> None:
     walk = new_walk(turn)
     event = _event(turn)
-    if turn.read_params().get("reset_reason") and walk.data:
+    if turn.read_params().get(pk.RESET_REASON) and walk.data:
         turn.audit(vocab.FLOW_RESET, {"stack": walk.data.get("stack"), "handoff": walk.data.get("handoff")})
         walk.data.clear()
     if walk.data.get("handoff"):
@@ -38,7 +41,7 @@ async def flow_step(turn: Turn) -> None:
         return
     await walk_stack(walk)
     if walk.data.get("handoff"):
-        turn.set("status", vocab.HANDOFF_STATUS)
+        turn.set(keys.STATUS, vocab.HANDOFF_STATUS)
     turn.set(vocab.STATE_KEY, walk.data)
     turn.set_intent(active_intent(walk), cause="FLOW")
     payload = walk.payload()
@@ -48,18 +51,18 @@ async def flow_step(turn: Turn) -> None:
 
 
 def _answer(turn: Turn, payload: dict[str, Any]) -> None:
-    turn.set("payload", payload)
-    turn.audit("ASSISTANT_OUTPUT", {"output": payload["value"], "outputFormat": payload["type"],
+    turn.set(keys.PAYLOAD, payload)
+    turn.audit(stages.ASSISTANT_OUTPUT, {"output": payload["value"], "outputFormat": payload["type"],
                                     "responseType": "FLOW", "intent": turn.intent, "state": turn.state})
     turn.route_to(names.MEMORY if turn.settings.flow.memory.enabled else names.PERSIST_CONVERSATION)
 
 
 def _handoff_turn(turn: Turn, data: dict[str, Any]) -> None:
     """A human has the conversation: record the user's message (streamed to subscribers), say nothing."""
-    turn.set("status", vocab.HANDOFF_STATUS)
-    turn.set_intent(str((turn.get("turn_start") or {}).get("intent") or turn.intent), cause="FLOW")
+    turn.set(keys.STATUS, vocab.HANDOFF_STATUS)
+    turn.set_intent(str((turn.get(keys.TURN_START) or {}).get("intent") or turn.intent), cause="FLOW")
     turn.audit(vocab.FLOW_HANDOFF_MESSAGE, {"text": turn.user_text, **data["handoff"]})
-    turn.set("payload", {"type": "HANDOFF", "value": ""})
+    turn.set(keys.PAYLOAD, {"type": "HANDOFF", "value": ""})
     turn.route_to(names.MEMORY if turn.settings.flow.memory.enabled else names.PERSIST_CONVERSATION)
 
 

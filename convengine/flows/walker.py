@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from convengine import state as keys
 from convengine.errors import InvalidInputError
 from convengine.flows import vocab
 from convengine.flows.catalog import Flow, catalog_of
@@ -36,7 +37,7 @@ def begin(walk: Walk, event: str | None) -> None:
         if flow is None:
             raise InvalidInputError("no welcome flow is configured (settings flows.welcome_flow names an "
                                     f"enabled ce_flow; got {code!r})")
-        if int(turn.get("turn") or 0) > 1:
+        if int(turn.get(keys.TURN) or 0) > 1:
             raise InvalidInputError("the welcome event only starts a new conversation")
         push(walk, flow, vocab.FLOW_STARTED, cause="WELCOME")
         return

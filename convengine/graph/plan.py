@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 
 from langgraph.graph import END
 
+from convengine.audit import stages
 from convengine.errors import ConvEngineError, ErrorCode
 from convengine.graph import names
 from convengine.nodes.common import Step
@@ -59,7 +60,7 @@ class StepPlan:
             if audit is None:
                 return target
             stage, payload = audit
-            turn.audit("STEP_SKIPPED", {"step": target, "reason": payload.get("reason")})
+            turn.audit(stages.STEP_SKIPPED, {"step": target, "reason": payload.get("reason")})
             if stage:
                 turn.audit(stage, payload)
             target = self.following(target)

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from convengine.audit import stages
 from convengine.errors import ConvEngineError, StepError
 from convengine.graph.names import JAVA_STEP_CLASSES, PERSIST_CONVERSATION
 from convengine.graph.plan import StepPlan
@@ -42,7 +43,7 @@ def make_node(step: Step, plan: StepPlan, provider: ContextProvider | None = Non
         turn = Turn(state, ctx, step.name)
         ctx.audit.enter_step(step.name, java_class, turn)
         started = time.perf_counter()
-        turn.audit("STEP_ENTER", {"step": step.name, "stepClass": java_class})
+        turn.audit(stages.STEP_ENTER, {"step": step.name, "stepClass": java_class})
         await _hooks(ctx, turn, "before")
         before = dict(turn.read_params()) if step.before or step.after else None
         try:
@@ -54,7 +55,7 @@ def make_node(step: Step, plan: StepPlan, provider: ContextProvider | None = Non
         except Exception as exc:
             millis = (time.perf_counter() - started) * 1000
             ctx.audit.record_timing(step.name, millis)
-            turn.audit("STEP_ERROR", {"step": step.name, "stepClass": java_class, "errorType": type(exc).__name__,
+            turn.audit(stages.STEP_ERROR, {"step": step.name, "stepClass": java_class, "errorType": type(exc).__name__,
                                       "errorMessage": redact_text(str(exc)), "durationMs": round(millis, 3)})
             await _hooks(ctx, turn, "on_error", exc)
             ctx.audit.leave_step()
@@ -64,7 +65,7 @@ def make_node(step: Step, plan: StepPlan, provider: ContextProvider | None = Non
             raise error from exc
         millis = (time.perf_counter() - started) * 1000
         ctx.audit.record_timing(step.name, millis)
-        turn.audit("STEP_EXIT", {"step": step.name, "stepClass": java_class,
+        turn.audit(stages.STEP_EXIT, {"step": step.name, "stepClass": java_class,
                                  "outcome": "Stop" if turn.route == PERSIST_CONVERSATION else "Continue",
                                  "durationMs": round(millis, 3)})
         await _hooks(ctx, turn, "after")
@@ -87,7 +88,7 @@ async def _hooks(ctx: TurnContext, turn: Turn, phase: str, *extra: Any) -> None:
             if inspect.isawaitable(outcome):
                 await outcome
         except Exception as exc:  # noqa: BLE001 - a hook never breaks the turn
-            turn.audit("STEP_HOOK_ERROR", {"step": turn.step, "hook": phase, "errorType": type(exc).__name__,
+            turn.audit(stages.STEP_HOOK_ERROR, {"step": turn.step, "hook": phase, "errorType": type(exc).__name__,
                                            "errorMessage": str(exc)})
 
 

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from convengine import ce_config
+from convengine import param_keys as pk
+from convengine import state as keys
+from convengine.audit import stages
 from convengine.errors import LlmError
 from convengine.llm.prompts import COLLISION_HINT, COLLISION_SYSTEM, COLLISION_USER, config_prompt, render_for
 from convengine.nodes.common import dig
@@ -19,29 +23,29 @@ async def collision_response(turn: Turn) -> None:
     from convengine.nodes.response import transform
 
     question = dig(turn.read_context(), "pending_clarification", "question") or ""
-    turn.audit("INTENT_COLLISION_DETECTED", {"intent": turn.intent, "question": question,
-                                             "candidates": turn.read_params().get("intent_top3")})
+    turn.audit(stages.INTENT_COLLISION_DETECTED, {"intent": turn.intent, "question": question,
+                                             "candidates": turn.read_params().get(pk.INTENT_TOP3)})
     text, source = question, "PENDING_QUESTION"
     if turn.ctx.services.llm is not None:
         try:
             text, source = await _ask(turn), "LLM"
         except LlmError as exc:
-            turn.audit("INTENT_COLLISION_LLM_ERROR", {"errorCode": exc.code.value, "error": exc.message})
+            turn.audit(stages.INTENT_COLLISION_LLM_ERROR, {"errorCode": exc.code.value, "error": exc.message})
     payload = await transform(turn, {"type": "TEXT", "value": text or question}, "LLM")
-    turn.set("payload", payload)
-    turn.audit("INTENT_COLLISION_RESOLVED", {"output": payload["value"], "source": source})
-    turn.audit("ASSISTANT_OUTPUT", {"output": payload["value"], "outputFormat": "TEXT", "responseType": "DERIVED",
+    turn.set(keys.PAYLOAD, payload)
+    turn.audit(stages.INTENT_COLLISION_RESOLVED, {"output": payload["value"], "source": source})
+    turn.audit(stages.ASSISTANT_OUTPUT, {"output": payload["value"], "outputFormat": "TEXT", "responseType": "DERIVED",
                                     "responseId": None, "intent": turn.intent, "state": turn.state})
 
 
 async def _ask(turn: Turn) -> str:
     assert turn.ctx.services.llm is not None
-    system, sname = config_prompt(turn, COMPONENT, "SYSTEM_PROMPT", COLLISION_SYSTEM)
-    user, uname = config_prompt(turn, COMPONENT, "USER_PROMPT", COLLISION_USER)
-    hint, hname = config_prompt(turn, COMPONENT, "DERIVATION_HINT", COLLISION_HINT)
+    system, sname = config_prompt(turn, ce_config.COLLISION_SYSTEM_PROMPT, COLLISION_SYSTEM)
+    user, uname = config_prompt(turn, ce_config.COLLISION_USER_PROMPT, COLLISION_USER)
+    hint, hname = config_prompt(turn, ce_config.COLLISION_DERIVATION_HINT, COLLISION_HINT)
     user_text = render_for(turn, user, template=uname) + "\n\n" + render_for(turn, hint, template=hname)
     system_text = render_for(turn, system, template=sname)
-    turn.audit("RESOLVE_RESPONSE_LLM_INPUT", {"system_prompt": system_text, "user_prompt": user_text})
+    turn.audit(stages.RESOLVE_RESPONSE_LLM_INPUT, {"system_prompt": system_text, "user_prompt": user_text})
     answer = (await turn.ctx.services.llm.text(turn, "INTENT_COLLISION", system=system_text, user=user_text)).strip()
-    turn.audit("RESOLVE_RESPONSE_LLM_OUTPUT", {"output": answer})
+    turn.audit(stages.RESOLVE_RESPONSE_LLM_OUTPUT, {"output": answer})
     return answer

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from convengine import ce_config
+from convengine.audit import stages
 from convengine.errors import LlmError
 from convengine.templates.render import render_prompt, render_text
 
@@ -24,19 +26,19 @@ async def disambiguation_question(turn: Turn, options: Sequence[PendingActionRec
     variables: dict[str, Any] = {"options": ", ".join(labels), "candidate_count": count, "intent": turn.intent,
                                  "state": turn.state, "action_keys": [a.action_key for a in options],
                                  "user_input": turn.user_text}
-    template = snapshot.component("DisambiguationStep", "QUESTION_TEMPLATE", DEFAULT_TEMPLATE) or DEFAULT_TEMPLATE
+    template = snapshot.config_value(ce_config.DISAMBIGUATION_QUESTION_TEMPLATE) or DEFAULT_TEMPLATE
     fallback = render_text(template, variables)
     llm = turn.ctx.services.llm
-    if llm is None or not snapshot.component_bool("DisambiguationStep", "ENABLE_LLM", False):
+    if llm is None or not snapshot.config_value(ce_config.DISAMBIGUATION_ENABLE_LLM):
         return fallback, "TEMPLATE"
-    system = snapshot.component("DisambiguationStep", "LLM_SYSTEM_PROMPT", DEFAULT_SYSTEM) or DEFAULT_SYSTEM
-    user = snapshot.component("DisambiguationStep", "LLM_USER_PROMPT", DEFAULT_USER) or DEFAULT_USER
+    system = snapshot.config_value(ce_config.DISAMBIGUATION_SYSTEM_PROMPT) or DEFAULT_SYSTEM
+    user = snapshot.config_value(ce_config.DISAMBIGUATION_USER_PROMPT) or DEFAULT_USER
     try:
         question = await llm.text(
             turn, "DISAMBIGUATION",
             system=render_prompt(system, variables, template="DisambiguationStep.LLM_SYSTEM_PROMPT"),
             user=render_prompt(user, variables, template="DisambiguationStep.LLM_USER_PROMPT"))
     except LlmError as exc:
-        turn.audit("DISAMBIGUATION_LLM_ERROR", {"error": exc.message, "fallback": "TEMPLATE"})
+        turn.audit(stages.DISAMBIGUATION_LLM_ERROR, {"error": exc.message, "fallback": "TEMPLATE"})
         return fallback, "TEMPLATE"
     return (question.strip() or fallback), "LLM"

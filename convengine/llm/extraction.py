@@ -6,6 +6,8 @@ import copy
 import json
 from typing import TYPE_CHECKING, Any
 
+from convengine import state as keys
+from convengine.audit import stages
 from convengine.config_loader.records import OutputSchemaRecord, PromptTemplateRecord
 from convengine.llm.prompts import render_for
 from convengine.nodes.common import run_rules
@@ -59,11 +61,11 @@ async def extract(turn: Turn, record: OutputSchemaRecord) -> None:
 
     template = extraction_template(turn)
     if template is None:
-        turn.audit("SCHEMA_EXTRACTION_SKIPPED", {"reason": "NO_SCHEMA_JSON_TEMPLATE", "schemaId": record.schema_id,
+        turn.audit(stages.SCHEMA_EXTRACTION_SKIPPED, {"reason": "NO_SCHEMA_JSON_TEMPLATE", "schemaId": record.schema_id,
                                                  "intent": turn.intent, "state": turn.state})
         finish_schema(turn, record)
         return
-    turn.audit("SCHEMA_EXTRACTION_START", {"schemaId": record.schema_id, "templateId": template.template_id})
+    turn.audit(stages.SCHEMA_EXTRACTION_START, {"schemaId": record.schema_id, "templateId": template.template_id})
     schema = schema_dict(record)
     extracted = await _call(turn, record, template, schema)
     values = prune_empty({k: v for k, v in extracted.items() if k in (schema.get("properties") or {})})
@@ -86,11 +88,11 @@ async def _call(turn: Turn, record: OutputSchemaRecord, template: PromptTemplate
     name = f"ce_prompt_template[{template.template_id}]"
     system = render_for(turn, template.system_prompt, template=f"{name}.system_prompt", extra=extra)
     user = render_for(turn, template.user_prompt, template=f"{name}.user_prompt", extra=extra)
-    turn.audit("SCHEMA_EXTRACTION_LLM_INPUT", {"system_prompt": system, "user_prompt": user,
+    turn.audit(stages.SCHEMA_EXTRACTION_LLM_INPUT, {"system_prompt": system, "user_prompt": user,
                                                "templateId": template.template_id, "schemaId": record.schema_id})
     assert turn.ctx.services.llm is not None
     reply = await turn.ctx.services.llm.json(turn, "SCHEMA_EXTRACTION", system=system, user=user,
                                              schema=relaxed(schema))
-    turn.audit("SCHEMA_EXTRACTION_LLM_OUTPUT", {"output": reply})
-    turn.set("last_llm", {"stage": "SCHEMA_EXTRACTION", "output": reply})
+    turn.audit(stages.SCHEMA_EXTRACTION_LLM_OUTPUT, {"output": reply})
+    turn.set(keys.LAST_LLM, {"stage": "SCHEMA_EXTRACTION", "output": reply})
     return reply if isinstance(reply, dict) else {}

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import jsonschema
 
+from convengine.audit import stages
 from convengine.errors import (
     LlmError,
     LlmInvalidResponseError,
@@ -111,7 +112,7 @@ class LlmGateway:
             if schema and validate:
                 validate_reply(value, schema, call_site)
         except LlmError as exc:
-            turn.audit("LLM_CALL_ERROR", {"callSite": call_site, "errorCode": exc.code.value, "error": exc.message,
+            turn.audit(stages.LLM_CALL_ERROR, {"callSite": call_site, "errorCode": exc.code.value, "error": exc.message,
                                           "willRetry": False, "reply": reply.text[:2000]})
             raise
         return value
@@ -146,7 +147,7 @@ class LlmGateway:
 
     async def _record(self, turn: Turn, call: LlmCall, reply: LlmReply, started: float, attempt: int) -> None:
         latency = (time.perf_counter() - started) * 1000
-        turn.audit("LLM_CALL", {"callSite": call.call_site, "latencyMs": round(latency, 2), "attempt": attempt,
+        turn.audit(stages.LLM_CALL, {"callSite": call.call_site, "latencyMs": round(latency, 2), "attempt": attempt,
                                 "model": reply.model or self.backend.name, "usage": reply.usage,
                                 "json": call.wants_json})
         await self._log(turn, call, reply.text, True, None, reply.model)
@@ -155,7 +156,7 @@ class LlmGateway:
     async def _record_error(self, turn: Turn, call: LlmCall, error: LlmError, started: float, attempt: int, *,
                             will_retry: bool) -> None:
         latency = (time.perf_counter() - started) * 1000
-        turn.audit("LLM_CALL_ERROR", {"callSite": call.call_site, "latencyMs": round(latency, 2), "attempt": attempt,
+        turn.audit(stages.LLM_CALL_ERROR, {"callSite": call.call_site, "latencyMs": round(latency, 2), "attempt": attempt,
                                       "errorCode": error.code.value, "error": error.message, "willRetry": will_retry})
         await self._log(turn, call, None, False, error.message, None)
 
@@ -173,7 +174,7 @@ class LlmGateway:
         try:
             await self.store.write_llm_calls([row])
         except Exception:  # noqa: BLE001 - the call log never breaks a turn
-            turn.audit("LLM_CALL_LOG_FAILED", {"callSite": call.call_site})
+            turn.audit(stages.LLM_CALL_LOG_FAILED, {"callSite": call.call_site})
 
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)

@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from convengine import ce_config
+from convengine import param_keys as pk
+from convengine import state as keys
+from convengine.audit import stages
 from convengine.llm.prompts import INTENT_AGENT_SYSTEM, INTENT_AGENT_USER, config_prompt, render_for
 from convengine.nodes.common import dig
 from convengine.schema import select_schema
@@ -74,7 +78,7 @@ def _label(turn: Turn, code: str) -> str:
 
 def _collision(turn: Turn, answer: AgentAnswer) -> bool:
     """Top two scores within COLLISION_GAP_THRESHOLD (and no clarification pending already)."""
-    gap = turn.snapshot.component_float(COMPONENT, "COLLISION_GAP_THRESHOLD", 0.1)
+    gap = turn.snapshot.config_value(ce_config.AGENT_COLLISION_GAP_THRESHOLD)
     pending = dig(turn.read_context(), "pending_clarification", "question")
     if len(answer.scores) < 2 or pending or answer.scores[0][1] - answer.scores[1][1] > gap:
         return False
@@ -83,7 +87,7 @@ def _collision(turn: Turn, answer: AgentAnswer) -> bool:
     answer.question = answer.question or (answer.followups[0] if answer.followups else
                                           f"Did you mean {_label(turn, answer.scores[0][0])} or "
                                           f"{_label(turn, answer.scores[1][0])}?")
-    turn.audit("INTENT_AGENT_COLLISION", {"top": answer.scores[:2], "gap": gap, "question": answer.question})
+    turn.audit(stages.INTENT_AGENT_COLLISION, {"top": answer.scores[:2], "gap": gap, "question": answer.question})
     return True
 
 
@@ -95,7 +99,7 @@ async def resolve_with_agent(turn: Turn) -> Resolution | None:
         return None
     _collision(turn, answer)
     if answer.needs_clarification and answer.intent and _has_schema(turn, answer.intent):
-        turn.audit("INTENT_AGENT_CLARIFICATION_SUPPRESSED_SCHEMA_FLOW", {"intent": answer.intent})
+        turn.audit(stages.INTENT_AGENT_CLARIFICATION_SUPPRESSED_SCHEMA_FLOW, {"intent": answer.intent})
         answer.needs_clarification = False
         answer.state = None if answer.state == INTENT_COLLISION else answer.state
     if answer.needs_clarification:
@@ -109,25 +113,25 @@ async def _ask(turn: Turn) -> AgentAnswer | None:
     turn.params.update(intent_scores=[], intent_top3=[], followups=[])
     extra = {"allowed_intents": [{"code": i.intent_code, "description": i.description, "llmHint": i.llm_hint,
                                   "priority": i.priority} for i in allowed],
-             "intent_collision_candidates": turn.read_params().get("intent_collision_candidates") or [],
+             "intent_collision_candidates": turn.read_params().get(pk.INTENT_COLLISION_CANDIDATES) or [],
              "pending_clarification": dig(turn.read_context(), "pending_clarification", "question") or ""}
-    system, sname = config_prompt(turn, COMPONENT, "SYSTEM_PROMPT", INTENT_AGENT_SYSTEM)
-    user, uname = config_prompt(turn, COMPONENT, "USER_PROMPT", INTENT_AGENT_USER)
+    system, sname = config_prompt(turn, ce_config.AGENT_SYSTEM_PROMPT, INTENT_AGENT_SYSTEM)
+    user, uname = config_prompt(turn, ce_config.AGENT_USER_PROMPT, INTENT_AGENT_USER)
     system, user = render_for(turn, system, template=sname, extra=extra), render_for(turn, user, template=uname,
                                                                                     extra=extra)
-    turn.audit("INTENT_AGENT_LLM_INPUT", {"system_prompt": system, "user_prompt": user})
+    turn.audit(stages.INTENT_AGENT_LLM_INPUT, {"system_prompt": system, "user_prompt": user})
     assert turn.ctx.services.llm is not None
     reply = await turn.ctx.services.llm.json(turn, "INTENT_AGENT", system=system, user=user, schema=AGENT_SCHEMA)
-    turn.audit("INTENT_AGENT_LLM_OUTPUT", {"output": reply})
-    turn.set("last_llm", {"stage": "INTENT_AGENT", "output": reply})
+    turn.audit(stages.INTENT_AGENT_LLM_OUTPUT, {"output": reply})
+    turn.set(keys.LAST_LLM, {"stage": "INTENT_AGENT", "output": reply})
     if not isinstance(reply, dict):
-        turn.audit("INTENT_AGENT_REJECTED", {"reason": "REPLY_NOT_AN_OBJECT"})
+        turn.audit(stages.INTENT_AGENT_REJECTED, {"reason": "REPLY_NOT_AN_OBJECT"})
         return None
     answer = parse_answer(reply, codes)
     top3 = [{"intent": c, "confidence": s} for c, s in answer.scores[:3]]
     turn.params.update(intent_scores=[{"intent": c, "confidence": s} for c, s in answer.scores], intent_top3=top3,
                        followups=answer.followups)
-    turn.audit("INTENT_AGENT_SCORES", {"scores": top3, "all": len(answer.scores)})
+    turn.audit(stages.INTENT_AGENT_SCORES, {"scores": top3, "all": len(answer.scores)})
     return answer
 
 
@@ -138,7 +142,7 @@ def _has_schema(turn: Turn, intent: str) -> bool:
 
 def _known_state(turn: Turn, state: str | None) -> str | None:
     if state and state != INTENT_COLLISION and not turn.snapshot.is_known_state(state):
-        turn.audit("INTENT_AGENT_STATE_IGNORED", {"state": state, "reason": "UNKNOWN_STATE"})
+        turn.audit(stages.INTENT_AGENT_STATE_IGNORED, {"state": state, "reason": "UNKNOWN_STATE"})
         return None
     return state
 
@@ -147,25 +151,25 @@ def _clarify(turn: Turn, answer: AgentAnswer) -> Resolution | None:
     from convengine.nodes.intent import Resolution
 
     if not answer.question or not answer.intent:
-        turn.audit("INTENT_AGENT_REJECTED", {"reason": "needsClarification without question"})
+        turn.audit(stages.INTENT_AGENT_REJECTED, {"reason": "needsClarification without question"})
         return None
     turn.context["pending_clarification"] = {"question": answer.question, "reason": "AGENT",
                                              "candidates": [c for c, _ in answer.scores[:3]]}
-    turn.audit("INTENT_AGENT_NEEDS_CLARIFICATION", {"intent": answer.intent, "state": answer.state,
+    turn.audit(stages.INTENT_AGENT_NEEDS_CLARIFICATION, {"intent": answer.intent, "state": answer.state,
                                                     "question": answer.question})
     return Resolution(answer.intent, _known_state(turn, answer.state), "AGENT", run_post_rules=False)
 
 
 def _accept(turn: Turn, answer: AgentAnswer, resolution: Any) -> Resolution | None:
     allowed = {i.intent_code for i in turn.snapshot.allowed_intents()}
-    minimum = turn.snapshot.component_float(COMPONENT, "MIN_CONFIDENCE", 0.55)
+    minimum = turn.snapshot.config_value(ce_config.AGENT_MIN_CONFIDENCE)
     if not answer.intent or answer.intent not in allowed:
-        turn.audit("INTENT_AGENT_REJECTED", {"reason": "INTENT_NOT_ALLOWED", "intent": answer.intent})
+        turn.audit(stages.INTENT_AGENT_REJECTED, {"reason": "INTENT_NOT_ALLOWED", "intent": answer.intent})
         return None
     if answer.confidence < minimum:
-        turn.audit("INTENT_AGENT_REJECTED", {"reason": "LOW_CONFIDENCE", "intent": answer.intent,
+        turn.audit(stages.INTENT_AGENT_REJECTED, {"reason": "LOW_CONFIDENCE", "intent": answer.intent,
                                              "confidence": answer.confidence, "minConfidence": minimum})
         return None
-    turn.audit("INTENT_AGENT_ACCEPTED", {"intent": answer.intent, "state": answer.state,
+    turn.audit(stages.INTENT_AGENT_ACCEPTED, {"intent": answer.intent, "state": answer.state,
                                          "confidence": answer.confidence, "scores": answer.scores[:3]})
     return resolution(answer.intent, _known_state(turn, answer.state), "AGENT")

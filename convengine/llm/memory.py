@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from convengine import state as keys
 from convengine.config_loader.records import MemoryRecord
 from convengine.nodes.common import most_specific
 from convengine.templates.render import render_prompt
@@ -29,11 +30,11 @@ async def summarise(turn: Turn, row: MemoryRecord) -> str:
     from convengine.nodes.finish import assistant_text
 
     assert turn.ctx.services.llm is not None
-    recent = list(reversed((turn.get("recent_turns") or [])[-row.recent_turns:]))
+    recent = list(reversed((turn.get(keys.RECENT_TURNS) or [])[-row.recent_turns:]))
     variables = template_variables(turn, {
         "previous_summary": (turn.read_context().get("memory") or {}).get("session_summary") or "",
         "recent_turns": "\n".join(f"user: {t.get('user')}\nassistant: {t.get('assistant')}" for t in recent),
-        "assistant_reply": assistant_text(turn.get("payload")), "summary_max_chars": row.summary_max_chars})
+        "assistant_reply": assistant_text(turn.get(keys.PAYLOAD)), "summary_max_chars": row.summary_max_chars})
     system = render_prompt(row.system_prompt or DEFAULT_SYSTEM, variables, template=f"ce_memory[{row.memory_id}].system_prompt")
     user = render_prompt(row.user_prompt or DEFAULT_USER, variables, template=f"ce_memory[{row.memory_id}].user_prompt")
     text = await turn.ctx.services.llm.text(turn, "MEMORY_SUMMARY", system=system, user=user)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from convengine import ce_config
 from convengine.errors import LlmError, PromptRenderError
 from convengine.llm.prompts import config_prompt, render_for
 from convengine.llm.scripted import UnscriptedCallError
@@ -42,7 +43,7 @@ class PolicyVerdict:
 
 
 def fail_closed(turn: Turn) -> bool:
-    return turn.snapshot.component_bool(COMPONENT, "LLM_FAIL_CLOSED", False)
+    return turn.snapshot.config_value(ce_config.POLICY_LLM_FAIL_CLOSED)
 
 
 async def check_policy(turn: Turn, policy: PolicyRecord) -> PolicyVerdict:
@@ -51,8 +52,8 @@ async def check_policy(turn: Turn, policy: PolicyRecord) -> PolicyVerdict:
     if llm is None:
         return PolicyVerdict(None, error="NO_LLM_CONFIGURED")
     extra = {"policy": policy.pattern, "policy_description": policy.description or "", "policy_id": policy.policy_id}
-    system, sname = config_prompt(turn, COMPONENT, "LLM_SYSTEM_PROMPT", POLICY_SYSTEM)
-    user, uname = config_prompt(turn, COMPONENT, "LLM_USER_PROMPT", POLICY_USER)
+    system, sname = config_prompt(turn, ce_config.POLICY_SYSTEM_PROMPT, POLICY_SYSTEM)
+    user, uname = config_prompt(turn, ce_config.POLICY_USER_PROMPT, POLICY_USER)
     try:
         reply = await llm.json(turn, CALL_SITE, system=render_for(turn, system, template=sname, extra=extra),
                                user=render_for(turn, user, template=uname, extra=extra),

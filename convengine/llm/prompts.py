@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from convengine.ce_config import ConfigKey
 from convengine.templates.render import referenced_names, render_prompt
 from convengine.templates.variables import template_variables
 
@@ -20,12 +21,12 @@ def render_for(turn: Turn, source: str | None, *, template: str, extra: dict[str
     return render_prompt(source, variables, template=template, limits=turn.settings)
 
 
-def config_prompt(turn: Turn, component: str, key: str, default: str) -> tuple[str, str]:
-    """(text, template name) from ce_config, else the built-in default."""
-    value = turn.snapshot.component(component, key)
+def config_prompt(turn: Turn, key: ConfigKey, default: str) -> tuple[str, str]:
+    """(text, template name) from the ce_config prompt ``key``, else the call site's built-in ``default``."""
+    value = turn.snapshot.config_value(key)
     if value:
-        return value, f"ce_config {component}.{key}"
-    return default, f"built-in {component}.{key}"
+        return value, f"ce_config {key.component}.{key.key}"
+    return default, f"built-in {key.component}.{key.key}"
 
 
 def as_json(value: Any) -> str:

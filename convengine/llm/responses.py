@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from convengine import state as keys
+from convengine.audit import stages
 from convengine.config_loader.records import PromptTemplateRecord, ResponseRecord
 from convengine.errors import ConvEngineError, ErrorCode
 from convengine.llm.prompts import render_for
@@ -34,28 +36,28 @@ def response_template(turn: Turn, row: ResponseRecord) -> PromptTemplateRecord:
 
 async def derive(turn: Turn, row: ResponseRecord) -> dict[str, Any]:
     template = response_template(turn, row)
-    turn.audit("RESOLVE_RESPONSE_SELECTED", {"templateId": template.template_id, "intent": turn.intent,
+    turn.audit(stages.RESOLVE_RESPONSE_SELECTED, {"templateId": template.template_id, "intent": turn.intent,
                                              "outputFormat": row.output_format, "resolver": row.response_type})
     name = f"ce_prompt_template[{template.template_id}]"
     system = render_for(turn, template.system_prompt, template=f"{name}.system_prompt")
     user = render_for(turn, template.user_prompt, template=f"{name}.user_prompt")
     hint = render_for(turn, row.derivation_hint, template=f"ce_response[{row.response_id}].derivation_hint")
     prompt_user = "\n\n".join(part for part in (user, hint) if part)
-    turn.audit("RESOLVE_RESPONSE_LLM_INPUT", {"system_prompt": system, "user_prompt": user, "derivation_hint": hint,
+    turn.audit(stages.RESOLVE_RESPONSE_LLM_INPUT, {"system_prompt": system, "user_prompt": user, "derivation_hint": hint,
                                               "templateId": template.template_id})
     llm = turn.ctx.services.llm
     assert llm is not None
     if row.output_format == "JSON":
         schema = row.json_schema if isinstance(row.json_schema, dict) else {}
         value = await llm.json(turn, "RESPONSE_JSON", system=system, user=prompt_user, schema=schema)
-        turn.audit("RESOLVE_RESPONSE_LLM_OUTPUT", {"output": value})
-        turn.set("last_llm", {"stage": "RESPONSE_JSON", "output": value})
+        turn.audit(stages.RESOLVE_RESPONSE_LLM_OUTPUT, {"output": value})
+        turn.set(keys.LAST_LLM, {"stage": "RESPONSE_JSON", "output": value})
         if isinstance(value, dict):
             _apply_intent_state(turn, value)
         return {"type": "JSON", "value": value}
     text = (await llm.text(turn, "RESPONSE_TEXT", system=system, user=prompt_user)).strip()
-    turn.audit("RESOLVE_RESPONSE_LLM_OUTPUT", {"output": text})
-    turn.set("last_llm", {"stage": "RESPONSE_TEXT", "output": text})
+    turn.audit(stages.RESOLVE_RESPONSE_LLM_OUTPUT, {"output": text})
+    turn.set(keys.LAST_LLM, {"stage": "RESPONSE_TEXT", "output": text})
     return {"type": "TEXT", "value": text}
 
 
@@ -78,10 +80,10 @@ def _apply_intent_state(turn: Turn, value: dict[str, Any]) -> None:
         if edges is not None and (turn.state, state) not in edges:
             reason = f"the state graph does not allow {turn.state} -> {state} for {new_intent}"
     if reason:
-        turn.audit("RESPONSE_INTENT_STATE_REJECTED", {"intent": intent, "state": state, "reason": reason})
+        turn.audit(stages.RESPONSE_INTENT_STATE_REJECTED, {"intent": intent, "state": state, "reason": reason})
         return
     if intent:
         turn.set_intent(intent, cause="response")
     if state:
         turn.set_state(state, cause="response")
-    turn.audit("RESPONSE_INTENT_STATE_APPLIED", {"intent": turn.intent, "state": turn.state})
+    turn.audit(stages.RESPONSE_INTENT_STATE_APPLIED, {"intent": turn.intent, "state": turn.state})

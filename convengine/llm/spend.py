@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from convengine.audit import stages
 from convengine.db.models import CeLlmUsage
 
 if TYPE_CHECKING:
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from convengine.settings import LlmSpendSettings
 
 USAGE = CeLlmUsage.__table__
-SPEND_CAP_REACHED = "LLM_SPEND_CAP_REACHED"
+SPEND_CAP_REACHED = stages.LLM_SPEND_CAP_REACHED
 
 
 def price(settings: LlmSpendSettings, model: str | None, usage: dict[str, int]) -> float:
@@ -38,7 +39,7 @@ async def record(store: Any, turn: Turn, call_site: str, model: str | None, usag
     try:
         await store.run(lambda c: c.execute(sa.insert(USAGE), [row]) and None)
     except Exception:  # noqa: BLE001 - accounting never breaks a turn
-        turn.audit("LLM_USAGE_WRITE_FAILED", {"callSite": call_site})
+        turn.audit(stages.LLM_USAGE_WRITE_FAILED, {"callSite": call_site})
 
 
 def month_start(now: datetime | None = None) -> datetime:

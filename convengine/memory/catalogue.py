@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import enum
 
-UNDO_STAGE = "UNDO"
-REDO_STAGE = "REDO"
-UNDO_REFUSED_STAGE = "UNDO_REFUSED"
+from convengine.audit import stages
+
+UNDO_STAGE = stages.UNDO
+REDO_STAGE = stages.REDO
+UNDO_REFUSED_STAGE = stages.UNDO_REFUSED
 
 UNDO_METADATA_KEY = "convengine_undo"
 """Checkpoint metadata of an undo/redo checkpoint: kind, before, forward, depth."""
@@ -31,16 +33,16 @@ LIFECYCLE_STATES: tuple[str, ...] = tuple(s.value for s in Lifecycle)
 # Stages that mean the turn did something outside the engine: a task ran, a tool was called, a
 # container provider was asked. Undo cannot take these back.
 SIDE_EFFECT_STAGES: frozenset[str] = frozenset({
-    "SET_TASK", "SET_TASK_FAILED", "PENDING_ACTION_EXECUTED", "PENDING_ACTION_FAILED",
-    "TOOL_ORCHESTRATION_RESULT", "TOOL_ORCHESTRATION_ERROR", "MCP_TOOL_RESULT", "MCP_TOOL_ERROR",
-    "CONTAINER_DATA_EXECUTED", "CONTAINER_DATA_FAILED",
+    "SET_TASK", stages.SET_TASK_FAILED, stages.PENDING_ACTION_EXECUTED, stages.PENDING_ACTION_FAILED,
+    stages.TOOL_ORCHESTRATION_RESULT, stages.TOOL_ORCHESTRATION_ERROR, stages.MCP_TOOL_RESULT, stages.MCP_TOOL_ERROR,
+    stages.CONTAINER_DATA_EXECUTED, stages.CONTAINER_DATA_FAILED,
 })
 
 # Stages whose payload is data a step produced (tool results, LLM outputs, extracted values).
 DATA_STAGES: frozenset[str] = frozenset({
-    "TOOL_ORCHESTRATION_RESULT", "MCP_TOOL_RESULT", "CONTAINER_DATA_ATTACHED", "SCHEMA_STATUS",
-    "MCP_FINAL_ANSWER", "PENDING_ACTION_EXECUTED",
+    stages.TOOL_ORCHESTRATION_RESULT, stages.MCP_TOOL_RESULT, stages.CONTAINER_DATA_ATTACHED, stages.SCHEMA_STATUS,
+    stages.MCP_FINAL_ANSWER, stages.PENDING_ACTION_EXECUTED,
 })
 DATA_STAGE_SUFFIX = "_LLM_OUTPUT"
 
-ACTION_STAGE = "RULE_APPLIED"
+ACTION_STAGE = stages.RULE_APPLIED

@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from convengine import state as keys
 from convengine.memory.catalogue import ACTION_STAGE
 
 
@@ -21,21 +22,21 @@ def _text(value: Any) -> str:
 def properties(turn: Any) -> dict[str, Any]:
     """The conversation's properties: persisted params, then its context (which holds the long-term
     properties loaded when it started), by name."""
-    return {**dict(turn.get("input_params") or {}), **dict(turn.read_context())}
+    return {**dict(turn.get(keys.INPUT_PARAMS) or {}), **dict(turn.read_context())}
 
 
 def _past(turn: Any) -> list[dict[str, Any]]:
-    return [{"input": t.get("user"), "output": t.get("assistant")} for t in turn.get("recent_turns") or []]
+    return [{"input": t.get("user"), "output": t.get("assistant")} for t in turn.get(keys.RECENT_TURNS) or []]
 
 
 def memory(turn: Any) -> dict[str, Any]:
-    payload = turn.get("payload") or {}
+    payload = turn.get(keys.PAYLOAD) or {}
     actions = [{"ruleId": e.payload.get("ruleId"), "action": e.payload.get("action")}
                for e in turn.ctx.audit.events if e.stage == ACTION_STAGE]
     past = _past(turn)
     kept = turn.read_context().get("memory")  # the session summary lives there: {{memory.session_summary}}
     current = {"input": turn.user_text, "output": payload.get("value"), "actions": actions,
-               "intent": turn.intent, "state": turn.state, "step": turn.get("turn")}
+               "intent": turn.intent, "state": turn.state, "step": turn.get(keys.TURN)}
     return {**(kept if isinstance(kept, dict) else {}), "current": current, "last": past[-1] if past else {},
             "past": past}
 
@@ -55,6 +56,6 @@ def producers(turn: Any) -> dict[str, Callable[[], Any]]:
         "memory": lambda: memory(turn),
         "userInfo": lambda: {"userId": turn.ctx.user_id},
         "conversationInfo": lambda: {"conversationId": turn.conversation_id, "intent": turn.intent,
-                                     "state": turn.state, "turn": turn.get("turn"), "status": turn.get("status")},
+                                     "state": turn.state, "turn": turn.get(keys.TURN), "status": turn.get(keys.STATUS)},
         "conversationLog": lambda: conversation_log(turn),
     }

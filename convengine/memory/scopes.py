@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from convengine.audit import stages
 from convengine.graph import names
 from convengine.nodes.context import StepHook
-from convengine.state import CONVERSATION_KEYS, TURN_KEYS
+from convengine.state import CONVERSATION_KEYS, NEW_CONVERSATION, TURN_KEYS
 
 LONG_TERM_LOADED = "long_term_loaded"
 SECRET_VALUES = "secret_values"
@@ -25,7 +26,7 @@ MIN_SUBSTRING_CHARS = 4
 def merge_long_term(_step: str, turn: Any) -> None:
     """A new conversation starts with its user's long-term properties (the caller's seed wins)."""
     loaded = turn.ctx.extras.get(LONG_TERM_LOADED)
-    if not loaded or not turn.get("new_conversation"):
+    if not loaded or not turn.get(NEW_CONVERSATION):
         return
     context = turn.context
     merged = []
@@ -33,7 +34,7 @@ def merge_long_term(_step: str, turn: Any) -> None:
         if name not in context:
             context[name] = value
             merged.append(name)
-    turn.audit("LONG_TERM_PROPERTIES_LOADED", {"properties": sorted(merged)})
+    turn.audit(stages.LONG_TERM_PROPERTIES_LOADED, {"properties": sorted(merged)})
 
 
 def secret_values(turn: Any, declared: Iterable[str]) -> list[str]:

@@ -12,6 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from convengine.audit import stages
 from convengine.audit.collector import TurnAudit
 from convengine.checkpointing.bound import commit_turn_connection
 from convengine.db.models import CeConversation
@@ -32,8 +33,8 @@ Write = Callable[[sa.Connection], None]
 
 def resets(request: Any) -> bool:
     """Whether the request resets the conversation (flag, reset param or reset command)."""
+    from convengine.booleans import truthy
     from convengine.nodes.bootstrap import RESET_COMMANDS
-    from convengine.nodes.common import truthy
     from convengine.state import RESET_PARAM_KEYS
 
     if request.reset or any(truthy(request.params.get(k)) for k in RESET_PARAM_KEYS):
@@ -97,7 +98,7 @@ async def after_run(conn: AsyncConnection | None, request: Any, final: dict[str,
         async with longterm.bound(conn) as store:
             changes = await longterm.save_changes(store, ctx.user_id, final.get("context") or {}, names)
         if changes:
-            ctx.audit.emit("LONG_TERM_PROPERTIES_SAVED", {"properties": sorted(changes)},
+            ctx.audit.emit(stages.LONG_TERM_PROPERTIES_SAVED, {"properties": sorted(changes)},
                            intent=final.get("intent"), state=final.get("state"))
     secrets = ctx.extras.get(scopes.SECRET_VALUES) or []
     if secrets:

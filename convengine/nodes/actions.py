@@ -13,6 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from convengine import param_keys as pk
+from convengine import state as keys
+from convengine.audit import stages
 from convengine.config_loader.records import PendingActionRecord
 from convengine.graph import names
 from convengine.nodes.common import Step, dig, in_scope, now_ms, resolved
@@ -34,7 +37,7 @@ def eligible(turn: Turn) -> list[PendingActionRecord]:
 
 def requested_key(turn: Turn) -> str | None:
     params, ctx = turn.read_params(), turn.read_context()
-    for value in (params.get("pending_action_key"), ctx.get("pending_action_key"), ctx.get("pendingActionKey"),
+    for value in (params.get(pk.PENDING_ACTION_KEY), ctx.get("pending_action_key"), ctx.get("pendingActionKey"),
                   dig(ctx, "pending_action", "action_key")):
         if isinstance(value, str) and value.strip():
             return value.strip()
@@ -70,14 +73,14 @@ def _expired(runtime: dict[str, Any], turn_no: int, at_ms: int) -> bool:
 
 def _presented_at(turn: Turn, default_ms: int) -> int:
     """When the previous turn ended (the confirmation was shown then), else now."""
-    recent = turn.get("recent_turns") or []
+    recent = turn.get(keys.RECENT_TURNS) or []
     if recent and isinstance(recent[-1], dict) and recent[-1].get("at"):
         return int(recent[-1]["at"])
     return default_ms
 
 
 async def action_lifecycle(turn: Turn) -> None:
-    turn_no, at = int(turn.get("turn") or 1), now_ms(turn)
+    turn_no, at = int(turn.get(keys.TURN) or 1), now_ms(turn)
     runtime = dict(turn.read_context().get("pending_action_runtime") or {})
     events: list[dict[str, Any]] = []
     noticed = runtime.get("status") in ("OPEN", "IN_PROGRESS") and _expired(runtime, turn_no, at)
@@ -85,7 +88,7 @@ async def action_lifecycle(turn: Turn) -> None:
         runtime.update(status="EXPIRED", expired_turn=turn_no, expired_at_epoch_ms=at)
         events.append({"event": "EXPIRED", "status": "EXPIRED", "turn": turn_no, "actionKey": runtime.get("action_key")})
     action = catalogue_action(turn, requested_key(turn))
-    answered = turn.read_params().get("policy_decision") in ("EXECUTE_PENDING_ACTION", "REJECT_PENDING_ACTION")
+    answered = turn.read_params().get(pk.POLICY_DECISION) in ("EXECUTE_PENDING_ACTION", "REJECT_PENDING_ACTION")
     blocked = False
     if action is None:
         runtime = {} if runtime.get("status") not in ("OPEN", "IN_PROGRESS") else runtime
@@ -104,19 +107,19 @@ async def action_lifecycle(turn: Turn) -> None:
         _advance(turn, runtime, turn_no, at, events)
     turn.context["pending_action_runtime"] = runtime
     for event in events:
-        turn.audit("PENDING_ACTION_LIFECYCLE", event)
+        turn.audit(stages.PENDING_ACTION_LIFECYCLE, event)
 
 
 def _report(turn: Turn, runtime: dict[str, Any], *, expired_now: bool) -> None:
     """The runtime status param; on the turn expiry is noticed and on the answer it blocks, the turn's
     ``pending_action_result`` is EXPIRED so a rule or response can tell the user."""
-    turn.params["pending_action_runtime_status"] = "EXPIRED" if expired_now else runtime.get("status")
+    turn.params[pk.PENDING_ACTION_RUNTIME_STATUS] = "EXPIRED" if expired_now else runtime.get("status")
     if expired_now:
-        turn.params["pending_action_result"] = "EXPIRED"
+        turn.params[pk.PENDING_ACTION_RESULT] = "EXPIRED"
 
 
 def _advance(turn: Turn, runtime: dict[str, Any], turn_no: int, at: int, events: list[dict[str, Any]]) -> None:
-    decision = turn.read_params().get("policy_decision")
+    decision = turn.read_params().get(pk.POLICY_DECISION)
     if runtime.get("status") != "OPEN":
         return
     if decision == "EXECUTE_PENDING_ACTION":
@@ -131,10 +134,10 @@ def _advance(turn: Turn, runtime: dict[str, Any], turn_no: int, at: int, events:
 
 def _lifecycle_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
     if not turn.settings.flow.action_lifecycle.enabled:
-        return "PENDING_ACTION_LIFECYCLE", {"event": "SKIPPED", "reason": "ACTION_LIFECYCLE_DISABLED"}
+        return stages.PENDING_ACTION_LIFECYCLE, {"event": "SKIPPED", "reason": "ACTION_LIFECYCLE_DISABLED"}
     if turn.snapshot.pending_actions or turn.read_context().get("pending_action_runtime"):
         return None
-    return "PENDING_ACTION_LIFECYCLE", {"event": "SKIPPED", "reason": "NO_PENDING_ACTIONS"}
+    return stages.PENDING_ACTION_LIFECYCLE, {"event": "SKIPPED", "reason": "NO_PENDING_ACTIONS"}
 
 
 # --- disambiguation --------------------------------------------------------------------
@@ -144,7 +147,7 @@ async def disambiguation(turn: Turn) -> None:
     if _resolve_choice(turn):
         return
     params = turn.read_params()
-    if params.get("policy_decision") != "EXECUTE_PENDING_ACTION" or params.get("pending_action_key"):
+    if params.get(pk.POLICY_DECISION) != "EXECUTE_PENDING_ACTION" or params.get(pk.PENDING_ACTION_KEY):
         return
     rows = eligible(turn)
     tied = [a for a in rows if rows and a.priority == rows[0].priority]
@@ -166,7 +169,7 @@ async def _ask(turn: Turn, options: Sequence[PendingActionRecord], count: int) -
         "question": question, "reason": DISAMBIGUATION_REASON,
         "options": [{"action_key": a.action_key, "description": a.description} for a in options]}
     turn.params.update(policy_decision="RECLASSIFY_INTENT", pending_action_disambiguation_required=True)
-    turn.audit("DISAMBIGUATION_REQUIRED", {"reason": "MULTIPLE_PENDING_ACTIONS", "question": question,
+    turn.audit(stages.DISAMBIGUATION_REQUIRED, {"reason": "MULTIPLE_PENDING_ACTIONS", "question": question,
                                           "candidateCount": count, "options": labels, "questionSource": source})
 
 
@@ -175,12 +178,12 @@ def _resolve_choice(turn: Turn) -> bool:
     pending = turn.read_context().get("pending_clarification") or {}
     if not isinstance(pending, dict) or pending.get("reason") != DISAMBIGUATION_REASON:
         return False
-    key = turn.read_params().get("pending_action_key") or _named_option(turn.user_text, pending.get("options") or [])
+    key = turn.read_params().get(pk.PENDING_ACTION_KEY) or _named_option(turn.user_text, pending.get("options") or [])
     if not key:
         return False
     turn.context.pop("pending_clarification", None)
     turn.params.update(pending_action_key=key, policy_decision="EXECUTE_PENDING_ACTION", skip_intent_resolution=True)
-    turn.audit("DISAMBIGUATION_RESOLVED", {"actionKey": key, "reply": turn.user_text})
+    turn.audit(stages.DISAMBIGUATION_RESOLVED, {"actionKey": key, "reply": turn.user_text})
     return True
 
 
@@ -194,12 +197,12 @@ def _named_option(text: str, options: Sequence[dict[str, Any]]) -> str | None:
 
 def _disambiguation_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
     if not turn.settings.flow.disambiguation.enabled:
-        return "DISAMBIGUATION_SKIPPED", {"reason": "DISAMBIGUATION_DISABLED"}
+        return stages.DISAMBIGUATION_SKIPPED, {"reason": "DISAMBIGUATION_DISABLED"}
     pending = turn.read_context().get("pending_clarification") or {}
     waiting = isinstance(pending, dict) and pending.get("reason") == DISAMBIGUATION_REASON
-    if waiting or turn.read_params().get("policy_decision") == "EXECUTE_PENDING_ACTION":
+    if waiting or turn.read_params().get(pk.POLICY_DECISION) == "EXECUTE_PENDING_ACTION":
         return None
-    return "DISAMBIGUATION_SKIPPED", {"reason": "NOT_EXECUTING_PENDING_ACTION"}
+    return stages.DISAMBIGUATION_SKIPPED, {"reason": "NOT_EXECUTING_PENDING_ACTION"}
 
 
 # --- execution -------------------------------------------------------------------------
@@ -226,21 +229,21 @@ def action_ref(turn: Turn) -> str | None:
 
 async def pending_action(turn: Turn) -> None:
     params = turn.read_params()
-    decision = params.get("policy_decision")
-    if params.get("skip_pending_action_execution") or params.get("guardrail_blocked"):
-        turn.audit("PENDING_ACTION_SKIPPED", {"reason": "pending action skipped by guardrail"})
+    decision = params.get(pk.POLICY_DECISION)
+    if params.get(pk.SKIP_PENDING_ACTION_EXECUTION) or params.get(pk.GUARDRAIL_BLOCKED):
+        turn.audit(stages.PENDING_ACTION_SKIPPED, {"reason": "pending action skipped by guardrail"})
         return
-    if params.get("pending_action_runtime_status") == "EXPIRED":
-        turn.params["pending_action_result"] = "EXPIRED"
-        turn.audit("PENDING_ACTION_SKIPPED", {"reason": "EXPIRED", "policyDecision": decision,
+    if params.get(pk.PENDING_ACTION_RUNTIME_STATUS) == "EXPIRED":
+        turn.params[pk.PENDING_ACTION_RESULT] = "EXPIRED"
+        turn.audit(stages.PENDING_ACTION_SKIPPED, {"reason": "EXPIRED", "policyDecision": decision,
                                              "message": "the confirmation expired; it must be confirmed again"})
         return
     ref = action_ref(turn)
     if ref is None:
-        turn.audit("PENDING_ACTION_SKIPPED", {"reason": "NO_PENDING_ACTION", "policyDecision": decision})
+        turn.audit(stages.PENDING_ACTION_SKIPPED, {"reason": "NO_PENDING_ACTION", "policyDecision": decision})
         return
     if decision == "REJECT_PENDING_ACTION":
-        _finish(turn, "REJECTED", ref, "PENDING_ACTION_REJECTED", {})
+        _finish(turn, "REJECTED", ref, stages.PENDING_ACTION_REJECTED, {})
         return
     await _execute(turn, ref)
 
@@ -249,37 +252,37 @@ async def _execute(turn: Turn, ref: str) -> None:
     bean, _, methods = ref.partition(":")
     names_ = [m.strip() for m in (methods or bean).split(",") if m.strip()]
     if not bean.strip() or not names_:
-        _finish(turn, "FAILED", ref, "PENDING_ACTION_FAILED", {"error": "invalid pending action reference"})
+        _finish(turn, "FAILED", ref, stages.PENDING_ACTION_FAILED, {"error": "invalid pending action reference"})
         return
     try:
         for method in names_:
             fn = turn.ctx.services.registries.tasks.resolve(bean.strip(), method)
             await call_task(fn, TaskContext(turn))
     except Exception as exc:  # noqa: BLE001 - a failing task is a FAILED result, audited
-        _finish(turn, "FAILED", ref, "PENDING_ACTION_FAILED",
+        _finish(turn, "FAILED", ref, stages.PENDING_ACTION_FAILED,
                 {"taskBean": bean, "taskMethods": names_, "errorType": type(exc).__name__, "error": str(exc)})
         return
-    _finish(turn, "EXECUTED", ref, "PENDING_ACTION_EXECUTED", {"taskBean": bean, "taskMethods": names_})
+    _finish(turn, "EXECUTED", ref, stages.PENDING_ACTION_EXECUTED, {"taskBean": bean, "taskMethods": names_})
 
 
 def _finish(turn: Turn, result: str, ref: str, stage: str, extra: dict[str, Any]) -> None:
-    turn.params["pending_action_result"] = result
+    turn.params[pk.PENDING_ACTION_RESULT] = result
     runtime = turn.context.setdefault("pending_action_runtime", {})
     if result in ("EXECUTED", "REJECTED") and runtime.get("action_ref") in (None, ref):
         runtime.update(status=result, action_ref=ref)
-        runtime[f"{result.lower()}_turn"] = turn.get("turn")
-    turn.audit(stage, {"policyDecision": turn.read_params().get("policy_decision"), "pendingActionRef": ref,
+        runtime[f"{result.lower()}_turn"] = turn.get(keys.TURN)
+    turn.audit(stage, {"policyDecision": turn.read_params().get(pk.POLICY_DECISION), "pendingActionRef": ref,
                        "pendingActionResult": result, "intent": turn.intent, "state": turn.state, **extra})
 
 
 def _pending_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
     params = turn.read_params()
-    if params.get("skip_pending_action_execution") or params.get("guardrail_blocked"):
-        return "PENDING_ACTION_SKIPPED", {"reason": "pending action skipped by guardrail"}
-    decision = params.get("policy_decision")
+    if params.get(pk.SKIP_PENDING_ACTION_EXECUTION) or params.get(pk.GUARDRAIL_BLOCKED):
+        return stages.PENDING_ACTION_SKIPPED, {"reason": "pending action skipped by guardrail"}
+    decision = params.get(pk.POLICY_DECISION)
     if decision in ("EXECUTE_PENDING_ACTION", "REJECT_PENDING_ACTION"):
         return None
-    return "PENDING_ACTION_SKIPPED", {"reason": "NO_PENDING_ACTION_DECISION", "policyDecision": decision}
+    return stages.PENDING_ACTION_SKIPPED, {"reason": "NO_PENDING_ACTION_DECISION", "policyDecision": decision}
 
 
 STEPS = (

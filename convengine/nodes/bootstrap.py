@@ -7,9 +7,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from convengine import adoption
+from convengine import param_keys as pk
+from convengine import state as keys
 from convengine.adoption import Adopted
+from convengine.audit import stages
+from convengine.booleans import truthy
 from convengine.graph import names
-from convengine.nodes.common import Step, truthy
+from convengine.nodes.common import Step
 from convengine.nodes.schema_scope import adopt_schema
 from convengine.nodes.turn import Turn
 from convengine.state import RESET_PARAM_KEYS, caller_params, persistent_params, turn_defaults
@@ -20,25 +24,25 @@ RESET_COMMANDS = frozenset({"reset", "restart", "/reset", "/restart", "start ove
 
 async def load_or_create_conversation(turn: Turn) -> None:
     """Clear turn-scoped keys, create the conversation on its first turn, merge params."""
-    request = turn.get("turn_input") or {}
-    is_new = turn.get("turn") is None
+    request = turn.get(keys.TURN_INPUT) or {}
+    is_new = turn.get(keys.TURN) is None
     for key, value in turn_defaults().items():
         if turn.get(key) != value:  # unchanged keys keep their version: nothing to checkpoint
             turn.set(key, value)
     if is_new:
-        turn.set("new_conversation", True)
+        turn.set(keys.NEW_CONVERSATION, True)
     adopted = await _adoptable(turn) if is_new else None
     if adopted is not None:
         _adopt(turn, adopted)
     elif is_new:
         _create(turn)
-    elif turn.get("status") != "RUNNING":
-        turn.set("status", "RUNNING")  # a BLOCKED conversation runs again on its next turn
-    persisted = persistent_params(turn.get("input_params") or {}, turn.get("input_params") or {})
-    turn.set("params", {**persisted, **accepted_params(turn, request.get("params") or {})})
-    turn.set("user_text", str(request.get("text") or ""))
-    turn.set("turn", int(turn.get("turn") or 0) + 1)
-    turn.set("turn_start", {"intent": turn.intent, "state": turn.state, "turn": turn.get("turn")})
+    elif turn.get(keys.STATUS) != "RUNNING":
+        turn.set(keys.STATUS, "RUNNING")  # a BLOCKED conversation runs again on its next turn
+    persisted = persistent_params(turn.get(keys.INPUT_PARAMS) or {}, turn.get(keys.INPUT_PARAMS) or {})
+    turn.set(keys.PARAMS, {**persisted, **accepted_params(turn, request.get("params") or {})})
+    turn.set(keys.USER_TEXT, str(request.get("text") or ""))
+    turn.set(keys.TURN, int(turn.get(keys.TURN) or 0) + 1)
+    turn.set(keys.TURN_START, {"intent": turn.intent, "state": turn.state, "turn": turn.get(keys.TURN)})
 
 
 def accepted_params(turn: Turn, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -46,21 +50,21 @@ def accepted_params(turn: Turn, params: Mapping[str, Any]) -> dict[str, Any]:
     ``tool_request``) are dropped, and the drop is audited."""
     accepted, dropped = caller_params(params)
     if dropped:
-        turn.audit("INPUT_PARAMS_REJECTED", {"keys": dropped, "reason": "ENGINE_COMPUTED"})
+        turn.audit(stages.INPUT_PARAMS_REJECTED, {"keys": dropped, "reason": "ENGINE_COMPUTED"})
     if "tool_request" in accepted and not turn.settings.flow.tool_orchestration.allow_caller_requests:
         accepted.pop("tool_request")
-        turn.audit("INPUT_PARAMS_REJECTED", {"keys": ["tool_request"], "reason": "CALLER_TOOL_REQUESTS_DISABLED"})
+        turn.audit(stages.INPUT_PARAMS_REJECTED, {"keys": ["tool_request"], "reason": "CALLER_TOOL_REQUESTS_DISABLED"})
     return accepted
 
 
 def _create(turn: Turn) -> None:
-    turn.set("conversation_id", turn.conversation_id)
-    turn.set("status", "RUNNING")
-    turn.set("intent", UNKNOWN)
-    turn.set("state", UNKNOWN)
-    turn.set("context", dict(turn.get("context") or {}))  # kept when the conversation was seeded
-    turn.set("input_params", dict(turn.get("input_params") or {}))
-    turn.set("recent_turns", [])
+    turn.set(keys.CONVERSATION_ID, turn.conversation_id)
+    turn.set(keys.STATUS, "RUNNING")
+    turn.set(keys.INTENT, UNKNOWN)
+    turn.set(keys.STATE, UNKNOWN)
+    turn.set(keys.CONTEXT, dict(turn.get(keys.CONTEXT) or {}))  # kept when the conversation was seeded
+    turn.set(keys.INPUT_PARAMS, dict(turn.get(keys.INPUT_PARAMS) or {}))
+    turn.set(keys.RECENT_TURNS, [])
 
 
 async def _adoptable(turn: Turn) -> Adopted | None:
@@ -74,23 +78,23 @@ async def _adoptable(turn: Turn) -> Adopted | None:
 
 
 def _adopt(turn: Turn, adopted: Adopted) -> None:
-    turn.set("new_conversation", False)
-    turn.set("conversation_id", turn.conversation_id)
-    turn.set("status", "RUNNING")
-    turn.set("intent", adopted.intent)
-    turn.set("state", adopted.state)
-    turn.set("context", adopted.context)
-    turn.set("input_params", adopted.input_params)
-    turn.set("recent_turns", adopted.recent_turns)
-    turn.set("turn", adopted.turns)
+    turn.set(keys.NEW_CONVERSATION, False)
+    turn.set(keys.CONVERSATION_ID, turn.conversation_id)
+    turn.set(keys.STATUS, "RUNNING")
+    turn.set(keys.INTENT, adopted.intent)
+    turn.set(keys.STATE, adopted.state)
+    turn.set(keys.CONTEXT, adopted.context)
+    turn.set(keys.INPUT_PARAMS, adopted.input_params)
+    turn.set(keys.RECENT_TURNS, adopted.recent_turns)
+    turn.set(keys.TURN, adopted.turns)
     if adopted.schema_id is not None:
         adopt_schema(turn, adopted.schema_id)
-    turn.audit("CONVERSATION_ADOPTED", adopted.audit_payload())
+    turn.audit(stages.CONVERSATION_ADOPTED, adopted.audit_payload())
 
 
 def reset_reason(turn: Turn) -> str | None:
     """Why this turn resets the conversation (reference §8.7), or None."""
-    request = turn.get("turn_input") or {}
+    request = turn.get(keys.TURN_INPUT) or {}
     if truthy(request.get("reset")):
         return "INPUT_PARAM:reset"
     request_params = request.get("params") or {}
@@ -105,22 +109,22 @@ def reset_reason(turn: Turn) -> str | None:
 def wipe(turn: Turn, reason: str, *, extra: dict[str, Any] | None = None) -> None:
     """ConvEngine's full reset: intent/state UNKNOWN, context {}, params re-seeded from the request."""
     before = {"intent": turn.intent, "state": turn.state, "context": dict(turn.read_context())}
-    request_params = dict((turn.get("turn_input") or {}).get("params") or {})
+    request_params = dict((turn.get(keys.TURN_INPUT) or {}).get("params") or {})
     for key in RESET_PARAM_KEYS:
         request_params.pop(key, None)
-    turn.set("intent", UNKNOWN)
-    turn.set("state", UNKNOWN)
+    turn.set(keys.INTENT, UNKNOWN)
+    turn.set(keys.STATE, UNKNOWN)
     turn.replace_context({})
-    turn.set("params", request_params)
-    turn.set("input_params", {})
-    turn.set("status", "RUNNING")
-    turn.set("recent_turns", [])
-    turn.set("schema_facts", {})
-    turn.set("schema_scope", None)
-    turn.set("transitions", [])
-    turn.set("turn_start", {"intent": UNKNOWN, "state": UNKNOWN, "turn": turn.get("turn")})
-    turn.params["reset_reason"] = reason
-    turn.audit("CONVERSATION_RESET", {"reason": reason, **before, **(extra or {})})
+    turn.set(keys.PARAMS, request_params)
+    turn.set(keys.INPUT_PARAMS, {})
+    turn.set(keys.STATUS, "RUNNING")
+    turn.set(keys.RECENT_TURNS, [])
+    turn.set(keys.SCHEMA_FACTS, {})
+    turn.set(keys.SCHEMA_SCOPE, None)
+    turn.set(keys.TRANSITIONS, [])
+    turn.set(keys.TURN_START, {"intent": UNKNOWN, "state": UNKNOWN, "turn": turn.get(keys.TURN)})
+    turn.params[pk.RESET_REASON] = reason
+    turn.audit(stages.CONVERSATION_RESET, {"reason": reason, **before, **(extra or {})})
 
 
 async def reset_conversation(turn: Turn) -> None:
@@ -134,12 +138,12 @@ async def persist_conversation_bootstrap(turn: Turn) -> None:
     commit (the projection upsert, owned by the caller), so a first turn that does not complete
     leaves no RUNNING row behind; outside the engine's runtime (Studio) the row is written now."""
     store = turn.ctx.services.store
-    if turn.get("new_conversation") and store is not None and turn.ctx.autocommit:
+    if turn.get(keys.NEW_CONVERSATION) and store is not None and turn.ctx.autocommit:
         await store.ensure_conversation(turn.conversation_id, user_text=turn.user_text, owner=turn.ctx.owner)
 
 
 async def audit_user_input(turn: Turn) -> None:
-    turn.audit("USER_INPUT", {"text": turn.user_text})
+    turn.audit(stages.USER_INPUT, {"text": turn.user_text})
 
 
 def _reset_skip(turn: Turn) -> tuple[str | None, dict[str, Any]] | None:
@@ -147,7 +151,7 @@ def _reset_skip(turn: Turn) -> tuple[str | None, dict[str, Any]] | None:
 
 
 def _bootstrap_skip(turn: Turn) -> tuple[str | None, dict[str, Any]] | None:
-    return None if turn.get("new_conversation") else (None, {"reason": "CONVERSATION_EXISTS"})
+    return None if turn.get(keys.NEW_CONVERSATION) else (None, {"reason": "CONVERSATION_EXISTS"})
 
 
 STEPS = (

@@ -1,4 +1,4 @@
-"""Helpers shared by several steps: rule phases, scope lookups, truthiness, steps' shape."""
+"""Helpers shared by several steps: rule phases, scope lookups, steps' shape."""
 
 from __future__ import annotations
 
@@ -41,18 +41,6 @@ class Step:
     java_class: str | None = None
     before: str | None = None
     after: str | None = None
-
-
-_TRUTHY = {"true", "1", "yes", "y", "on"}
-
-
-def truthy(value: Any) -> bool:
-    """ConvEngine's truthy input values: true, "true", "1", "yes", 1."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)):
-        return value == 1
-    return isinstance(value, str) and value.strip().lower() in _TRUTHY
 
 
 def resolved(value: str | None) -> bool:

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from convengine import state as keys
+from convengine.audit import stages
 from convengine.config_loader.records import PromptTemplateRecord
 from convengine.graph import names
 from convengine.nodes.common import Step, in_scope, specificity
@@ -137,10 +139,10 @@ async def correction(turn: Turn) -> None:
     facts = compute_facts(record, turn.read_context())
     caps = capabilities(interaction_template(turn))
     if caps.retry and RETRY.match(turn.user_text):
-        _route(turn, "RETRY_IN_PLACE", "CORRECTION_STEP_RETRY_REQUESTED", {})
+        _route(turn, "RETRY_IN_PLACE", stages.CORRECTION_STEP_RETRY_REQUESTED, {})
     elif caps.affirm and act == "AFFIRM" and facts["complete"]:
-        turn.set("schema_facts", facts)
-        _route(turn, "PROCEED_CONFIRMED", "CORRECTION_STEP_CONFIRM_ACCEPT", {"schemaId": record.schema_id})
+        turn.set(keys.SCHEMA_FACTS, facts)
+        _route(turn, "PROCEED_CONFIRMED", stages.CORRECTION_STEP_CONFIRM_ACCEPT, {"schemaId": record.schema_id})
     elif caps.edit and act == "EDIT":
         _patch(turn, record)
 
@@ -153,13 +155,13 @@ def _route(turn: Turn, decision: str, stage: str, payload: dict[str, Any]) -> No
 def _patch(turn: Turn, record: Any) -> None:
     patch = single_field_patch(turn.user_text, schema_dict(record))
     if patch is None:
-        turn.audit("CORRECTION_STEP_PATCH_NOT_APPLIED", {"text": turn.user_text, "schemaId": record.schema_id})
+        turn.audit(stages.CORRECTION_STEP_PATCH_NOT_APPLIED, {"text": turn.user_text, "schemaId": record.schema_id})
         return
     field, value = patch
     turn.context[field] = value
-    turn.set("schema_facts", compute_facts(record, turn.read_context()))
+    turn.set(keys.SCHEMA_FACTS, compute_facts(record, turn.read_context()))
     turn.params.update(correction_applied=True, correction_target_field=field)
-    _route(turn, "APPLY_CORRECTION", "CORRECTION_STEP_CORRECTION_PATCH_APPLIED", {"field": field, "value": value})
+    _route(turn, "APPLY_CORRECTION", stages.CORRECTION_STEP_CORRECTION_PATCH_APPLIED, {"field": field, "value": value})
 
 
 def _correction_skip(turn: Turn) -> tuple[str | None, dict[str, Any]] | None:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from convengine import ce_config
+from convengine import param_keys as pk
+from convengine.audit import stages
 from convengine.graph import names
 from convengine.nodes.common import Step, dig, in_scope, resolved, run_rules
 from convengine.nodes.turn import Turn
 from convengine.textmatch import RegexTimeoutError, cached_regex
-from convengine.vocab import DEFAULT_ACT_REGEXES, POST_DIALOGUE_ACT
+from convengine.vocab import POST_DIALOGUE_ACT
 
 REGEX_ACTS = ("AFFIRM", "NEGATE", "EDIT", "RESET", "GREETING")
 ANSWER_MAX_CHARS = 80
@@ -21,12 +24,12 @@ def classify_by_regex(turn: Turn) -> tuple[str, float]:
         return "NEW_REQUEST", 0.40
     timeout = turn.settings.regex_timeout_ms / 1000
     for act in REGEX_ACTS:
-        pattern = turn.snapshot.component("DialogueActStep", f"REGEX_{act}", DEFAULT_ACT_REGEXES[act])
+        pattern = turn.snapshot.config_value(ce_config.DIALOGUE_ACT_REGEX[act])
         try:
             if pattern and cached_regex(pattern, timeout).fullmatch(text):
                 return act, 0.95
         except RegexTimeoutError:
-            turn.audit("DIALOGUE_ACT_PATTERN_TIMEOUT", {"act": act})
+            turn.audit(stages.DIALOGUE_ACT_PATTERN_TIMEOUT, {"act": act})
     if text.endswith("?"):
         return "QUESTION", 0.70
     if (_clarifying(turn) or _locked(turn)) and len(text) <= ANSWER_MAX_CHARS:
@@ -59,10 +62,10 @@ async def dialogue_act(turn: Turn) -> None:
         outcome = await _with_llm(turn, act, confidence)
     params.update({"dialogue_act": outcome["act"], "dialogue_act_confidence": outcome["confidence"],
                    "dialogue_act_source": outcome["source"]})
-    params.setdefault("resolved_user_input", turn.resolved_input)
-    turn.audit("DIALOGUE_ACT_CLASSIFIED", {
+    params.setdefault(pk.RESOLVED_USER_INPUT, turn.resolved_input)
+    turn.audit(stages.DIALOGUE_ACT_CLASSIFIED, {
         "dialogueAct": outcome["act"], "confidence": outcome["confidence"], "source": outcome["source"],
-        "regexAct": act, "regexConfidence": confidence, "llmAct": params.get("dialogue_act_llm_candidate"),
+        "regexAct": act, "regexConfidence": confidence, "llmAct": params.get(pk.DIALOGUE_ACT_LLM_CANDIDATE),
         "standaloneQuery": turn.standalone_query, "mode": turn.settings.flow.dialogue_act.resolute})
     await run_rules(turn, POST_DIALOGUE_ACT, "DialogueActStep")
     from convengine.nodes.correction import routing_defaults
@@ -75,7 +78,7 @@ async def _with_llm(turn: Turn, act: str, confidence: float) -> dict[str, Any]:
     from convengine.llm.dialogue import classify_with_llm
 
     if turn.ctx.services.llm is None:
-        turn.audit("DIALOGUE_ACT_LLM_SKIPPED", {"reason": "NO_LLM_CONFIGURED", "callSite": "DIALOGUE_ACT",
+        turn.audit(stages.DIALOGUE_ACT_LLM_SKIPPED, {"reason": "NO_LLM_CONFIGURED", "callSite": "DIALOGUE_ACT",
                                                 "regexAct": act, "regexConfidence": confidence})
         return {"act": act, "confidence": confidence, "source": "REGEX_FALLBACK"}
     return await classify_with_llm(turn, act, confidence)
@@ -88,7 +91,7 @@ def has_pending_action(turn: Turn) -> bool:
     ctx, params = turn.read_context(), turn.read_params()
     if ctx.get("pending_action") or ctx.get("pendingAction"):
         return True
-    if params.get("pending_action_key") or params.get("pending_action_task"):
+    if params.get(pk.PENDING_ACTION_KEY) or params.get(pk.PENDING_ACTION_TASK):
         return True
     if not (resolved(turn.intent) and resolved(turn.state)):
         return False
@@ -122,9 +125,9 @@ async def interaction_policy(turn: Turn) -> None:
     act = turn.dialogue_act
     pending_action, pending_slot = has_pending_action(turn), has_pending_slot(turn)
     decision, skip = decide(turn, act, pending_action, pending_slot)
-    turn.params["policy_decision"] = decision
-    turn.params["skip_intent_resolution"] = skip
-    turn.audit("INTERACTION_POLICY_DECIDED", {
+    turn.params[pk.POLICY_DECISION] = decision
+    turn.params[pk.SKIP_INTENT_RESOLUTION] = skip
+    turn.audit(stages.INTERACTION_POLICY_DECIDED, {
         "dialogueAct": act, "policyDecision": decision, "skipIntentResolution": skip,
         "hasPendingAction": pending_action, "hasPendingSlot": pending_slot,
         "intent": turn.intent, "state": turn.state})

@@ -6,6 +6,9 @@ import json
 import re
 from typing import Any
 
+from convengine import param_keys as pk
+from convengine import state as keys
+from convengine.audit import stages
 from convengine.errors import ErrorCode, InvalidInputError, StepError
 from convengine.graph import names
 from convengine.jsontext import dumps
@@ -27,10 +30,10 @@ def assistant_text(payload: dict[str, Any] | None) -> str:
 
 def deterministic_summary(turn: Turn, recent: int, max_chars: int) -> str:
     """ConvEngine's summary string, built from the newest turns (not the oldest)."""
-    window = (turn.get("recent_turns") or [])[-recent:] if recent > 0 else []
+    window = (turn.get(keys.RECENT_TURNS) or [])[-recent:] if recent > 0 else []
     turns = ", ".join(f"{{u={t.get('user')}, a={_as_text(t.get('assistant'))}}}" for t in window)
     text = (f"intent={turn.intent}, state={turn.state}, user={turn.user_text}, recentTurns=[{turns}], "
-            f"response={assistant_text(turn.get('payload'))}")
+            f"response={assistant_text(turn.get(keys.PAYLOAD))}")
     return _SPACES.sub(" ", text).strip()[:max_chars]
 
 
@@ -43,14 +46,14 @@ async def memory(turn: Turn) -> None:
 
     cfg = turn.settings.flow.memory
     row = memory_row(turn)
-    if row is not None and turn.ctx.services.llm is not None and len(turn.get("recent_turns") or []) >= row.recent_turns:
+    if row is not None and turn.ctx.services.llm is not None and len(turn.get(keys.RECENT_TURNS) or []) >= row.recent_turns:
         summary, source = await summarise(turn, row), "LLM"
     else:
         limit = row.summary_max_chars if row is not None else cfg.summary_max_chars
         summary, source = deterministic_summary(turn, cfg.recent_turns_for_summary, limit), "DETERMINISTIC"
     turn.context.setdefault("memory", {})["session_summary"] = summary
-    turn.params["memory_session_summary"] = summary
-    turn.audit("MEMORY_UPDATED", {"summaryChars": len(summary), "source": source,
+    turn.params[pk.MEMORY_SESSION_SUMMARY] = summary
+    turn.audit(stages.MEMORY_UPDATED, {"summaryChars": len(summary), "source": source,
                                   "memoryId": row.memory_id if row else None, "intent": turn.intent,
                                   "state": turn.state})
 
@@ -58,7 +61,7 @@ async def memory(turn: Turn) -> None:
 def _memory_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
     if turn.settings.flow.memory.enabled:
         return None
-    return "MEMORY_SKIPPED", {"reason": "MEMORY_DISABLED"}
+    return stages.MEMORY_SKIPPED, {"reason": "MEMORY_DISABLED"}
 
 
 def json_safe(value: Any) -> Any:
@@ -74,25 +77,25 @@ def stored_assistant(payload: dict[str, Any]) -> Any:
 
 
 async def persist_conversation(turn: Turn) -> None:
-    payload = turn.get("payload")
+    payload = turn.get(keys.PAYLOAD)
     if not payload:
         raise StepError("the turn produced no response payload (no step set one)",
                         code=ErrorCode.PIPELINE_NO_RESPONSE_PAYLOAD)
-    blocked = turn.get("status") == "BLOCKED"
+    blocked = turn.get(keys.STATUS) == "BLOCKED"
     settle_schema_scope(turn)
-    status = turn.get("status") if turn.get("status") in ("BLOCKED", "HANDOFF") else "RUNNING"
+    status = turn.get(keys.STATUS) if turn.get(keys.STATUS) in ("BLOCKED", "HANDOFF") else "RUNNING"
     context = json_safe(turn.read_context())
     params = json_safe(persistent_params(turn.read_params(), _kept_keys(turn)))
     _check_params_size(turn, params)
     turn.replace_context(context)
-    turn.set("input_params", params)
-    turn.set("status", status)
+    turn.set(keys.INPUT_PARAMS, params)
+    turn.set(keys.STATUS, status)
     if not blocked:  # blocked text stays out of the history used for prompts
-        window = list(turn.get("recent_turns") or [])
+        window = list(turn.get(keys.RECENT_TURNS) or [])
         window.append({"user": turn.user_text, "assistant": _window_value(payload), "at": now_ms(turn)})
-        turn.set("recent_turns", window[-turn.settings.flow.conversation_history.max_turns:])
-    turn.set("persisted", True)  # the caller commits the row from this state (convengine.engine.commit)
-    turn.audit("ENGINE_RETURN", {"intent": turn.intent, "state": turn.state, "payload": payload,
+        turn.set(keys.RECENT_TURNS, window[-turn.settings.flow.conversation_history.max_turns:])
+    turn.set(keys.PERSISTED, True)  # the caller commits the row from this state (convengine.engine.commit)
+    turn.audit(stages.ENGINE_RETURN, {"intent": turn.intent, "state": turn.state, "payload": payload,
                                  "status": status})
 
 
@@ -108,8 +111,8 @@ def _check_params_size(turn: Turn, params: dict[str, Any]) -> None:
 
 def _kept_keys(turn: Turn) -> list[str]:
     """Params that persist: those persisted before, the caller's of this turn, those a rule or task kept."""
-    request = (turn.get("turn_input") or {}).get("params") or {}
-    return [*(turn.get("input_params") or {}), *request, *(turn.get("kept_params") or [])]
+    request = (turn.get(keys.TURN_INPUT) or {}).get("params") or {}
+    return [*(turn.get(keys.INPUT_PARAMS) or {}), *request, *(turn.get(keys.KEPT_PARAMS) or [])]
 
 
 def _window_value(payload: dict[str, Any]) -> Any:
@@ -119,15 +122,15 @@ def _window_value(payload: dict[str, Any]) -> Any:
 async def pipeline_end_guard(turn: Turn) -> None:
     audit = turn.ctx.audit
     steps = ", ".join(f"{name}={ms:.1f}ms" for name, ms in audit.timings)
-    turn.audit("PIPELINE_TIMING", {"totalMs": round(audit.total_ms(), 2), "steps": steps})
+    turn.audit(stages.PIPELINE_TIMING, {"totalMs": round(audit.total_ms(), 2), "steps": steps})
     await final_reply(turn)
 
 
 async def final_reply(turn: Turn) -> None:
     """The FINAL response transformer changes what the turn returns (``reply``), not the stored answer."""
-    payload = turn.get("payload")
+    payload = turn.get(keys.PAYLOAD)
     if payload and (turn.intent, turn.state, "FINAL") in turn.ctx.services.registries.response_transformers:
-        turn.set("reply", await transform(turn, dict(payload), "FINAL"))
+        turn.set(keys.REPLY, await transform(turn, dict(payload), "FINAL"))
 
 
 STEPS = (

@@ -8,9 +8,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from convengine import ce_config
+from convengine import param_keys as pk
+from convengine import state as keys
+from convengine.audit import stages
+from convengine.booleans import truthy
 from convengine.graph import names
 from convengine.nodes.bootstrap import RESET_COMMANDS, wipe
-from convengine.nodes.common import Step, dig, resolved, run_rules, truthy
+from convengine.nodes.common import Step, dig, resolved, run_rules
 from convengine.nodes.knowledge import semantic_scores
 from convengine.nodes.schema_scope import current_schema
 from convengine.nodes.turn import Turn
@@ -64,12 +69,12 @@ def _skip_for_collection(turn: Turn) -> bool:
     if not collection_active(turn):
         return False
     signal = force_signal(turn)
-    sticky = turn.snapshot.component_bool("IntentResolutionStep", "STICKY_INTENT", True)
+    sticky = turn.snapshot.config_value(ce_config.STICKY_INTENT)
     if sticky and signal:
         turn.context["intent_lock"] = {"locked": False, "reason": None}
-        turn.audit("INTENT_RESOLVE_FORCED", {"signal": signal, "intent": turn.intent})
+        turn.audit(stages.INTENT_RESOLVE_FORCED, {"signal": signal, "intent": turn.intent})
         return False
-    _lock(turn, "INTENT_RESOLVE_SKIPPED_STICKY_INTENT" if sticky else "INTENT_RESOLVE_SKIPPED_SCHEMA_COLLECTION")
+    _lock(turn, stages.INTENT_RESOLVE_SKIPPED_STICKY_INTENT if sticky else stages.INTENT_RESOLVE_SKIPPED_SCHEMA_COLLECTION)
     return True
 
 
@@ -86,33 +91,33 @@ def classify(turn: Turn, semantic: dict[int, bool] | None = None) -> Resolution 
                                                            and row.matcher.matches(turn.user_text)):
                 hits.append(row)
         except RegexTimeoutError as exc:
-            turn.audit("INTENT_CLASSIFIER_PATTERN_TIMEOUT", {"classifierId": row.classifier_id, "error": exc.message})
+            turn.audit(stages.INTENT_CLASSIFIER_PATTERN_TIMEOUT, {"classifierId": row.classifier_id, "error": exc.message})
     intents = list(dict.fromkeys(h.intent_code for h in hits))
     if len(intents) > 1:
-        turn.params["intent_collision_candidates"] = intents
-        turn.audit("INTENT_CLASSIFIER_COLLISION", {"matchedIntents": intents,
+        turn.params[pk.INTENT_COLLISION_CANDIDATES] = intents
+        turn.audit(stages.INTENT_CLASSIFIER_COLLISION, {"matchedIntents": intents,
                                                    "matchedByRule": {h.classifier_id: h.intent_code for h in hits}})
         return None
     if not hits:
-        turn.audit("INTENT_CLASSIFIER_NO_MATCH", {"classifiers": len(rows)})
+        turn.audit(stages.INTENT_CLASSIFIER_NO_MATCH, {"classifiers": len(rows)})
         return None
     first = hits[0]
-    turn.audit("INTENT_CLASSIFICATION_MATCHED", {"intent": first.intent_code, "state": first.state_code,
+    turn.audit(stages.INTENT_CLASSIFICATION_MATCHED, {"intent": first.intent_code, "state": first.state_code,
                                                  "classifierId": first.classifier_id, "ruleType": first.rule_type})
     return Resolution(first.intent_code, first.state_code or UNKNOWN, "CLASSIFIER")
 
 
 async def _agent(turn: Turn) -> Resolution | None:
     if turn.ctx.services.llm is None:
-        turn.audit("INTENT_AGENT_SKIPPED", {"reason": "NO_LLM_CONFIGURED", "callSite": "INTENT_AGENT"})
+        turn.audit(stages.INTENT_AGENT_SKIPPED, {"reason": "NO_LLM_CONFIGURED", "callSite": "INTENT_AGENT"})
         return None
     if not turn.snapshot.allowed_intents():
-        turn.audit("INTENT_AGENT_SKIPPED", {"reason": "NO_ALLOWED_INTENTS"})
+        turn.audit(stages.INTENT_AGENT_SKIPPED, {"reason": "NO_ALLOWED_INTENTS"})
         return None
     from convengine.llm.spend import capped
 
     if await capped(turn, "INTENT_AGENT"):
-        turn.audit("INTENT_AGENT_SKIPPED", {"reason": "SPEND_CAP_REACHED", "callSite": "INTENT_AGENT"})
+        turn.audit(stages.INTENT_AGENT_SKIPPED, {"reason": "SPEND_CAP_REACHED", "callSite": "INTENT_AGENT"})
         return None
     from convengine.llm.intent_agent import resolve_with_agent
 
@@ -121,18 +126,18 @@ async def _agent(turn: Turn) -> Resolution | None:
 
 async def intent_resolution(turn: Turn) -> None:
     lock = turn.read_context().get("intent_lock") or {}
-    turn.audit("INTENT_RESOLVE_START", {"previousIntent": turn.intent, "intentLocked": bool(lock.get("locked")),
+    turn.audit(stages.INTENT_RESOLVE_START, {"previousIntent": turn.intent, "intentLocked": bool(lock.get("locked")),
                                         "intentLockReason": lock.get("reason")})
     if _skip_for_collection(turn):
         return
-    if truthy(turn.read_params().get("skip_intent_resolution")) and resolved(turn.intent) and resolved(turn.state):
-        turn.audit("INTENT_RESOLVE_SKIPPED_POLICY", {"policyDecision": turn.read_params().get("policy_decision")})
+    if truthy(turn.read_params().get(pk.SKIP_INTENT_RESOLUTION)) and resolved(turn.intent) and resolved(turn.state):
+        turn.audit(stages.INTENT_RESOLVE_SKIPPED_POLICY, {"policyDecision": turn.read_params().get(pk.POLICY_DECISION)})
         return
     by_classifier = classify(turn, await semantic_scores(turn))
     result = by_classifier or await _agent(turn)
     if result is None:
-        turn.params["intent_unmatched"] = True  # no classifier or agent matched (the knowledge fallback's cue)
-        turn.audit("INTENT_RESOLVE_NO_CHANGE", {"intent": turn.intent, "state": turn.state})
+        turn.params[pk.INTENT_UNMATCHED] = True  # no classifier or agent matched (the knowledge fallback's cue)
+        turn.audit(stages.INTENT_RESOLVE_NO_CHANGE, {"intent": turn.intent, "state": turn.state})
         return
     await _apply(turn, result, by_classifier)
 
@@ -145,7 +150,7 @@ async def _apply(turn: Turn, result: Resolution, by_classifier: Resolution | Non
         turn.set_state(UNKNOWN, cause=result.source)
     if result.run_post_rules:
         turn.context.pop("pending_clarification", None)
-    turn.audit(f"INTENT_RESOLVED_BY_{result.source}", {
+    turn.audit(stages.intent_resolved_by(result.source), {
         "resolvedIntent": result.intent, "source": result.source,
         "classifierIntent": by_classifier.intent if by_classifier else None,
         "agentIntent": None if by_classifier else result.intent})
@@ -156,7 +161,7 @@ async def _apply(turn: Turn, result: Resolution, by_classifier: Resolution | Non
 async def post_intent_rules(turn: Turn, *, by_classifier: bool) -> None:
     """The resolving path's phase (ConvEngine's: a row scoped to one path fires only on that path), then
     convengine's POST_INTENT for rows meant for either path (run only when the pack has such rows)."""
-    turn.params["post_intent_rule"] = True
+    turn.params[pk.POST_INTENT_RULE] = True
     source = "IntentResolutionStep Classifier" if by_classifier else "AgentIntentResolver"
     origin = "RULES_STEP" if by_classifier else "AGENT_INTENT_RESOLVER"
     await run_rules(turn, POST_CLASSIFIER_INTENT if by_classifier else POST_AGENT_INTENT, source, origin=origin)
@@ -165,7 +170,7 @@ async def post_intent_rules(turn: Turn, *, by_classifier: bool) -> None:
 
 
 def reset_intent_codes(turn: Turn) -> list[str]:
-    codes_text = turn.snapshot.component("ResetResolvedIntentStep", "RESET_INTENT_CODES", "RESET_SESSION") or ""
+    codes_text = turn.snapshot.config_value(ce_config.RESET_INTENT_CODES) or ""
     return [c.strip().upper() for c in codes_text.split(",") if c.strip()]
 
 
@@ -178,12 +183,12 @@ async def reset_resolved_intent(turn: Turn) -> None:
 
 
 async def fallback_intent_state(turn: Turn) -> None:
-    if not turn.get("intent"):
-        turn.set("intent", UNKNOWN)
-        turn.audit("INTENT_MISSING", {"fallback": UNKNOWN})
-    if not turn.get("state"):
-        turn.set("state", UNKNOWN)
-        turn.audit("STATE_MISSING", {"fallback": UNKNOWN})
+    if not turn.get(keys.INTENT):
+        turn.set(keys.INTENT, UNKNOWN)
+        turn.audit(stages.INTENT_MISSING, {"fallback": UNKNOWN})
+    if not turn.get(keys.STATE):
+        turn.set(keys.STATE, UNKNOWN)
+        turn.audit(stages.STATE_MISSING, {"fallback": UNKNOWN})
 
 
 def _reset_intent_skip(turn: Turn) -> tuple[str | None, dict[str, Any]] | None:
@@ -191,7 +196,7 @@ def _reset_intent_skip(turn: Turn) -> tuple[str | None, dict[str, Any]] | None:
 
 
 def _fallback_skip(turn: Turn) -> tuple[str | None, dict[str, Any]] | None:
-    return None if not (turn.get("intent") and turn.get("state")) else (None, {"reason": "INTENT_AND_STATE_SET"})
+    return None if not (turn.get(keys.INTENT) and turn.get(keys.STATE)) else (None, {"reason": "INTENT_AND_STATE_SET"})
 
 
 STEPS = (

@@ -15,6 +15,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from convengine import param_keys as pk
+from convengine import state as keys
+from convengine.audit import stages
 from convengine.errors import ConvEngineError
 from convengine.graph import names
 from convengine.knowledge.search import SearchHit
@@ -37,15 +40,15 @@ async def knowledge_fallback(turn: Turn) -> None:
     audit = {"query": query, "minScore": settings.min_score, "knowledgeBases": settings.knowledge_bases or "ALL",
              "candidates": [_candidate(h) for h in hits]}
     if not hits or hits[0].score < settings.min_score:
-        turn.audit("KNOWLEDGE_FALLBACK_NO_MATCH", audit)
+        turn.audit(stages.KNOWLEDGE_FALLBACK_NO_MATCH, audit)
         return
     kept = [h for h in hits if h.score >= settings.min_score]
     answer = await synthesise(turn, query, kept) if settings.synthesis else None
     payload = {"type": "TEXT", "value": answer or kept[0].text, "sources": [_source(h) for h in kept]}
-    turn.set("payload", payload)
-    turn.audit("KNOWLEDGE_FALLBACK_ANSWERED", {**audit, "synthesised": answer is not None,
+    turn.set(keys.PAYLOAD, payload)
+    turn.audit(stages.KNOWLEDGE_FALLBACK_ANSWERED, {**audit, "synthesised": answer is not None,
                                                "sources": payload["sources"]})
-    turn.audit("ASSISTANT_OUTPUT", {"output": payload["value"], "outputFormat": "TEXT", "responseType": "KNOWLEDGE",
+    turn.audit(stages.ASSISTANT_OUTPUT, {"output": payload["value"], "outputFormat": "TEXT", "responseType": "KNOWLEDGE",
                                     "intent": turn.intent, "state": turn.state})
     turn.route_to(names.POST_RESPONSE_RULES)
 
@@ -56,7 +59,7 @@ async def _search(turn: Turn, query: str, kbs: list[str] | None, k: int) -> list
     try:
         vector = await retriever.aembed(query)
     except Exception as exc:  # noqa: BLE001 - any embeddings outage leaves the lexical leg
-        turn.audit("KNOWLEDGE_EMBEDDING_FAILED", {"error": type(exc).__name__, "message": str(exc)[:200]})
+        turn.audit(stages.KNOWLEDGE_EMBEDDING_FAILED, {"error": type(exc).__name__, "message": str(exc)[:200]})
     engine = turn.ctx.services.store.sync_engine
 
     def run() -> list[SearchHit]:
@@ -69,19 +72,19 @@ async def _search(turn: Turn, query: str, kbs: list[str] | None, k: int) -> list
 async def synthesise(turn: Turn, query: str, hits: list[SearchHit]) -> str | None:
     """An answer written by the KNOWLEDGE_SYNTHESIS call from ``hits`` only (None: no LLM, or it failed)."""
     if turn.ctx.services.llm is None:
-        turn.audit("KNOWLEDGE_SYNTHESIS_SKIPPED", {"reason": "NO_LLM_CONFIGURED", "callSite": "KNOWLEDGE_SYNTHESIS"})
+        turn.audit(stages.KNOWLEDGE_SYNTHESIS_SKIPPED, {"reason": "NO_LLM_CONFIGURED", "callSite": "KNOWLEDGE_SYNTHESIS"})
         return None
     from convengine.llm.spend import capped
 
     if await capped(turn, "KNOWLEDGE_SYNTHESIS"):
-        turn.audit("KNOWLEDGE_SYNTHESIS_SKIPPED", {"reason": "SPEND_CAP_REACHED", "callSite": "KNOWLEDGE_SYNTHESIS"})
+        turn.audit(stages.KNOWLEDGE_SYNTHESIS_SKIPPED, {"reason": "SPEND_CAP_REACHED", "callSite": "KNOWLEDGE_SYNTHESIS"})
         return None
     passages = "\n\n".join(f"[{i}] ({h.title or h.source})\n{h.text}" for i, h in enumerate(hits, 1))
     try:
         text = await turn.ctx.services.llm.text(turn, "KNOWLEDGE_SYNTHESIS", system=SYNTHESIS_SYSTEM,
                                                 user=f"Passages:\n{passages}\n\nQuestion: {query}")
     except ConvEngineError as exc:
-        turn.audit("KNOWLEDGE_SYNTHESIS_FAILED", {"errorCode": exc.code.value, "message": exc.message})
+        turn.audit(stages.KNOWLEDGE_SYNTHESIS_FAILED, {"errorCode": exc.code.value, "message": exc.message})
         return None
     return text.strip() or None
 
@@ -96,14 +99,14 @@ async def semantic_scores(turn: Turn) -> dict[int, bool]:
     if not rows or not turn.user_text.strip():
         return {}
     if index is None:
-        turn.audit("INTENT_CLASSIFIER_SEMANTIC_SKIPPED", {"reason": "NO_EMBEDDINGS_CONFIGURED",
+        turn.audit(stages.INTENT_CLASSIFIER_SEMANTIC_SKIPPED, {"reason": "NO_EMBEDDINGS_CONFIGURED",
                                                           "classifiers": [r.classifier_id for r in rows]})
         return {}
     try:
         await index.aprepare(r.matcher for r in rows)
         query = await turn.ctx.services.retriever.aembed(turn.user_text[:MAX_QUERY_CHARS])
     except Exception as exc:  # noqa: BLE001 - any embeddings outage leaves the other classifiers
-        turn.audit("INTENT_CLASSIFIER_SEMANTIC_SKIPPED", {"reason": "EMBEDDING_FAILED", "error": type(exc).__name__,
+        turn.audit(stages.INTENT_CLASSIFIER_SEMANTIC_SKIPPED, {"reason": "EMBEDDING_FAILED", "error": type(exc).__name__,
                                                           "message": str(exc)[:200]})
         return {}
     default = turn.settings.knowledge.semantic_threshold
@@ -113,7 +116,7 @@ async def semantic_scores(turn: Turn) -> dict[int, bool]:
         threshold = row.matcher.threshold if row.matcher.threshold is not None else default
         scores[row.classifier_id] = {"intent": row.intent_code, "similarity": similarity, "threshold": threshold}
         matched[row.classifier_id] = similarity is not None and similarity >= threshold
-    turn.audit("INTENT_CLASSIFIER_SEMANTIC_SCORES", {"scores": scores,
+    turn.audit(stages.INTENT_CLASSIFIER_SEMANTIC_SCORES, {"scores": scores,
                                                      "matched": [cid for cid, ok in matched.items() if ok]})
     return matched
 
@@ -134,10 +137,10 @@ def _skip(turn: Turn) -> SkipAudit | None:
         return None, {"reason": "KNOWLEDGE_FALLBACK_DISABLED"}
     if not (turn.standalone_query or turn.user_text).strip():
         return None, {"reason": "NO_TEXT"}
-    act = turn.params.get("dialogue_act")
+    act = turn.params.get(pk.DIALOGUE_ACT)
     if act in ANSWER_ACTS:
         return None, {"reason": "ANSWER_TO_A_QUESTION", "dialogueAct": act}
-    if turn.intent and turn.intent != UNKNOWN and not turn.params.get("intent_unmatched"):
+    if turn.intent and turn.intent != UNKNOWN and not turn.params.get(pk.INTENT_UNMATCHED):
         return None, {"reason": "INTENT_RESOLVED"}
     return None
 

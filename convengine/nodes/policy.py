@@ -6,9 +6,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from convengine import param_keys as pk
+from convengine import state as keys
+from convengine.audit import stages
+from convengine.booleans import truthy
 from convengine.config_loader.records import PolicyRecord
 from convengine.graph import names
-from convengine.nodes.common import Step, truthy
+from convengine.nodes.common import Step
 from convengine.nodes.turn import Turn
 from convengine.textmatch import PatternError, RegexTimeoutError, cached_regex
 from convengine.vocab import LLM_POLICY
@@ -38,7 +42,7 @@ def _text_hit(turn: Turn, policy: PolicyRecord) -> bool:
     try:
         return policy.matcher is not None and policy.matcher.matches(turn.user_text)
     except RegexTimeoutError as exc:
-        turn.audit("POLICY_PATTERN_TIMEOUT", {"policyId": policy.policy_id, "error": exc.message})
+        turn.audit(stages.POLICY_PATTERN_TIMEOUT, {"policyId": policy.policy_id, "error": exc.message})
         return False
 
 
@@ -48,22 +52,22 @@ async def _llm_outcome(turn: Turn, policy: PolicyRecord) -> str | None:
 
     verdict = await check_policy(turn, policy)
     if verdict.violates is not None:
-        turn.audit("POLICY_LLM_CHECK", {"policyId": policy.policy_id, "violates": verdict.violates,
+        turn.audit(stages.POLICY_LLM_CHECK, {"policyId": policy.policy_id, "violates": verdict.violates,
                                         "reason": verdict.reason, "callSite": "POLICY"})
         return "VIOLATION" if verdict.violates else None
     closed = fail_closed(turn)
-    turn.audit("POLICY_LLM_UNDECIDED", {"policyId": policy.policy_id, "error": verdict.error, "failClosed": closed,
+    turn.audit(stages.POLICY_LLM_UNDECIDED, {"policyId": policy.policy_id, "error": verdict.error, "failClosed": closed,
                                         "outcome": "BLOCK" if closed else "ALLOW", "callSite": "POLICY"})
     return "FAIL_CLOSED" if closed else None
 
 
 def _block(turn: Turn, policy: PolicyRecord, *, failed_closed: bool = False) -> None:
-    turn.set("status", "BLOCKED")
-    turn.set("payload", {"type": "TEXT", "value": policy.response_text})
+    turn.set(keys.STATUS, "BLOCKED")
+    turn.set(keys.PAYLOAD, {"type": "TEXT", "value": policy.response_text})
     payload: dict[str, Any] = {"policyId": policy.policy_id, "ruleType": policy.rule_type, "pattern": policy.pattern}
     if failed_closed:
         payload["failedClosed"] = True
-    turn.audit("POLICY_BLOCK", payload)
+    turn.audit(stages.POLICY_BLOCK, payload)
     turn.route_to(names.PERSIST_CONVERSATION)
 
 
@@ -74,7 +78,7 @@ async def guardrail(turn: Turn) -> None:
     text = turn.user_text
     if cfg.sanitize_input:
         text = _WHITESPACE.sub(" ", text).strip()
-        params["sanitized_user_text"] = text
+        params[pk.SANITIZED_USER_TEXT] = text
     sensitive, undecided = _sensitive(text, cfg.sensitive_patterns, turn.settings.regex_timeout_ms / 1000)
     granted = _approval_granted(turn)
     required = cfg.require_approval_for_sensitive_actions
@@ -82,8 +86,8 @@ async def guardrail(turn: Turn) -> None:
     if deny:
         _deny(turn, sensitive=sensitive, granted=granted, undecided=undecided)
         return
-    params["guardrail_blocked"] = False
-    turn.audit("GUARDRAIL_ALLOW", {"result": "ALLOW", "sensitive": sensitive, "approvalRequired": required,
+    params[pk.GUARDRAIL_BLOCKED] = False
+    turn.audit(stages.GUARDRAIL_ALLOW, {"result": "ALLOW", "sensitive": sensitive, "approvalRequired": required,
                                    "approvalGranted": granted})
 
 
@@ -92,7 +96,7 @@ def _deny(turn: Turn, *, sensitive: bool, granted: bool, undecided: bool) -> Non
     reason = "SENSITIVE_ACTION_APPROVAL_REQUIRED" if sensitive else "SENSITIVE_CHECK_FAILED_CLOSED"
     params.update({"guardrail_blocked": True, "guardrail_reason": reason, "policy_decision": "RECLASSIFY_INTENT",
                    "skip_tool_execution": True, "skip_pending_action_execution": True})
-    turn.audit("GUARDRAIL_DENY", {"result": "DENY", "reason": reason, "sensitive": sensitive, "approvalGranted": granted,
+    turn.audit(stages.GUARDRAIL_DENY, {"result": "DENY", "reason": reason, "sensitive": sensitive, "approvalGranted": granted,
                                   "undecided": undecided, "userText": turn.user_text})
 
 
@@ -120,7 +124,7 @@ def _approval_granted(turn: Turn) -> bool:
 def _guardrail_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
     if turn.settings.flow.guardrail.enabled:
         return None
-    return "GUARDRAIL_ALLOW", {"result": "ALLOW", "skipped": True, "reason": "GUARDRAIL_DISABLED"}
+    return stages.GUARDRAIL_ALLOW, {"result": "ALLOW", "skipped": True, "reason": "GUARDRAIL_DISABLED"}
 
 
 STEPS = (

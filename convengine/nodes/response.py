@@ -6,6 +6,8 @@ import inspect
 import json
 from typing import Any
 
+from convengine import state as keys
+from convengine.audit import stages
 from convengine.config_loader.records import ResponseRecord
 from convengine.errors import (
     ErrorCode,
@@ -35,7 +37,7 @@ def select_response(turn: Turn) -> ResponseRecord:
     scored = [(s, -r.response_id, r) for r in turn.snapshot.responses
               if (s := score(r, turn.intent, turn.state)) is not None]
     if not scored:
-        turn.audit("RESPONSE_MAPPING_NOT_FOUND", {"intent": turn.intent, "state": turn.state})
+        turn.audit(stages.RESPONSE_MAPPING_NOT_FOUND, {"intent": turn.intent, "state": turn.state})
         raise ResponseMappingNotFoundError(
             f"No response found for intent={turn.intent}, state={turn.state}: add a ce_response row for "
             "this intent and state (or state ANY, or a row with no intent as a global fallback)",
@@ -54,7 +56,7 @@ def render_exact(turn: Turn, row: ResponseRecord) -> str:
         if exc.code == ErrorCode.UNRESOLVED_PROMPT_VARIABLE:
             raise
         fallback = dig(turn.read_context(), "mcp", "finalAnswer")
-        turn.audit("EXACT_RESPONSE_RENDERING", {"component": "ResponseResolutionStep", "fallbackUsed": True,
+        turn.audit(stages.EXACT_RESPONSE_RENDERING, {"component": "ResponseResolutionStep", "fallbackUsed": True,
                                                 "errorClass": exc.details.get("errorClass"), "errorMessage": exc.message,
                                                 "templatePreview": source[:200]})
         return str(fallback) if fallback else source
@@ -90,16 +92,16 @@ async def response_resolution(turn: Turn) -> None:
         await collision_response(turn)
         return
     row = select_response(turn)
-    turn.audit("RESOLVE_RESPONSE", {"responseId": row.response_id, "intent": turn.intent, "state": turn.state,
+    turn.audit(stages.RESOLVE_RESPONSE, {"responseId": row.response_id, "intent": turn.intent, "state": turn.state,
                                     "responseType": row.response_type, "outputFormat": row.output_format})
     if row.response_type == "DERIVED":
         payload = await _derived(turn, row)
     else:
         payload = text_payload(row, render_exact(turn, row))
-        turn.audit("RESPONSE_EXACT", {"text": payload["value"], "responseId": row.response_id})
+        turn.audit(stages.RESPONSE_EXACT, {"text": payload["value"], "responseId": row.response_id})
     payload = await transform(turn, payload, "LLM")
-    turn.set("payload", payload)
-    turn.audit("ASSISTANT_OUTPUT", {"output": payload["value"], "outputFormat": row.output_format,
+    turn.set(keys.PAYLOAD, payload)
+    turn.audit(stages.ASSISTANT_OUTPUT, {"output": payload["value"], "outputFormat": row.output_format,
                                     "responseType": row.response_type, "responseId": row.response_id,
                                     "intent": turn.intent, "state": turn.state})
 

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from convengine import param_keys as pk
+from convengine import state as keys
+from convengine.audit import stages
 from convengine.graph import names
 from convengine.nodes.common import Step, run_rules
 from convengine.nodes.turn import Turn
@@ -32,12 +35,12 @@ def allowed_edges(turn: Turn, intent: str) -> set[tuple[str, str]] | None:
 
 
 def _checks(turn: Turn) -> list[dict[str, Any]]:
-    start = turn.get("turn_start") or {}
+    start = turn.get(keys.TURN_START) or {}
     start_state = start.get("state") if start.get("intent") == turn.intent else UNKNOWN
     checks = []
     if start_state and start_state != turn.state:
         checks.append({"fromState": start_state, "toState": turn.state, "intent": turn.intent, "cause": "TURN"})
-    for t in turn.get("transitions") or []:
+    for t in turn.get(keys.TRANSITIONS) or []:
         if str(t.get("cause", "")).startswith("rule"):
             checks.append({"fromState": t["from"], "toState": t["to"], "intent": t["intent"], "cause": t["cause"]})
     return checks
@@ -52,8 +55,8 @@ async def state_graph(turn: Turn) -> None:
     checks = _checks(turn)
     violations = _violations(turn, checks)
     if not violations:
-        turn.params["state_graph_valid"] = True
-        turn.audit("STATE_GRAPH_VALID", {"checked": checks, "intent": turn.intent, "state": turn.state})
+        turn.params[pk.STATE_GRAPH_VALID] = True
+        turn.audit(stages.STATE_GRAPH_VALID, {"checked": checks, "intent": turn.intent, "state": turn.state})
         return
     _violated(turn, violations)
 
@@ -70,38 +73,38 @@ def _violations(turn: Turn, checks: list[dict[str, Any]]) -> list[dict[str, Any]
 def _violated(turn: Turn, violations: list[dict[str, Any]], keep: dict[str, Any] | None = None) -> None:
     mode = _mode(turn)
     params = turn.params
-    params["state_graph_valid"] = False
-    params["state_graph_soft_block"] = mode == "SOFT_BLOCK"
+    params[pk.STATE_GRAPH_VALID] = False
+    params[pk.STATE_GRAPH_SOFT_BLOCK] = mode == "SOFT_BLOCK"
     for v in violations:
-        turn.audit("STATE_GRAPH_VIOLATION", {**v, "allowed": False, "mode": mode,
+        turn.audit(stages.STATE_GRAPH_VIOLATION, {**v, "allowed": False, "mode": mode,
                                              "validateOnly": mode != "HARD_BLOCK", "softBlock": mode == "SOFT_BLOCK"})
     if mode == "HARD_BLOCK":
-        start = keep or turn.get("turn_start") or {}
+        start = keep or turn.get(keys.TURN_START) or {}
         blocked_state = turn.state
-        turn.set("intent", start.get("intent") or UNKNOWN)
-        turn.set("state", start.get("state") or UNKNOWN)
-        params["state_graph_blocked"] = True
-        turn.audit("STATE_GRAPH_BLOCKED", {"blockedState": blocked_state, "keptIntent": turn.intent,
+        turn.set(keys.INTENT, start.get("intent") or UNKNOWN)
+        turn.set(keys.STATE, start.get("state") or UNKNOWN)
+        params[pk.STATE_GRAPH_BLOCKED] = True
+        turn.audit(stages.STATE_GRAPH_BLOCKED, {"blockedState": blocked_state, "keptIntent": turn.intent,
                                           "keptState": turn.state})
 
 
 def _state_graph_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
     if not turn.settings.flow.state_graph.enabled:
-        return "STATE_GRAPH_SKIPPED", {"reason": "STATE_GRAPH_DISABLED"}
-    start = turn.get("turn_start") or {}
-    if start.get("state") == turn.state and start.get("intent") == turn.intent and not turn.get("transitions"):
-        return "STATE_GRAPH_VALID", {"unchanged": True, "intent": turn.intent, "state": turn.state}
+        return stages.STATE_GRAPH_SKIPPED, {"reason": "STATE_GRAPH_DISABLED"}
+    start = turn.get(keys.TURN_START) or {}
+    if start.get("state") == turn.state and start.get("intent") == turn.intent and not turn.get(keys.TRANSITIONS):
+        return stages.STATE_GRAPH_VALID, {"unchanged": True, "intent": turn.intent, "state": turn.state}
     return None
 
 
 async def post_response_rules(turn: Turn) -> None:
     before = {"intent": turn.intent, "state": turn.state}
-    seen = len(turn.get("transitions") or [])
+    seen = len(turn.get(keys.TRANSITIONS) or [])
     await run_rules(turn, POST_RESPONSE_RESOLUTION, "PostResponseRulesStep")
     if not turn.settings.flow.state_graph.enabled:
         return
     checks = [{"fromState": t["from"], "toState": t["to"], "intent": t["intent"], "cause": t["cause"]}
-              for t in (turn.get("transitions") or [])[seen:] if str(t.get("cause", "")).startswith("rule")]
+              for t in (turn.get(keys.TRANSITIONS) or [])[seen:] if str(t.get("cause", "")).startswith("rule")]
     violations = _violations(turn, checks)
     if violations:
         _violated(turn, violations, keep=before)

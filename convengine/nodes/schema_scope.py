@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from convengine.audit import stages
 from convengine.config_loader.records import OutputSchemaRecord
 from convengine.nodes.turn import Turn
 from convengine.schema import select_schema
@@ -48,7 +49,7 @@ def settle_schema_scope(turn: Turn) -> None:
     scope: Any = turn.get(SCOPE_KEY)
     if isinstance(scope, dict) and scope.get("intent") != turn.intent:
         turn.set(SCOPE_KEY, None)
-        turn.audit("SCHEMA_SCOPE_CLEARED", {"schemaId": scope.get("schema_id"), "schemaIntent": scope.get("intent"),
+        turn.audit(stages.SCHEMA_SCOPE_CLEARED, {"schemaId": scope.get("schema_id"), "schemaIntent": scope.get("intent"),
                                             "intent": turn.intent, "reason": "INTENT_CHANGED"})
 
 

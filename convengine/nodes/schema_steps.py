@@ -6,6 +6,9 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
+from convengine import param_keys as pk
+from convengine import state as keys
+from convengine.audit import stages
 from convengine.config_loader.records import ContainerConfigRecord, OutputSchemaRecord
 from convengine.errors import LlmNotConfiguredError
 from convengine.graph import names
@@ -55,20 +58,20 @@ async def add_container_data(turn: Turn) -> None:
         provider = _provider(turn, row)
         name = row.input_param_name
         if provider is None:
-            turn.audit("CONTAINER_DATA_FAILED", {"containerId": row.container_id, "inputParamName": name,
+            turn.audit(stages.CONTAINER_DATA_FAILED, {"containerId": row.container_id, "inputParamName": name,
                                                  "error": f"no context-data provider registered for container "
                                                           f"{row.page_id}:{row.section_id}:{row.container_id}"})
             continue
         try:
             attached[name] = await _fetch(turn, provider, row)
         except Exception as exc:  # noqa: BLE001 - context data never fails a turn
-            turn.audit("CONTAINER_DATA_FAILED", {"containerId": row.container_id, "inputParamName": name,
+            turn.audit(stages.CONTAINER_DATA_FAILED, {"containerId": row.container_id, "inputParamName": name,
                                                  "errorType": type(exc).__name__, "error": str(exc)})
             continue
-        turn.audit("CONTAINER_DATA_EXECUTED", {"containerId": row.container_id, "inputParamName": name})
+        turn.audit(stages.CONTAINER_DATA_EXECUTED, {"containerId": row.container_id, "inputParamName": name})
     if attached:
         turn.context.setdefault("container_data", {}).update(attached)
-    turn.audit("CONTAINER_DATA_ATTACHED", {"names": list(attached)})
+    turn.audit(stages.CONTAINER_DATA_ATTACHED, {"names": list(attached)})
 
 
 async def _fetch(turn: Turn, provider: Any, row: ContainerConfigRecord) -> Any:
@@ -82,7 +85,7 @@ async def _fetch(turn: Turn, provider: Any, row: ContainerConfigRecord) -> Any:
 def _container_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
     if container_rows(turn):
         return None
-    return "CONTAINER_DATA_SKIPPED", {"intent": turn.intent, "state": turn.state, "reason": "NO_CONTAINER_CONFIG"}
+    return stages.CONTAINER_DATA_SKIPPED, {"intent": turn.intent, "state": turn.state, "reason": "NO_CONTAINER_CONFIG"}
 
 
 # --- schema extraction --------------------------------------------------------------------
@@ -102,7 +105,7 @@ def _seed_from_params(turn: Turn, record: OutputSchemaRecord) -> list[str]:
 def finish_schema(turn: Turn, record: OutputSchemaRecord, *, audit: bool = True) -> dict[str, Any]:
     """Recompute facts, lock or unlock the intent, publish the facts as params and audit."""
     facts = compute_facts(record, turn.read_context())
-    turn.set("schema_facts", facts)
+    turn.set(keys.SCHEMA_FACTS, facts)
     remember_schema(turn, record)
     locked = not facts["complete"]
     turn.context["intent_lock"] = {"locked": locked, "reason": "SCHEMA_INCOMPLETE" if locked else None}
@@ -111,7 +114,7 @@ def finish_schema(turn: Turn, record: OutputSchemaRecord, *, audit: bool = True)
                        schema_field_details=facts["field_details"], schema_complete=facts["complete"],
                        schema_has_any_value=facts["has_any"])
     if audit:
-        turn.audit("SCHEMA_STATUS", {
+        turn.audit(stages.SCHEMA_STATUS, {
             "schemaComplete": facts["complete"], "hasAnySchemaValue": facts["has_any"],
             "missingRequiredFields": facts["missing"], "missingFieldOptions": facts["options"],
             "schemaId": record.schema_id, "intent": turn.intent, "state": turn.state, "intentLocked": locked,
@@ -123,12 +126,12 @@ async def schema_extraction(turn: Turn) -> None:
     record = current_schema(turn)
     if record is None:
         turn.context["intent_lock"] = {"locked": False, "reason": None}
-        turn.audit("SCHEMA_EXTRACTION_SKIPPED", {"reason": "NO_SCHEMA", "intent": turn.intent, "state": turn.state})
+        turn.audit(stages.SCHEMA_EXTRACTION_SKIPPED, {"reason": "NO_SCHEMA", "intent": turn.intent, "state": turn.state})
         return
     seeded = _seed_from_params(turn, record)
-    if turn.read_params().get("skip_schema_extraction"):
-        turn.audit("SCHEMA_EXTRACTION_SKIPPED", {"reason": "CORRECTION_STEP", "schemaId": record.schema_id,
-                                                 "routingDecision": turn.read_params().get("routing_decision")})
+    if turn.read_params().get(pk.SKIP_SCHEMA_EXTRACTION):
+        turn.audit(stages.SCHEMA_EXTRACTION_SKIPPED, {"reason": "CORRECTION_STEP", "schemaId": record.schema_id,
+                                                 "routingDecision": turn.read_params().get(pk.ROUTING_DECISION)})
         finish_schema(turn, record)
         return
     if turn.ctx.services.llm is None:
@@ -147,7 +150,7 @@ async def _without_llm(turn: Turn, record: OutputSchemaRecord, seeded: list[str]
             f"{turn.intent}/{turn.state} and fields {', '.join(facts['missing'])} are missing "
             "(configure a chat model, or pass the fields as input params)",
             details={"callSite": "SCHEMA_EXTRACTION", "table": "ce_output_schema", "rowId": record.schema_id})
-    turn.audit("SCHEMA_EXTRACTION_SKIPPED", {"reason": "NO_LLM_CONFIGURED", "callSite": "SCHEMA_EXTRACTION",
+    turn.audit(stages.SCHEMA_EXTRACTION_SKIPPED, {"reason": "NO_LLM_CONFIGURED", "callSite": "SCHEMA_EXTRACTION",
                                              "schemaId": record.schema_id, "seeded": seeded, "schemaComplete": True})
     finish_schema(turn, record)
     if seeded:  # the schema was filled this turn (from params): its rules apply as after an extraction
@@ -158,26 +161,26 @@ def _schema_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
     locked = dig(turn.read_context(), "intent_lock", "locked")
     if locked or current_schema(turn) is not None:
         return None
-    return "SCHEMA_EXTRACTION_SKIPPED", {"reason": "NO_SCHEMA", "intent": turn.intent, "state": turn.state}
+    return stages.SCHEMA_EXTRACTION_SKIPPED, {"reason": "NO_SCHEMA", "intent": turn.intent, "state": turn.state}
 
 
 async def auto_advance(turn: Turn) -> None:
     record = current_schema(turn)
     if record is None:
-        turn.audit("AUTO_ADVANCE_SKIPPED_NO_SCHEMA", {"intent": turn.intent, "state": turn.state})
+        turn.audit(stages.AUTO_ADVANCE_SKIPPED_NO_SCHEMA, {"intent": turn.intent, "state": turn.state})
         return
     facts = compute_facts(record, turn.read_context())
-    turn.set("schema_facts", facts)
+    turn.set(keys.SCHEMA_FACTS, facts)
     turn.params.update(schema_complete=facts["complete"], schema_has_any_value=facts["has_any"],
                        missing_fields=facts["missing"], missing_field_options=facts["options"])
-    turn.audit("AUTO_ADVANCE_FACTS", {"schemaComplete": facts["complete"], "hasAnySchemaValue": facts["has_any"],
+    turn.audit(stages.AUTO_ADVANCE_FACTS, {"schemaComplete": facts["complete"], "hasAnySchemaValue": facts["has_any"],
                                       "missingRequiredFields": facts["missing"], "schemaId": record.schema_id})
 
 
 def _auto_advance_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
     if current_schema(turn) is not None:
         return None
-    return "AUTO_ADVANCE_SKIPPED_NO_SCHEMA", {"intent": turn.intent, "state": turn.state}
+    return stages.AUTO_ADVANCE_SKIPPED_NO_SCHEMA, {"intent": turn.intent, "state": turn.state}
 
 
 STEPS = (

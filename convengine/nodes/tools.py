@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from convengine import param_keys as pk
+from convengine.audit import stages
 from convengine.graph import names
 from convengine.nodes.common import Step
 from convengine.nodes.turn import Turn
@@ -17,10 +19,10 @@ async def tool_orchestration(turn: Turn) -> None:
 
 def _tool_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
     params = turn.read_params()
-    if not params.get("tool_request") or not turn.settings.flow.tool_orchestration.enabled:
-        return "TOOL_ORCHESTRATION_SKIPPED", {"reason": "NO_TOOL_REQUEST"}
-    if params.get("skip_tool_execution") or params.get("guardrail_blocked"):
-        return "TOOL_ORCHESTRATION_SKIPPED", {"reason": "BLOCKED_BY_GUARDRAIL"}  # a denied turn runs no tool
+    if not params.get(pk.TOOL_REQUEST) or not turn.settings.flow.tool_orchestration.enabled:
+        return stages.TOOL_ORCHESTRATION_SKIPPED, {"reason": "NO_TOOL_REQUEST"}
+    if params.get(pk.SKIP_TOOL_EXECUTION) or params.get(pk.GUARDRAIL_BLOCKED):
+        return stages.TOOL_ORCHESTRATION_SKIPPED, {"reason": "BLOCKED_BY_GUARDRAIL"}  # a denied turn runs no tool
     return None
 
 

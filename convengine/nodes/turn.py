@@ -11,6 +11,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from convengine import param_keys as pk
+from convengine import state as keys
 from convengine.config_loader.snapshot import ConfigSnapshot
 from convengine.memory.namespaces import producers as memory_namespaces
 from convengine.nodes.context import TurnContext
@@ -69,36 +71,36 @@ class Turn:
 
     @property
     def intent(self) -> str:
-        return self.get("intent") or UNKNOWN
+        return self.get(keys.INTENT) or UNKNOWN
 
     @property
     def state(self) -> str:
-        return self.get("state") or UNKNOWN
+        return self.get(keys.STATE) or UNKNOWN
 
     def set_state(self, value: str, *, cause: str) -> None:
         before = self.state
         if value == before:
             return
-        self.set("state", value)
+        self.set(keys.STATE, value)
         self._transition(before, value, cause)
 
     def set_intent(self, value: str, *, cause: str) -> None:
-        self.set("intent", value)
+        self.set(keys.INTENT, value)
 
     def _transition(self, before: str, after: str, cause: str) -> None:
-        transitions = list(self.get("transitions") or [])
+        transitions = list(self.get(keys.TRANSITIONS) or [])
         transitions.append({"from": before, "to": after, "intent": self.intent, "cause": cause, "step": self.step})
-        self.set("transitions", transitions)
+        self.set(keys.TRANSITIONS, transitions)
 
     # --- text ---------------------------------------------------------------------------
 
     @property
     def user_text(self) -> str:
-        return str(self.get("user_text") or "")
+        return str(self.get(keys.USER_TEXT) or "")
 
     @property
     def standalone_query(self) -> str | None:
-        return self.get("standalone_query")
+        return self.get(keys.STANDALONE_QUERY)
 
     @property
     def resolved_input(self) -> str:
@@ -115,9 +117,9 @@ class Turn:
     def keep_params(self, values: Mapping[str, Any]) -> None:
         """Set params that persist into later turns (SET_INPUT_PARAM, tasks); engine keys never do."""
         self.params.update(values)
-        kept = list(self.get("kept_params") or [])
+        kept = list(self.get(keys.KEPT_PARAMS) or [])
         kept.extend(k for k in values if k not in kept)
-        self.set("kept_params", kept)
+        self.set(keys.KEPT_PARAMS, kept)
 
     def read_params(self) -> Mapping[str, Any]:
         return self._update.get("params") or self._state.get("params") or {}
@@ -145,10 +147,10 @@ class Turn:
             params=self.read_params(),
             user_text=self.user_text,
             standalone_query=self.standalone_query,
-            schema_facts=self.get("schema_facts") or {},
+            schema_facts=self.get(keys.SCHEMA_FACTS) or {},
             schema_json=self.schema_json(),
-            payload=self.get("payload"),
-            last_llm=self.get("last_llm") or {},
+            payload=self.get(keys.PAYLOAD),
+            last_llm=self.get(keys.LAST_LLM) or {},
         )
 
     def facts(self) -> dict[str, Any]:
@@ -169,23 +171,23 @@ class Turn:
 
     def schema_json(self) -> dict[str, Any]:
         """The context restricted to the resolved schema's properties."""
-        props = (self.get("schema_facts") or {}).get("properties") or ()
+        props = (self.get(keys.SCHEMA_FACTS) or {}).get("properties") or ()
         ctx = self.read_context()
         return {name: ctx.get(name) for name in props if name in ctx}
 
     def set_dialogue_act(self, act: str, *, confidence: float | None, source: str | None,
                          standalone_query: str | None) -> None:
         params = self.params
-        params["dialogue_act"] = act
+        params[pk.DIALOGUE_ACT] = act
         if confidence is not None:
-            params["dialogue_act_confidence"] = confidence
+            params[pk.DIALOGUE_ACT_CONFIDENCE] = confidence
         if source:
-            params["dialogue_act_source"] = source
+            params[pk.DIALOGUE_ACT_SOURCE] = source
         if standalone_query:
-            self.set("standalone_query", standalone_query)
-            params["standalone_query"] = standalone_query
-            params["resolved_user_input"] = standalone_query
+            self.set(keys.STANDALONE_QUERY, standalone_query)
+            params[pk.STANDALONE_QUERY] = standalone_query
+            params[pk.RESOLVED_USER_INPUT] = standalone_query
 
     @property
     def dialogue_act(self) -> str:
-        return str(self.read_params().get("dialogue_act") or "NEW_REQUEST")
+        return str(self.read_params().get(pk.DIALOGUE_ACT) or "NEW_REQUEST")

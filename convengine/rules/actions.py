@@ -7,6 +7,7 @@ import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from convengine.audit import stages
 from convengine.config_loader.records import RuleRecord
 from convengine.errors import ConvEngineError, ErrorCode, RuleError
 from convengine.rules.jsonpath import compile_jsonpath
@@ -210,7 +211,7 @@ async def _run_task(rule: RuleRecord, session: RuleSession, env: ActionEnv, bean
         await env.run_task(bean, method, session, rule)
         return {"method": method, "status": "OK"}
     except Exception as exc:  # noqa: BLE001 - SET_TASK failures never break the turn
-        env.emit("SET_TASK_FAILED", {"ruleId": rule.rule_id, "taskBean": bean, "taskMethod": method,
+        env.emit(stages.SET_TASK_FAILED, {"ruleId": rule.rule_id, "taskBean": bean, "taskMethod": method,
                                      "errorType": type(exc).__name__, "errorMessage": str(exc)})
         return {"method": method, "status": "FAILED", "error": str(exc)}
 

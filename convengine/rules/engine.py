@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from convengine import param_keys as pk
+from convengine.audit import stages
 from convengine.config_loader.records import RuleRecord
 from convengine.errors import ConvEngineError, RuleError
 from convengine.rules.actions import BUILTIN_ACTIONS, ActionEnv, ActionHandler, TaskRunner
@@ -101,7 +103,7 @@ class PhaseRun:
             candidates = bucket_order(self.rules, *before)
             if not candidates:
                 if result.passes == 1:
-                    self._audit("RULE_NO_MATCH", {"phase": self.phase, "reason": "NO_CANDIDATES", **self._where()})
+                    self._audit(stages.RULE_NO_MATCH, {"phase": self.phase, "reason": "NO_CANDIDATES", **self._where()})
                 break
             for rule in candidates:
                 if await self._evaluate(rule, env):
@@ -110,47 +112,47 @@ class PhaseRun:
                 break
             result.changed = True
         else:  # every pass moved intent or state: the rules may be ping-ponging
-            self._audit("RULE_PASS_LIMIT_REACHED", {"phase": self.phase, "passes": result.passes,
+            self._audit(stages.RULE_PASS_LIMIT_REACHED, {"phase": self.phase, "passes": result.passes,
                                                     "maxPasses": self.max_passes, **self._where()})
-        self._audit("RULE_PHASE_RUN", {"phase": self.phase, "passes": result.passes, "matched": result.matched,
+        self._audit(stages.RULE_PHASE_RUN, {"phase": self.phase, "passes": result.passes, "matched": result.matched,
                                        "changed": result.changed, **self._where()})
         return result
 
     def _stamp(self) -> None:
         params = self.session.params
-        params["rule_phase"] = self.phase
-        params["rule_execution_source"] = self.source
-        params["rule_execution_origin"] = self.origin
+        params[pk.RULE_PHASE] = self.phase
+        params[pk.RULE_EXECUTION_SOURCE] = self.source
+        params[pk.RULE_EXECUTION_ORIGIN] = self.origin
 
     def _where(self) -> dict[str, Any]:
         return {"intent": self.session.intent, "state": self.session.state}
 
     def _audit(self, stage: str, payload: dict[str, Any]) -> None:
-        self.emit(f"{stage} ({self.source})", payload)
+        self.emit(stages.by_source(stage, self.source), payload)
 
     async def _evaluate(self, rule: RuleRecord, env: ActionEnv) -> bool:
         described = {"ruleId": rule.rule_id, "phase": self.phase, "ruleType": rule.rule_type,
                      "matchPattern": rule.match_pattern, "action": rule.action, "priority": rule.priority}
         matcher = self.registry.match_types.get(rule.rule_type)
         if matcher is None:
-            self._audit("RULE_NO_MATCH", {**described, "reason": "TYPE_RESOLVER_MISSING", **self._where()})
+            self._audit(stages.RULE_NO_MATCH, {**described, "reason": "TYPE_RESOLVER_MISSING", **self._where()})
             return False
         try:
             matched = matcher(rule, self.session)
         except RegexTimeoutError as exc:
-            self._audit("RULE_NO_MATCH", {**described, "reason": "PATTERN_TIMEOUT", "error": exc.message})
+            self._audit(stages.RULE_NO_MATCH, {**described, "reason": "PATTERN_TIMEOUT", "error": exc.message})
             return False
         if not matched:
-            self._audit("RULE_NO_MATCH", {**described, "reason": "TYPE_CONDITION_NOT_MET", **self._where()})
+            self._audit(stages.RULE_NO_MATCH, {**described, "reason": "TYPE_CONDITION_NOT_MET", **self._where()})
             return False
-        self._audit("RULE_MATCH", {**described, **self._where(), "context": dict(self.session.read_context())})
+        self._audit(stages.RULE_MATCH, {**described, **self._where(), "context": dict(self.session.read_context())})
         await self._apply(rule, env, described)
         return True
 
     async def _apply(self, rule: RuleRecord, env: ActionEnv, described: dict[str, Any]) -> None:
         handler = self.registry.actions.get(rule.action)
         if handler is None:
-            self._audit("RULE_NO_MATCH", {**described, "reason": "ACTION_RESOLVER_MISSING"})
+            self._audit(stages.RULE_NO_MATCH, {**described, "reason": "ACTION_RESOLVER_MISSING"})
             return
         before = None if rule.action in BUILTIN_ACTIONS else dict(self.session.params)
         try:
@@ -164,7 +166,7 @@ class PhaseRun:
             raise RuleError(f"ce_rule[{rule.rule_id}] action {rule.action} failed: {exc}",
                             details={"ruleId": rule.rule_id}) from exc
         self.emit(rule.action, payload)
-        self._audit("RULE_APPLIED", {**described, "actionValue": _parsed(rule.action_value), **self._where()})
+        self._audit(stages.RULE_APPLIED, {**described, "actionValue": _parsed(rule.action_value), **self._where()})
 
 
     def _keep_changes(self, before: Mapping[str, Any]) -> None:

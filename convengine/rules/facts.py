@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from convengine import param_keys as pk
+
 
 @dataclass(slots=True)
 class FactsInput:
@@ -50,9 +52,9 @@ def session_fields(f: FactsInput) -> dict[str, Any]:
         "resolvedUserInput": f.standalone_query or f.user_text,
         "pendingClarificationQuestion": clarification.get("question") if isinstance(clarification, Mapping) else None,
         "lastLlmStage": f.last_llm.get("stage"),
-        "postIntentRule": f.params.get("post_intent_rule"),
-        "ruleExecutionSource": f.params.get("rule_execution_source"),
-        "ruleExecutionOrigin": f.params.get("rule_execution_origin"),
+        "postIntentRule": f.params.get(pk.POST_INTENT_RULE),
+        "ruleExecutionSource": f.params.get(pk.RULE_EXECUTION_SOURCE),
+        "ruleExecutionOrigin": f.params.get(pk.RULE_EXECUTION_ORIGIN),
         "lastLlmOutput": f.last_llm.get("output"),
     }
 

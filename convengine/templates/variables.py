@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from convengine import state as keys
 from convengine.memory.namespaces import producers as memory_namespaces
 from convengine.rules.facts import session_fields
 
@@ -44,7 +45,7 @@ _CANONICAL = {alias: key for key, aliases in _ALIASES.items() for alias in alias
 
 def conversation_history(turn: Turn) -> list[dict[str, Any]]:
     """The window of recent turns as ``{user, assistant}``, newest first."""
-    return [{"user": t.get("user"), "assistant": t.get("assistant")} for t in reversed(turn.get("recent_turns") or [])]
+    return [{"user": t.get("user"), "assistant": t.get("assistant")} for t in reversed(turn.get(keys.RECENT_TURNS) or [])]
 
 
 def _clarification(context: Mapping[str, Any]) -> str:

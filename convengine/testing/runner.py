@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from convengine.audit import stages as audit_stages
 from convengine.audit.events import AuditEvent
 from convengine.audit.turns import last_turn, turn_steps
 from convengine.engine import Engine, TurnResult
@@ -300,7 +301,7 @@ def _llm(expect: Expect, sites: list[str]) -> list[str]:
 def _tool_calls(events: list[AuditEvent]) -> dict[str, list[dict[str, Any]]]:
     calls: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for event in events:
-        if event.stage in ("MCP_TOOL_CALL", "TOOL_ORCHESTRATION_REQUEST") and event.payload.get("tool_code"):
+        if event.stage in (audit_stages.MCP_TOOL_CALL, audit_stages.TOOL_ORCHESTRATION_REQUEST) and event.payload.get("tool_code"):
             calls[event.payload["tool_code"].lower()].append(event.payload.get("args") or {})
     return calls
 

@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 
+from convengine.audit import stages
 from convengine.config_loader.records import DbToolRecord, ToolRecord
 from convengine.db import create_sync_engine, parse_database_url
 from convengine.errors import ErrorCode, ToolError
@@ -106,7 +107,7 @@ class DbRunner:
         limits = Limits(max_rows, mcp.max_result_bytes, db.statement_timeout_ms)
         started = time.perf_counter()
         fetched = await asyncio.to_thread(execute, engine, checked.numbered, policy, limits)
-        emit("MCP_DB_SQL_EXECUTION", _execution(tool, checked.statement, params, fetched, started))
+        emit(stages.MCP_DB_SQL_EXECUTION, _execution(tool, checked.statement, params, fetched, started))
         return fetched.rows
 
 
@@ -144,7 +145,7 @@ def _refusals_audited(tool: ToolRecord, sql: Any, emit: Emit) -> Iterator[None]:
         yield
     except ToolError as exc:
         text = sql[:AUDITED_SQL_CHARS] if isinstance(sql, str) else None
-        emit("MCP_DB_SQL_REFUSED", {"tool_code": tool.tool_code, "errorCode": exc.code.value, "error": exc.message,
+        emit(stages.MCP_DB_SQL_REFUSED, {"tool_code": tool.tool_code, "errorCode": exc.code.value, "error": exc.message,
                                     "sql": text})
         raise
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from convengine import param_keys as pk
+from convengine.audit import stages
 from convengine.config_loader.records import ToolRecord
 from convengine.errors import ConvEngineError
 from convengine.nodes.common import run_rules
@@ -64,13 +66,13 @@ def _only_tool_of_group(turn: Turn, group: str | None) -> ToolRecord:
 
 
 async def run_tool_request(turn: Turn) -> None:
-    raw = turn.read_params().get("tool_request")
+    raw = turn.read_params().get(pk.TOOL_REQUEST)
     try:
         request = parse_request(raw)
     except ToolRequestError as exc:
         _error(turn, None, {"tool_code": None, "tool_group": None}, str(exc))
         return
-    turn.audit("TOOL_ORCHESTRATION_REQUEST", request)
+    turn.audit(stages.TOOL_ORCHESTRATION_REQUEST, request)
     try:
         tool = _resolve(turn, request)
     except ToolRequestError as exc:
@@ -100,7 +102,7 @@ async def _success(turn: Turn, tool: ToolRecord, result: Any) -> None:
     turn.params.update(tool_result=shaped, tool_status="SUCCESS")
     turn.context.setdefault("mcp", {})["toolExecution"] = _execution("SUCCESS", "SUCCESS", tool, result=result,
                                                                      meta=tool_meta(tool))
-    turn.audit("TOOL_ORCHESTRATION_RESULT", _audited(shaped))
+    turn.audit(stages.TOOL_ORCHESTRATION_RESULT, _audited(shaped))
     await run_rules(turn, POST_TOOL_EXECUTION, "ToolOrchestrationStep PostTool")
 
 
@@ -109,7 +111,7 @@ def _scope_mismatch(turn: Turn, tool: ToolRecord) -> None:
               "intent": turn.intent, "state": turn.state, "_meta": tool_meta(tool)}
     turn.params.update(tool_result=shaped, tool_status="SKIPPED_SCOPE_MISMATCH")
     turn.context.setdefault("mcp", {})["toolExecution"] = _execution("SKIPPED_SCOPE_MISMATCH", "SCOPE_MISMATCH", tool)
-    turn.audit("TOOL_ORCHESTRATION_RESULT", _audited(shaped))
+    turn.audit(stages.TOOL_ORCHESTRATION_RESULT, _audited(shaped))
 
 
 def _error(turn: Turn, tool: ToolRecord | None, request: dict[str, Any], message: str) -> None:
@@ -119,7 +121,7 @@ def _error(turn: Turn, tool: ToolRecord | None, request: dict[str, Any], message
         shaped["_meta"] = tool_meta(tool)
     turn.params.update(tool_result=shaped, tool_status="ERROR")
     turn.context.setdefault("mcp", {})["toolExecution"] = _execution("ERROR", "ERROR", tool, errorMessage=message)
-    turn.audit("TOOL_ORCHESTRATION_ERROR", _audited(shaped))
+    turn.audit(stages.TOOL_ORCHESTRATION_ERROR, _audited(shaped))
 
 
 def _audited(shaped: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,10 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
+from convengine import ce_config
+from convengine import param_keys as pk
+from convengine import state as keys
+from convengine.audit import stages
 from convengine.errors import ConvEngineError
 from convengine.graph import names
 from convengine.llm.prompts import PLANNER_SYSTEM, PLANNER_USER, config_prompt, render_for
@@ -48,7 +52,7 @@ def planner_skip(turn: Turn) -> tuple[str | None, dict[str, Any]] | None:
     runner = turn.ctx.services.tools
     if turn.snapshot.rules_for(PRE_AGENT_MCP) or (runner is not None and runner.has_tools(turn)):
         return None
-    return "MCP_NO_TOOLS_AVAILABLE", {"intent": turn.intent, "state": turn.state, "reason": "NO_TOOLS_FOR_SCOPE"}
+    return stages.MCP_NO_TOOLS_AVAILABLE, {"intent": turn.intent, "state": turn.state, "reason": "NO_TOOLS_FOR_SCOPE"}
 
 
 # --- lifecycle bookkeeping ---------------------------------------------------------------
@@ -62,12 +66,12 @@ def _lifecycle(turn: Turn, status: str, outcome: str, **extra: Any) -> None:
     finished = outcome not in ("IN_PROGRESS",)
     _mcp(turn)["lifecycle"] = {"phase": POST_AGENT_MCP, "status": status, "outcome": outcome, "finished": finished,
                                "blocked": outcome == "BLOCKED", "error": outcome == "ERROR", **extra}
-    turn.params["mcp_status"] = status
+    turn.params[pk.MCP_STATUS] = status
 
 
 def _loop(turn: Turn) -> dict[str, Any]:
-    loop = dict(turn.get("mcp_loop") or {})
-    turn.set("mcp_loop", loop)
+    loop = dict(turn.get(keys.MCP_LOOP) or {})
+    turn.set(keys.MCP_LOOP, loop)
     return loop
 
 
@@ -81,7 +85,7 @@ async def _finish(turn: Turn, *, planner_ran: bool) -> None:
 def _answer(turn: Turn, answer: str, *, status: str = "ANSWER", outcome: str = "ANSWERED", **extra: Any) -> None:
     mcp = _mcp(turn)
     mcp.update(finalAnswer=answer, finalAnswerDetermined=status == "ANSWER")
-    turn.params["mcp_final_answer"] = answer
+    turn.params[pk.MCP_FINAL_ANSWER] = answer
     _lifecycle(turn, status, outcome, **extra)
 
 
@@ -91,24 +95,24 @@ def _answer(turn: Turn, answer: str, *, status: str = "ANSWER", outcome: str = "
 def _skip_reason(turn: Turn) -> tuple[str, str, dict[str, Any]] | None:
     """(status, audit stage, payload) of ConvEngine's skip checks, in order."""
     params = turn.read_params()
-    if params.get("skip_tool_execution") or params.get("guardrail_blocked"):
+    if params.get(pk.SKIP_TOOL_EXECUTION) or params.get(pk.GUARDRAIL_BLOCKED):
         return "SKIPPED_BY_GUARDRAIL", "MCP_SKIPPED_GUARDRAIL", {}
     record = current_schema(turn)
     if record is not None:
         facts = compute_facts(record, turn.read_context())
         if not facts["complete"]:
-            return "SKIPPED_SCHEMA_INCOMPLETE", "MCP_SKIPPED_SCHEMA_INCOMPLETE", {"missing_fields": facts["missing"]}
+            return "SKIPPED_SCHEMA_INCOMPLETE", stages.MCP_SKIPPED_SCHEMA_INCOMPLETE, {"missing_fields": facts["missing"]}
     act = turn.dialogue_act
-    if act in ("NEGATE", "RESET", "EDIT") or (act == "AFFIRM" and params.get("routing_decision") != "PROCEED_CONFIRMED"):
-        return "SKIPPED_DIALOGUE_ACT", "MCP_SKIPPED_DIALOGUE_ACT", {"dialogueAct": act}
+    if act in ("NEGATE", "RESET", "EDIT") or (act == "AFFIRM" and params.get(pk.ROUTING_DECISION) != "PROCEED_CONFIRMED"):
+        return "SKIPPED_DIALOGUE_ACT", stages.MCP_SKIPPED_DIALOGUE_ACT, {"dialogueAct": act}
     if GREETING.match(turn.user_text):
-        return "SKIPPED_GREETING", "MCP_SKIPPED_GREETING", {}
+        return "SKIPPED_GREETING", stages.MCP_SKIPPED_GREETING, {}
     if dig(turn.read_context(), "pending_clarification", "question"):
-        return "SKIPPED_PENDING_CLARIFICATION", "MCP_SKIPPED_PENDING_CLARIFICATION", {}
+        return "SKIPPED_PENDING_CLARIFICATION", stages.MCP_SKIPPED_PENDING_CLARIFICATION, {}
     if not turn.ctx.services.tools or not turn.ctx.services.tools.has_tools(turn):
-        return "NO_TOOLS_FOR_SCOPE", "MCP_NO_TOOLS_AVAILABLE", {"intent": turn.intent, "state": turn.state}
+        return "NO_TOOLS_FOR_SCOPE", stages.MCP_NO_TOOLS_AVAILABLE, {"intent": turn.intent, "state": turn.state}
     if turn.ctx.services.llm is None:
-        return "SKIPPED_NO_LLM", "MCP_PLAN_SKIPPED", {"reason": "NO_LLM_CONFIGURED", "callSite": "MCP_PLANNER"}
+        return "SKIPPED_NO_LLM", stages.MCP_PLAN_SKIPPED, {"reason": "NO_LLM_CONFIGURED", "callSite": "MCP_PLANNER"}
     return None
 
 
@@ -126,7 +130,7 @@ async def _first_visit(turn: Turn) -> bool:
                 "observations", "lifecycle", "semantic", "toolExecutionError"):
         mcp.pop(key, None)
     mcp["observations"] = []
-    turn.audit("MCP_CONTEXT_CLEARED", {})
+    turn.audit(stages.MCP_CONTEXT_CLEARED, {})
     _loop(turn).update(started=True, iterations=0, executed=[])
     return True
 
@@ -135,7 +139,7 @@ async def _first_visit(turn: Turn) -> bool:
 
 
 async def plan_step(turn: Turn) -> None:
-    loop = turn.get("mcp_loop") or {}
+    loop = turn.get(keys.MCP_LOOP) or {}
     if not loop.get("started") and not await _first_visit(turn):
         await _finish(turn, planner_ran=False)
         return
@@ -143,7 +147,7 @@ async def plan_step(turn: Turn) -> None:
     limit = turn.settings.mcp.tool_max_loops
     if loop.get("iterations", 0) >= limit:
         _mcp(turn).update(toolExecutionAbrupted=True, finalAnswerDetermined=False, toolExecutionAbruptionLimit=limit)
-        turn.audit("MCP_LOOP_LIMIT_REACHED", {"limit": limit})
+        turn.audit(stages.MCP_LOOP_LIMIT_REACHED, {"limit": limit})
         await _finish(turn, planner_ran=True)
         return
     loop["iterations"] = loop.get("iterations", 0) + 1
@@ -156,7 +160,7 @@ async def _act(turn: Turn, loop: dict[str, Any], decision: dict[str, Any]) -> No
                        mcp_tool_args=decision["args"], mcp_operation_tag=decision["operation_tag"])
     if decision["action"] == "ANSWER":
         _answer(turn, decision["answer"] or "")
-        turn.audit("MCP_FINAL_ANSWER", {"answer": decision["answer"]})
+        turn.audit(stages.MCP_FINAL_ANSWER, {"answer": decision["answer"]})
         await _finish(turn, planner_ran=True)
         return
     stop = _guard(turn, loop, decision)
@@ -164,9 +168,9 @@ async def _act(turn: Turn, loop: dict[str, Any], decision: dict[str, Any]) -> No
         await _finish(turn, planner_ran=True)
         return
     loop["pending"] = {"tool_code": decision["tool_code"], "args": decision["args"]}
-    turn.audit("MCP_TOOL_CALL", {"tool_code": decision["tool_code"], "args": decision["args"], "action": "CALL_TOOL",
+    turn.audit(stages.MCP_TOOL_CALL, {"tool_code": decision["tool_code"], "args": decision["args"], "action": "CALL_TOOL",
                                  "intent": turn.intent, "state": turn.state,
-                                 "routing_decision": turn.read_params().get("routing_decision"),
+                                 "routing_decision": turn.read_params().get(pk.ROUTING_DECISION),
                                  "observation_count": len(_mcp(turn).get("observations") or []),
                                  "current_observation_tool": _last_tool(turn)})
     turn.route_to(names.MCP_TOOL_CALL)
@@ -176,18 +180,18 @@ def _guard(turn: Turn, loop: dict[str, Any], decision: dict[str, Any]) -> str | 
     """Policy tag, duplicate call and next-tool guardrail; returns why the loop stopped."""
     if (decision["operation_tag"] or "").upper() == "POLICY_RESTRICTED_OPERATION":
         _answer(turn, RESTRICTED, status="GUARDRAIL_BLOCKED_NEXT_TOOL", outcome="BLOCKED")
-        turn.audit("MCP_TOOL_ERROR", {"tool_code": decision["tool_code"], "error": "POLICY_RESTRICTED_OPERATION"})
+        turn.audit(stages.MCP_TOOL_ERROR, {"tool_code": decision["tool_code"], "error": "POLICY_RESTRICTED_OPERATION"})
         return "RESTRICTED"
     signature = _signature(decision["tool_code"], decision["args"])
     if signature in loop.get("executed", []):
         observations = _mcp(turn).get("observations") or []
         answer = _summary_text(observations[-1]["json"]) if observations else CANNOT_DECIDE
         _answer(turn, answer)
-        turn.audit("MCP_DUPLICATE_TOOL_CALL_SUPPRESSED", {"tool_code": decision["tool_code"], "args": decision["args"]})
+        turn.audit(stages.MCP_DUPLICATE_TOOL_CALL_SUPPRESSED, {"tool_code": decision["tool_code"], "args": decision["args"]})
         return "DUPLICATE"
     if not _sequence_allowed(turn, decision["tool_code"]):
         _answer(turn, SEQUENCE_BLOCKED, status="GUARDRAIL_BLOCKED_NEXT_TOOL", outcome="BLOCKED")
-        turn.audit("MCP_TOOL_ERROR", {"tool_code": decision["tool_code"], "error": "NEXT_TOOL_GUARDRAIL",
+        turn.audit(stages.MCP_TOOL_ERROR, {"tool_code": decision["tool_code"], "error": "NEXT_TOOL_GUARDRAIL",
                                       "after": _last_tool(turn) or "__START__"})
         return "SEQUENCE"
     return None
@@ -242,7 +246,7 @@ async def _ask_planner(turn: Turn) -> Any:
              "context": dict(turn.read_context())}
     system_text = render_for(turn, system, template=f"{source}.system_prompt", extra=extra)
     user_text = render_for(turn, user, template=f"{source}.user_prompt", extra=extra)
-    turn.audit("MCP_PLAN_LLM_INPUT", {"source": source, "system_prompt": system_text, "user_prompt": user_text,
+    turn.audit(stages.MCP_PLAN_LLM_INPUT, {"source": source, "system_prompt": system_text, "user_prompt": user_text,
                                       "tools": [t["tool_code"] for t in tools], "compaction": stats})
     llm = turn.ctx.services.llm
     assert llm is not None  # _skip_reason routes past the planner without one
@@ -254,7 +258,7 @@ async def _ask_planner(turn: Turn) -> Any:
             reply = None
         else:
             raise
-    turn.audit("MCP_PLAN_LLM_OUTPUT", {"output": reply})
+    turn.audit(stages.MCP_PLAN_LLM_OUTPUT, {"output": reply})
     return reply
 
 
@@ -262,8 +266,8 @@ def _prompts(turn: Turn) -> tuple[str, str, str]:
     row = most_specific(turn.snapshot.planners, turn.intent, turn.state, tie=lambda r: r.planner_id)
     if row is not None:
         return row.system_prompt, row.user_prompt, f"ce_mcp_planner[{row.planner_id}]"
-    system, sname = config_prompt(turn, "McpPlanner", "SYSTEM_PROMPT", PLANNER_SYSTEM)
-    user, _ = config_prompt(turn, "McpPlanner", "USER_PROMPT", PLANNER_USER)
+    system, sname = config_prompt(turn, ce_config.PLANNER_SYSTEM_PROMPT, PLANNER_SYSTEM)
+    user, _ = config_prompt(turn, ce_config.PLANNER_USER_PROMPT, PLANNER_USER)
     return system, user, sname.rsplit(".", 1)[0]
 
 
@@ -337,7 +341,7 @@ async def call_step(turn: Turn) -> None:
     _lifecycle(turn, "TOOL_RESULT", "IN_PROGRESS", toolExecuted=True, lastAction="CALL_TOOL", lastToolCode=code,
                lastToolGroup=tool.group, lastToolArgs=args)
     rows = len(result) if isinstance(result, list) else None
-    turn.audit("MCP_TOOL_RESULT", {"tool_code": code, "tool_group": tool.group, "rows": rows, "result": result})
+    turn.audit(stages.MCP_TOOL_RESULT, {"tool_code": code, "tool_group": tool.group, "rows": rows, "result": result})
     if code.lower() == SEMANTIC_INTERPRET_TOOL:  # a host-registered interpreter: its rules run as in ConvEngine
         await run_rules(turn, POST_SEMANTIC_INTERPRET, "McpToolStep PostSemanticInterpret")
     turn.route_to(names.MCP_PLANNER)
@@ -353,13 +357,13 @@ async def _delay(turn: Turn, calls_done: int) -> None:
 
 async def _tool_failed(turn: Turn, code: str, group: str | None, args: dict[str, Any], exc: Exception) -> None:
     message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
-    turn.audit("MCP_TOOL_ERROR", {"tool_code": code, "tool_group": group, "args": args, "error": message,
+    turn.audit(stages.MCP_TOOL_ERROR, {"tool_code": code, "tool_group": group, "args": args, "error": message,
                                   "errorType": type(exc).__name__})
     root = exc
     while root.__cause__ is not None:
         root = root.__cause__  # type: ignore[assignment]
-    turn.audit("MCP_TOOL_ROOT_CAUSE", {"tool_code": code, "rootType": type(root).__name__, "rootMessage": str(root)})
+    turn.audit(stages.MCP_TOOL_ROOT_CAUSE, {"tool_code": code, "rootType": type(root).__name__, "rootMessage": str(root)})
     _mcp(turn)["toolExecutionError"] = {"toolCode": code, "error": message}
-    turn.params["mcp_tool_execution_error"] = message
+    turn.params[pk.MCP_TOOL_EXECUTION_ERROR] = message
     _answer(turn, TOOL_FAILED, status="TOOL_ERROR", outcome="ERROR", errorMessage=message, lastToolCode=code)
     await _finish(turn, planner_ran=True)

@@ -1,0 +1,251 @@
+"""Every audit stage, node name, ce_config key and state key is spelled in its catalogue only.
+
+The scans read convengine/ as source (AST): an audit stage, a node name at a step site, a ce_config
+key or a state key written as a bare string outside its catalogue fails here, naming file and line,
+so a literal left behind by a merge or a new emit site is found at once. The catalogues' own checks
+(each stage documented in the generated reference, the state keys matching the TypedDicts) and the
+one truthiness parser's behaviour at load follow.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import typing
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from convengine import booleans, ce_config, param_keys, state
+from convengine.audit import stages
+from convengine.config_loader import validate_pack
+from convengine.errors import ConfigValidationError
+from convengine.graph import names
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "convengine"
+
+# Where a catalogued string legitimately appears with another meaning.
+STAGE_HOMONYMS = {
+    "convengine/errors.py",  # ErrorCode.RESPONSE_MAPPING_NOT_FOUND: an error code spelled like the stage
+    "convengine/db/generations.py",  # USER_INPUT: a ce_conversation_history entry type
+}
+NODE_NAMES = frozenset(v for k, v in vars(names).items() if k.isupper() and isinstance(v, str))
+CONFIG_KEY_NAMES = frozenset(k.key for k in ce_config.CONFIG_KEYS)
+STATE_KEYS = frozenset((*state.CONVERSATION_KEYS, *state.TURN_KEYS))
+
+
+def _sources() -> Iterator[tuple[str, ast.Module]]:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        yield rel, ast.parse(path.read_text(encoding="utf-8"))
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            found |= {id(s.value) for s in node.body if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)}
+    return found
+
+
+def _strings(tree: ast.Module) -> Iterator[ast.Constant]:
+    docs = _docstrings(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            yield node
+
+
+def _call_name(call: ast.Call) -> str | None:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+
+
+def test_audit_stages_are_written_only_in_the_catalogue() -> None:
+    bare = [f"{rel}:{n.lineno} {n.value}" for rel, tree in _sources()
+            if rel not in (*STAGE_HOMONYMS, "convengine/audit/stages.py")
+            for n in _strings(tree) if n.value in stages.STAGES]
+    assert bare == [], "use convengine.audit.stages instead of:\n" + "\n".join(bare)
+
+
+def test_every_emit_site_names_its_stage_from_the_catalogue() -> None:
+    """A literal (or f-string) stage at .audit()/.emit() is a new stage nobody catalogued."""
+    bare = []
+    for rel, tree in _sources():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and _call_name(node) in ("audit", "emit", "_audit") and node.args:
+                first = node.args[0]
+                if isinstance(first, ast.JoinedStr) or (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+                    bare.append(f"{rel}:{node.lineno} {ast.unparse(first)}")
+    assert bare == [], "add the stage to convengine/audit/stages.py and use it:\n" + "\n".join(bare)
+
+
+def test_skip_audits_name_their_stage_from_the_catalogue() -> None:
+    """A step's skip function returns (stage, payload): the stage comes from the catalogue."""
+    bare = []
+    for rel, tree in _sources():
+        for fn in ast.walk(tree):
+            if isinstance(fn, ast.FunctionDef) and "skip" in fn.name:
+                for ret in ast.walk(fn):
+                    if isinstance(ret, ast.Return) and isinstance(ret.value, ast.Tuple):
+                        bare += [f"{rel}:{ret.lineno} {e.value}" for e in ret.value.elts
+                                 if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                                 and e.value.isupper() and e.value.endswith(("_SKIPPED", "_AVAILABLE"))]
+    assert bare == [], "\n".join(bare)
+
+
+def _step_site(node: ast.AST) -> bool:
+    """``x["step"]``, ``x.get("step")``, ``x.step``, ``x.current_step``: where a node name is compared."""
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == "step"
+    if isinstance(node, ast.Call) and _call_name(node) == "get" and node.args:
+        return isinstance(node.args[0], ast.Constant) and node.args[0].value == "step"
+    return isinstance(node, ast.Attribute) and node.attr in ("step", "current_step")
+
+
+def _a_list_of_steps(elts: list[ast.expr]) -> bool:
+    """A literal list of node names (``["pipeline_end_guard"]``); one plain word such as ``["memory"]`` is
+    an OpenAPI tag or a setting section that shares the step's name, not a step."""
+    values = [e.value for e in elts if isinstance(e, ast.Constant)]
+    return bool(elts) and len(values) == len(elts) and all(v in NODE_NAMES for v in values) and (
+        len(values) > 1 or "_" in str(values[0]))
+
+
+def test_node_names_come_from_graph_names() -> None:
+    bare = []
+    for rel, tree in _sources():
+        if rel == "convengine/graph/names.py":
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare) and any(_step_site(s) for s in (node.left, *node.comparators)):
+                bare += [f"{rel}:{node.lineno} {c.value}" for c in (node.left, *node.comparators)
+                         if isinstance(c, ast.Constant) and c.value in NODE_NAMES]
+            elif isinstance(node, ast.Call) and _call_name(node) in ("Step", "route_to", "following", "enter_step"):
+                bare += [f"{rel}:{node.lineno} {a.value}" for a in node.args[:1]
+                         if isinstance(a, ast.Constant) and a.value in NODE_NAMES]
+            elif isinstance(node, (ast.List, ast.Tuple)) and _a_list_of_steps(node.elts):
+                bare.append(f"{rel}:{node.lineno} {ast.unparse(node)}")
+    assert bare == [], "use convengine.graph.names instead of:\n" + "\n".join(bare)
+
+
+def test_ce_config_keys_are_read_through_the_table() -> None:
+    bare = []
+    for rel, tree in _sources():
+        if rel == "convengine/ce_config.py":
+            continue
+        bare += [f"{rel}:{n.lineno} {n.value}" for n in _strings(tree) if n.value in CONFIG_KEY_NAMES]
+        if rel != "convengine/config_loader/snapshot.py":
+            bare += [f"{rel}:{n.lineno} .{_call_name(n)}()" for n in ast.walk(tree) if isinstance(n, ast.Call)
+                     and _call_name(n) in ("component", "component_float", "component_int", "component_bool")]
+    assert bare == [], "read ce_config with snapshot.config_value(ce_config.KEY):\n" + "\n".join(bare)
+
+
+def test_state_keys_are_read_and_written_by_name() -> None:
+    """``turn.get("status")`` bypasses the catalogue: ``turn.get(keys.STATUS)``."""
+    bare = []
+    for rel, tree in _sources():
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and _call_name(node) in ("get", "set") and node.args
+                    and isinstance(node.func, ast.Attribute) and ast.unparse(node.func.value).split(".")[-1]
+                    in ("turn", "self" if rel == "convengine/nodes/turn.py" else "turn")
+                    and isinstance(node.args[0], ast.Constant) and node.args[0].value in STATE_KEYS):
+                bare.append(f"{rel}:{node.lineno} {node.args[0].value}")
+    assert bare == [], "\n".join(bare)
+
+
+def test_engine_params_are_read_by_name() -> None:
+    """``params["routing_decision"]`` / ``params.get("policy_decision")``: use convengine.param_keys."""
+    known = frozenset(v for k, v in vars(param_keys).items() if k.isupper() and isinstance(v, str))
+    bare = []
+    for rel, tree in _sources():
+        if rel == "convengine/param_keys.py":
+            continue
+        for node in ast.walk(tree):
+            key = None
+            if isinstance(node, ast.Subscript) and "params" in ast.unparse(node.value):
+                key = node.slice
+            elif (isinstance(node, ast.Call) and _call_name(node) in ("get", "pop", "setdefault") and node.args
+                  and isinstance(node.func, ast.Attribute) and "params" in ast.unparse(node.func.value)):
+                key = node.args[0]
+            if isinstance(key, ast.Constant) and key.value in known:
+                bare.append(f"{rel}:{node.lineno} {key.value}")
+    assert bare == [], "\n".join(bare)
+
+
+# --- the catalogues themselves ----------------------------------------------------------
+
+
+def test_each_stage_constant_is_its_own_stored_string_and_documented() -> None:
+    constants = {k: v for k, v in vars(stages).items() if k.isupper() and isinstance(v, str) and v in stages.STAGES}
+    assert {k for k, v in constants.items() if k != v} == set()
+    assert set(constants.values()) == set(stages.STAGES)
+    assert [s for s, (area, doc) in stages.STAGES.items() if not area or not doc.strip()] == []
+    page = (ROOT / "docs/reference/audit-stages.md").read_text(encoding="utf-8")
+    assert [s for s in stages.STAGES if f"| `{s}` |" not in page] == []
+
+
+def test_dynamic_stages_keep_their_stored_shape() -> None:
+    assert stages.by_source(stages.RULE_MATCH, "RulesStep") == "RULE_MATCH (RulesStep)"
+    assert stages.intent_resolved_by("AGENT") == stages.INTENT_RESOLVED_BY_AGENT
+
+
+def test_state_keys_match_the_typed_dicts() -> None:
+    hints = typing.get_type_hints(state.EngineState)
+    named = {v for k, v in vars(state).items() if k.isupper() and isinstance(v, str) and v in hints}
+    assert named == set(hints) == STATE_KEYS
+    assert set(state.CONVERSATION_KEYS).isdisjoint(state.TURN_KEYS)
+    assert set(state.turn_defaults()) == set(state.TURN_KEYS) - {state.TURN_INPUT}
+
+
+def test_every_ce_config_key_is_typed_documented_and_unique() -> None:
+    assert len(ce_config.BY_IDENT) == len(ce_config.CONFIG_KEYS)
+    assert [k.ident for k in ce_config.CONFIG_KEYS if not k.doc] == []
+    for key in ce_config.CONFIG_KEYS:
+        if key.default is not None and key.kind in ("number", "integer", "boolean"):
+            assert key.parse(str(key.default)) == key.default, key.ident
+    page = (ROOT / "docs/reference/settings.md").read_text(encoding="utf-8")
+    assert [k.ident for k in ce_config.CONFIG_KEYS if f"| `{k.component}` | `{k.key}` |" not in page] == []
+
+
+# --- one truthiness parser, seen at load --------------------------------------------------
+
+PACK = {
+    "ce_intent": [{"intent_code": "LOAN", "description": "loans"}],
+    "ce_response": [{"response_id": 20, "intent_code": "LOAN", "state_code": "UNKNOWN", "response_type": "EXACT",
+                     "exact_text": "Tell me more"}],
+}
+
+
+def _with_config(key: str, value: str, **row: object) -> dict[str, object]:
+    pack = copy.deepcopy(PACK)
+    pack["ce_config"] = [{"config_id": 7, "config_type": "IntentResolutionStep", "config_key": key,
+                          "config_value": value, **row}]
+    return pack
+
+
+@pytest.mark.parametrize("spelling", [*booleans.TRUE_SPELLINGS, *booleans.FALSE_SPELLINGS, " OFF ", "Yes"])
+def test_every_boolean_spelling_is_accepted_in_ce_config_and_in_boolean_columns(spelling: str) -> None:
+    validate_pack(_with_config("STICKY_INTENT", spelling, enabled=spelling))
+
+
+@pytest.mark.parametrize("spelling", ["maybe", "yess", "2", ""])
+def test_a_bad_boolean_in_ce_config_is_an_error_naming_the_key(spelling: str) -> None:
+    if spelling == "":
+        validate_pack(_with_config("STICKY_INTENT", spelling))  # empty: the key's default
+        return
+    with pytest.raises(ConfigValidationError) as info:
+        validate_pack(_with_config("STICKY_INTENT", spelling))
+    text = str(info.value)
+    assert "ce_config[7].config_value: IntentResolutionStep.STICKY_INTENT must be a boolean" in text
+    assert repr(spelling) in text
+
+
+def test_a_bad_boolean_column_names_the_column() -> None:
+    with pytest.raises(ConfigValidationError, match=r"ce_config\[7\]\.enabled: expected true or false"):
+        validate_pack(_with_config("STICKY_INTENT", "true", enabled="perhaps"))
+
+
+def test_truthy_reads_only_true_spellings() -> None:
+    assert [booleans.truthy(v) for v in (True, 1, 1.0, "ON", " t ", "1")] == [True] * 6
+    assert [booleans.truthy(v) for v in (False, 0, 2, None, "", "off", "yes please", [], {})] == [False] * 9
