@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import jsonschema
 from jsonpath_ng.exceptions import JsonPathLexerError, JsonPathParserError
@@ -19,9 +20,17 @@ from jsonpath_ng.exceptions import JsonPathLexerError, JsonPathParserError
 from convengine import ce_config
 from convengine.config_loader.records import (
     ClassifierRecord,
+    ConfigRow,
+    DbToolRecord,
+    IntentRecord,
+    OutputSchemaRecord,
     PolicyRecord,
+    PromptTemplateRecord,
     Record,
+    ResponseRecord,
     RuleRecord,
+    StateGraphRecord,
+    ToolRecord,
     VerboseRecord,
 )
 from convengine.config_loader.snapshot import SETTINGS_CONFIG_TYPE
@@ -49,6 +58,10 @@ from convengine.vocab import (
     TOOL_GROUPS,
     UNKNOWN,
 )
+
+R = TypeVar("R", bound=Record)
+Matched = ClassifierRecord | PolicyRecord | RuleRecord | VerboseRecord
+"""Records that carry a compiled matcher."""
 
 SCOPED_TABLES = (
     "ce_rule",
@@ -93,10 +106,14 @@ class Validation:
     def rows(self, table: str) -> list[Record]:
         return self.tables.get(table, [])
 
+    def records(self, kind: type[R]) -> list[R]:
+        """The rows of ``kind``'s table (each table holds records of its own type only)."""
+        return [r for r in self.tables.get(kind.TABLE, []) if isinstance(r, kind)]
+
 
 def validate(v: Validation, labels: dict[str, dict[Any, str]]) -> None:
     """Run every check, filling ``v.violations``/``v.warnings`` and compiling matchers."""
-    v.all_intents = frozenset({i.intent_code for i in v.rows("ce_intent")} | {ANY, UNKNOWN, INTENT_COLLISION})  # type: ignore[attr-defined]
+    v.all_intents = frozenset({i.intent_code for i in v.records(IntentRecord)} | {ANY, UNKNOWN, INTENT_COLLISION})
     v.reachable_states = _reachable_states(v)
     v.handled_states = _handled_states(v)
     v.known_states = v.reachable_states | v.handled_states
@@ -127,9 +144,9 @@ def _reachable_states(v: Validation) -> frozenset[str]:
         states.add(rule.state_code)
         if rule.action == SET_STATE and rule.action_value:
             states.add(rule.action_value.strip().upper())
-    for clf in v.rows("ce_intent_classifier"):
-        if clf.enabled:  # type: ignore[attr-defined]
-            states.add(clf.state_code)  # type: ignore[attr-defined]
+    for clf in v.records(ClassifierRecord):
+        if clf.enabled:
+            states.add(clf.state_code)
     return frozenset(states)
 
 
@@ -145,7 +162,7 @@ def _handled_states(v: Validation) -> frozenset[str]:
 
 
 def _scopes(v: Validation) -> None:
-    intents = {i.intent_code for i in v.rows("ce_intent") if i.enabled} | {ANY, UNKNOWN}  # type: ignore[attr-defined]
+    intents = {i.intent_code for i in v.records(IntentRecord) if i.enabled} | {ANY, UNKNOWN}
     for table in SCOPED_TABLES:
         for rec in v.rows(table):
             if getattr(rec, "enabled", True):
@@ -193,12 +210,12 @@ def _verbose(v: Validation) -> None:
             if not (getattr(rec, column) or "").strip():
                 v.bad(rec, rec.row_id, column, "must not be blank")
         if rec.step_match == "REGEX" and rec.step_value:
-            _attach(v, rec, "step_value", lambda r=rec: compile_regex(r.step_value, timeout_s=v.regex_timeout_s))
+            _attach(v, rec, "step_value", partial(compile_regex, rec.step_value, timeout_s=v.regex_timeout_s))
         elif rec.step_match == "JSON_PATH" and rec.step_value:
-            _attach(v, rec, "step_value", lambda r=rec: compile_jsonpath(r.step_value))
+            _attach(v, rec, "step_value", partial(compile_jsonpath, rec.step_value))
 
 
-def _attach(v: Validation, rec: Record, column: str, make: Callable[[], Any]) -> None:
+def _attach(v: Validation, rec: Matched, column: str, make: Callable[[], Any]) -> None:
     """Compile a matcher for ``rec`` and store it on the record, or report why it failed."""
     try:
         matcher = make()
@@ -206,7 +223,7 @@ def _attach(v: Validation, rec: Record, column: str, make: Callable[[], Any]) ->
         v.bad(rec, rec.row_id, column, f"does not compile: {exc}")
         return
     rows = v.tables[rec.TABLE]
-    rows[rows.index(rec)] = replace(rec, matcher=matcher)  # type: ignore[call-arg]
+    rows[rows.index(rec)] = replace(rec, matcher=matcher)
 
 
 def _text_matcher(v: Validation, rec: PolicyRecord | ClassifierRecord, kinds: Iterable[str]) -> None:
@@ -243,9 +260,9 @@ def _rules(v: Validation) -> None:
             v.bad(rec, rec.row_id, "action", f"unknown action {rec.action!r}; known: {', '.join(sorted(v.rule_actions))}")
         _rule_action_value(v, rec)
         if rec.rule_type == "REGEX":
-            _attach(v, rec, "match_pattern", lambda r=rec: compile_regex(r.match_pattern, timeout_s=v.regex_timeout_s))
+            _attach(v, rec, "match_pattern", partial(compile_regex, rec.match_pattern, timeout_s=v.regex_timeout_s))
         elif rec.rule_type in ("JSON_PATH", "CONTEXT_JSON_PATH"):
-            _attach(v, rec, "match_pattern", lambda r=rec: compile_jsonpath(r.match_pattern))
+            _attach(v, rec, "match_pattern", partial(compile_jsonpath, rec.match_pattern))
 
 
 def _rule_action_value(v: Validation, rec: RuleRecord) -> None:
@@ -296,32 +313,30 @@ def _check_xsd(v: Validation, rec: Record, column: str, text: str) -> None:
 
 
 def _schemas(v: Validation) -> None:
-    for rec in v.rows("ce_output_schema"):
-        _check_json_schema(v, rec, "json_schema", rec.json_schema)  # type: ignore[attr-defined]
+    for rec in v.records(OutputSchemaRecord):
+        _check_json_schema(v, rec, "json_schema", rec.json_schema)
 
 
 def _responses(v: Validation) -> None:
-    for rec in v.rows("ce_response"):
-        r: Any = rec
-        if r.response_type not in RESPONSE_TYPES:
-            v.bad(rec, rec.row_id, "response_type", f"must be EXACT or DERIVED, got {r.response_type!r}")
-        if r.output_format not in RESPONSE_FORMATS:
-            v.bad(rec, rec.row_id, "output_format", f"must be TEXT or JSON, got {r.output_format!r}")
-        if r.response_type == "EXACT" and r.exact_text is None:
+    for rec in v.records(ResponseRecord):
+        if rec.response_type not in RESPONSE_TYPES:
+            v.bad(rec, rec.row_id, "response_type", f"must be EXACT or DERIVED, got {rec.response_type!r}")
+        if rec.output_format not in RESPONSE_FORMATS:
+            v.bad(rec, rec.row_id, "output_format", f"must be TEXT or JSON, got {rec.output_format!r}")
+        if rec.response_type == "EXACT" and rec.exact_text is None:
             v.bad(rec, rec.row_id, "exact_text", "an EXACT response needs exact_text")
-        _check_json_schema(v, rec, "json_schema", r.json_schema)
+        _check_json_schema(v, rec, "json_schema", rec.json_schema)
 
 
 def _templates(v: Validation) -> None:
-    for rec in v.rows("ce_prompt_template"):
-        t: Any = rec
-        if t.output_format not in TEMPLATE_FORMATS:  # ConvEngine never selects such a row: skip it, load the rest
-            v.warnings.append(f"ce_prompt_template[{rec.row_id}]: output_format {t.output_format!r} is not one of "
+    for rec in v.records(PromptTemplateRecord):
+        if rec.output_format not in TEMPLATE_FORMATS:  # ConvEngine never selects such a row: skip it, load the rest
+            v.warnings.append(f"ce_prompt_template[{rec.row_id}]: output_format {rec.output_format!r} is not one of "
                               f"{', '.join(TEMPLATE_FORMATS)}; no call site selects this row, so it is ignored")
-        if t.interaction_mode and t.interaction_mode not in INTERACTION_MODES:
-            v.warnings.append(f"ce_prompt_template[{rec.row_id}]: unknown interaction_mode {t.interaction_mode!r} is treated as absent")
-        if t.interaction_contract:
-            _contract(v, rec, t.interaction_contract)
+        if rec.interaction_mode and rec.interaction_mode not in INTERACTION_MODES:
+            v.warnings.append(f"ce_prompt_template[{rec.row_id}]: unknown interaction_mode {rec.interaction_mode!r} is treated as absent")
+        if rec.interaction_contract:
+            _contract(v, rec, rec.interaction_contract)
 
 
 def _contract(v: Validation, rec: Record, text: str) -> None:
@@ -339,47 +354,44 @@ def _contract(v: Validation, rec: Record, text: str) -> None:
 
 
 def _tools(v: Validation) -> None:
-    for rec in v.rows("ce_mcp_tool"):
-        t: Any = rec
-        if t.group not in TOOL_GROUPS:
-            v.bad(rec, rec.row_id, "tool_group", f"unknown tool group {t.tool_group!r}; known: {', '.join(TOOL_GROUPS)} (and their aliases)")
-        if not (t.tool_code or "").strip():
+    for rec in v.records(ToolRecord):
+        if rec.group not in TOOL_GROUPS:
+            v.bad(rec, rec.row_id, "tool_group", f"unknown tool group {rec.tool_group!r}; known: {', '.join(TOOL_GROUPS)} (and their aliases)")
+        if not (rec.tool_code or "").strip():
             v.bad(rec, rec.row_id, "tool_code", "must not be blank")
     codes: dict[str, Any] = {}
-    for rec in v.rows("ce_mcp_tool"):
-        code = rec.tool_code.lower()  # type: ignore[attr-defined]
+    for tool in v.records(ToolRecord):
+        code = tool.tool_code.lower()
         if code in codes:
-            v.bad(rec, rec.row_id, "tool_code", f"duplicate tool_code {rec.tool_code!r} (also tool {codes[code]})")  # type: ignore[attr-defined]
-        codes[code] = rec.row_id
+            v.bad(tool, tool.row_id, "tool_code", f"duplicate tool_code {tool.tool_code!r} (also tool {codes[code]})")
+        codes[code] = tool.row_id
 
 
 def _db_tools(v: Validation) -> None:
-    tools = {t.row_id: t for t in v.rows("ce_mcp_tool")}
-    for rec in v.rows("ce_mcp_db_tool"):
-        d: Any = rec
-        tool: Any = tools.get(d.tool_id)
+    tools = {t.row_id: t for t in v.records(ToolRecord)}
+    for rec in v.records(DbToolRecord):
+        tool = tools.get(rec.tool_id)
         if tool is None:
-            v.bad(rec, rec.row_id, "tool_id", f"no ce_mcp_tool with tool_id {d.tool_id}")
+            v.bad(rec, rec.row_id, "tool_id", f"no ce_mcp_tool with tool_id {rec.tool_id}")
         elif tool.group != "DB":
             v.bad(rec, rec.row_id, "tool_id", f"tool {tool.tool_code!r} is in group {tool.group}, not DB")
-        if not (d.sql_template or "").strip():
+        if not (rec.sql_template or "").strip():
             v.bad(rec, rec.row_id, "sql_template", "must not be blank")
-        if d.allowed_identifiers is not None and not isinstance(d.allowed_identifiers, dict):
+        if rec.allowed_identifiers is not None and not isinstance(rec.allowed_identifiers, dict):
             v.bad(rec, rec.row_id, "allowed_identifiers", "must map an identifier name to a list of allowed values")
-        if d.max_rows is not None and d.max_rows < 1:
+        if rec.max_rows is not None and rec.max_rows < 1:
             v.bad(rec, rec.row_id, "max_rows", "must be at least 1")
 
 
 def _state_graph(v: Validation) -> None:
-    intents = {i.intent_code for i in v.rows("ce_intent") if i.enabled} | {ANY}  # type: ignore[attr-defined]
-    for rec in v.rows("ce_state_graph"):
-        g: Any = rec
-        if not g.enabled:
+    intents = {i.intent_code for i in v.records(IntentRecord) if i.enabled} | {ANY}
+    for rec in v.records(StateGraphRecord):
+        if not rec.enabled:
             continue
-        if g.intent_code not in intents:
-            v.warnings.append(f"ce_state_graph[{rec.row_id}]: intent {g.intent_code!r} is not an enabled ce_intent")
+        if rec.intent_code not in intents:
+            v.warnings.append(f"ce_state_graph[{rec.row_id}]: intent {rec.intent_code!r} is not an enabled ce_intent")
         for column in ("from_state", "to_state"):
-            state = getattr(g, column)
+            state = getattr(rec, column)
             if not state:
                 v.bad(rec, rec.row_id, column, "must not be blank")
             elif state not in v.known_states:
@@ -387,24 +399,23 @@ def _state_graph(v: Validation) -> None:
 
 
 def _config(v: Validation) -> None:
-    for rec in v.rows("ce_config"):
-        c: Any = rec
-        if not c.enabled:
+    for rec in v.records(ConfigRow):
+        if not rec.enabled:
             continue
-        key = (c.config_type.upper(), c.config_key.upper())
+        key = (rec.config_type.upper(), rec.config_key.upper())
         if key[0] != SETTINGS_CONFIG_TYPE.upper() and key not in READ_CONFIG_KEYS:
-            v.warnings.append(f"ce_config[{rec.row_id}]: {c.config_type}.{c.config_key} is not read by convengine; "
+            v.warnings.append(f"ce_config[{rec.row_id}]: {rec.config_type}.{rec.config_key} is not read by convengine; "
                               "the row does nothing")
         spec = ce_config.BY_IDENT.get(key)
-        if spec is None or c.config_value in (None, ""):
+        if spec is None or rec.config_value in (None, ""):
             continue
         if spec.kind == "regex":
-            _attach_regex_check(v, rec, c.config_value)
+            _attach_regex_check(v, rec, rec.config_value)
         try:
-            spec.parse(c.config_value)
+            spec.parse(rec.config_value)
         except ValueError:
             v.bad(rec, rec.row_id, "config_value",
-                  f"{c.config_type}.{c.config_key} must be {spec.type_text}, got {c.config_value!r}")
+                  f"{rec.config_type}.{rec.config_key} must be {spec.type_text}, got {rec.config_value!r}")
 
 
 def _attach_regex_check(v: Validation, rec: Record, pattern: str) -> None:
