@@ -13,8 +13,7 @@ import os
 from typing import Any
 
 from convengine.errors import LlmNotConfiguredError
-from convengine.llm.gateway import LlmReply
-from convengine.llm.scripted import LlmCall
+from convengine.llm.scripted import LlmCall, LlmReply
 from convengine.settings import LlmSettings
 
 METHODS = ("json_schema", "json_mode", "function_calling")

@@ -24,6 +24,7 @@ from convengine.errors import (
 )
 from convengine.memory import longterm, scopes, steps, timeline
 from convengine.memory.catalogue import UNDO_STAGE, Lifecycle
+from convengine.memory.secrets import MASK, SECRET_VALUES, mask
 from convengine.persistence import insert_events
 
 CONVERSATION = CeConversation.__table__
@@ -99,7 +100,7 @@ async def after_run(conn: AsyncConnection | None, request: Any, final: dict[str,
         if changes:
             ctx.audit.emit("LONG_TERM_PROPERTIES_SAVED", {"properties": sorted(changes)},
                            intent=final.get("intent"), state=final.get("state"))
-    secrets = ctx.extras.get(scopes.SECRET_VALUES) or []
+    secrets = ctx.extras.get(SECRET_VALUES) or []
     if secrets:
         ctx.audit.events[:] = [_masked_event(e, secrets) for e in ctx.audit.events]
     return turn_writes(request, final, ctx.audit.events, settings, changes)
@@ -115,7 +116,7 @@ def publish_deferred(ctx: Any, bus: Any) -> None:
 def mask_failed(ctx: Any, params: Any = None, declared: Any = ()) -> None:
     """A failed turn's events with the secrets it had declared masked: the values the turn saw
     before it failed, and the declared properties the caller sent in its params."""
-    secrets = list(ctx.extras.get(scopes.SECRET_VALUES) or [])
+    secrets = list(ctx.extras.get(SECRET_VALUES) or [])
     for name in declared or ():
         value = (params or {}).get(name)
         if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value):
@@ -129,8 +130,8 @@ def mask_failed(ctx: Any, params: Any = None, declared: Any = ()) -> None:
 def _masked_event(event: Any, secrets: list[str], names: frozenset[str] = frozenset()) -> Any:
     from dataclasses import replace
 
-    payload = scopes.mask(_mask_named(event.payload, names), secrets)
-    return replace(event, payload=payload, meta=scopes.mask(event.meta, secrets))
+    payload = mask(_mask_named(event.payload, names), secrets)
+    return replace(event, payload=payload, meta=mask(event.meta, secrets))
 
 
 def _mask_named(value: Any, names: frozenset[str]) -> Any:
@@ -139,7 +140,7 @@ def _mask_named(value: Any, names: frozenset[str]) -> Any:
     if not names:
         return value
     if isinstance(value, dict):
-        return {k: scopes.MASK if k in names and v is not None else _mask_named(v, names) for k, v in value.items()}
+        return {k: MASK if k in names and v is not None else _mask_named(v, names) for k, v in value.items()}
     if isinstance(value, list):
         return [_mask_named(v, names) for v in value]
     return value

@@ -16,6 +16,7 @@ from typing import Any
 from convengine.config_loader.records import PendingActionRecord
 from convengine.graph import names
 from convengine.nodes.common import Step, dig, in_scope, now_ms, resolved
+from convengine.nodes.disambiguation import disambiguation_question
 from convengine.nodes.turn import Turn
 from convengine.registry import TaskContext, call_task
 
@@ -158,8 +159,6 @@ def option_label(action: PendingActionRecord) -> str:
 
 
 async def _ask(turn: Turn, options: Sequence[PendingActionRecord], count: int) -> None:
-    from convengine.llm.disambiguation import disambiguation_question
-
     labels = [option_label(a) for a in options]
     question, source = await disambiguation_question(turn, options, labels, count)
     turn.context["pending_clarification"] = {

@@ -6,6 +6,8 @@ from typing import Any
 
 from convengine.graph import names
 from convengine.nodes.common import Step, dig, in_scope, resolved, run_rules
+from convengine.nodes.correction import routing_defaults
+from convengine.nodes.dialogue_classifier import classify_with_llm
 from convengine.nodes.turn import Turn
 from convengine.textmatch import RegexTimeoutError, cached_regex
 from convengine.vocab import DEFAULT_ACT_REGEXES, POST_DIALOGUE_ACT
@@ -65,15 +67,12 @@ async def dialogue_act(turn: Turn) -> None:
         "regexAct": act, "regexConfidence": confidence, "llmAct": params.get("dialogue_act_llm_candidate"),
         "standaloneQuery": turn.standalone_query, "mode": turn.settings.flow.dialogue_act.resolute})
     await run_rules(turn, POST_DIALOGUE_ACT, "DialogueActStep")
-    from convengine.nodes.correction import routing_defaults
 
     routing_defaults(turn)
 
 
 async def _with_llm(turn: Turn, act: str, confidence: float) -> dict[str, Any]:
     """Ask the LLM (issue: LLM call sites); without one, keep the regex result and say so."""
-    from convengine.llm.dialogue import classify_with_llm
-
     if turn.ctx.services.llm is None:
         turn.audit("DIALOGUE_ACT_LLM_SKIPPED", {"reason": "NO_LLM_CONFIGURED", "callSite": "DIALOGUE_ACT",
                                                 "regexAct": act, "regexConfidence": confidence})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from convengine.errors import LlmError
 from convengine.llm.prompts import (
@@ -13,11 +13,9 @@ from convengine.llm.prompts import (
     config_prompt,
     render_for,
 )
+from convengine.nodes.turn import Turn
 from convengine.textmatch import RegexTimeoutError, cached_regex
 from convengine.vocab import DEFAULT_ACT_REGEXES, DIALOGUE_ACTS
-
-if TYPE_CHECKING:
-    from convengine.nodes.turn import Turn
 
 COMPONENT = "DialogueActStep"
 

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from convengine.llm.prompts import INTENT_AGENT_SYSTEM, INTENT_AGENT_USER, config_prompt, render_for
 from convengine.nodes.common import dig
+from convengine.nodes.turn import Turn
 from convengine.schema import select_schema
 from convengine.vocab import ANY, INTENT_COLLISION
-
-if TYPE_CHECKING:
-    from convengine.nodes.intent import Resolution
-    from convengine.nodes.turn import Turn
 
 COMPONENT = "AgentIntentResolver"
 AGENT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {
@@ -20,6 +17,16 @@ AGENT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {
     "confidence": {"type": ["number", "null"]}, "needsClarification": {"type": ["boolean", "null"]},
     "clarificationResolved": {"type": ["boolean", "null"]}, "clarificationQuestion": {"type": ["string", "null"]},
     "intentScores": {}, "followups": {}}}
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """How intent_resolution resolved the intent (by a classifier or by this agent)."""
+
+    intent: str
+    state: str | None
+    source: str
+    run_post_rules: bool = True
 
 
 @dataclass
@@ -88,8 +95,6 @@ def _collision(turn: Turn, answer: AgentAnswer) -> bool:
 
 
 async def resolve_with_agent(turn: Turn) -> Resolution | None:
-    from convengine.nodes.intent import Resolution
-
     answer = await _ask(turn)
     if answer is None:
         return None
@@ -100,7 +105,7 @@ async def resolve_with_agent(turn: Turn) -> Resolution | None:
         answer.state = None if answer.state == INTENT_COLLISION else answer.state
     if answer.needs_clarification:
         return _clarify(turn, answer)
-    return _accept(turn, answer, Resolution)
+    return _accept(turn, answer)
 
 
 async def _ask(turn: Turn) -> AgentAnswer | None:
@@ -144,8 +149,6 @@ def _known_state(turn: Turn, state: str | None) -> str | None:
 
 
 def _clarify(turn: Turn, answer: AgentAnswer) -> Resolution | None:
-    from convengine.nodes.intent import Resolution
-
     if not answer.question or not answer.intent:
         turn.audit("INTENT_AGENT_REJECTED", {"reason": "needsClarification without question"})
         return None
@@ -156,7 +159,7 @@ def _clarify(turn: Turn, answer: AgentAnswer) -> Resolution | None:
     return Resolution(answer.intent, _known_state(turn, answer.state), "AGENT", run_post_rules=False)
 
 
-def _accept(turn: Turn, answer: AgentAnswer, resolution: Any) -> Resolution | None:
+def _accept(turn: Turn, answer: AgentAnswer) -> Resolution | None:
     allowed = {i.intent_code for i in turn.snapshot.allowed_intents()}
     minimum = turn.snapshot.component_float(COMPONENT, "MIN_CONFIDENCE", 0.55)
     if not answer.intent or answer.intent not in allowed:
@@ -168,4 +171,4 @@ def _accept(turn: Turn, answer: AgentAnswer, resolution: Any) -> Resolution | No
         return None
     turn.audit("INTENT_AGENT_ACCEPTED", {"intent": answer.intent, "state": answer.state,
                                          "confidence": answer.confidence, "scores": answer.scores[:3]})
-    return resolution(answer.intent, _known_state(turn, answer.state), "AGENT")
+    return Resolution(answer.intent, _known_state(turn, answer.state), "AGENT")
