@@ -19,6 +19,8 @@ from typing import Any
 from langgraph.config import get_config
 
 from convengine.audit import TurnAudit
+from convengine.cli.support import default_pack, pack_options
+from convengine.engine import Engine
 from convengine.graph.builder import build_graph
 from convengine.nodes.context import TurnContext
 from convengine.state import EngineState
@@ -37,9 +39,6 @@ async def _open_engine() -> Any:
         _engine_lock = asyncio.Lock()
     async with _engine_lock:
         if _engine is None:
-            from convengine.cli.support import default_pack, pack_options
-            from convengine.engine import Engine
-
             pack = Path(os.environ.get("CONVENGINE_STUDIO_PACK") or default_pack())
             url = os.environ.get("CONVENGINE_DATABASE_URL") or "sqlite:///convengine.db"
             options = await asyncio.to_thread(pack_options, pack)

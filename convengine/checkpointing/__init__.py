@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from convengine.checkpointing.postgres import postgres_saver
 from convengine.checkpointing.serde import StrictSerializer
 from convengine.db.url import DatabaseUrl
 from convengine.errors import ConversationBusyError, PersistenceError
@@ -29,8 +30,6 @@ async def open_saver(url: DatabaseUrl, *, pool_size: int = 20) -> AsyncIterator[
         async with _sqlite_saver(url) as saver:
             yield saver
     else:
-        from convengine.checkpointing.postgres import postgres_saver
-
         async with postgres_saver(url, pool_size=pool_size) as saver:
             yield saver
 

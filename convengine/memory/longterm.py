@@ -17,6 +17,7 @@ from typing import Any
 from langgraph.store.base import BaseStore, GetOp, PutOp
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from convengine.checkpointing.postgres import _set_up
 from convengine.db.url import DatabaseUrl
 
 
@@ -31,7 +32,6 @@ async def open_store(url: DatabaseUrl, saver: Any) -> AsyncIterator[BaseStore]:
     if url.is_postgres:
         from langgraph.store.postgres.aio import AsyncPostgresStore
 
-        from convengine.checkpointing.postgres import _set_up
 
         store = AsyncPostgresStore(saver.conn)
         await _set_up(saver.conn, store)

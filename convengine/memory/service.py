@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from convengine.audit.collector import TurnAudit
 from convengine.checkpointing.bound import commit_turn_connection
-from convengine.db.models import CeConversation
+from convengine.db.models import CeAudit, CeConversation, CeConversationHistory, CeLlmCallLog
 from convengine.errors import (
     ConvEngineError,
     ConversationEndedError,
@@ -25,7 +25,11 @@ from convengine.errors import (
 from convengine.memory import longterm, scopes, steps, timeline
 from convengine.memory.catalogue import UNDO_STAGE, Lifecycle
 from convengine.memory.secrets import MASK, SECRET_VALUES, mask
+from convengine.nodes.bootstrap import RESET_COMMANDS
+from convengine.nodes.common import truthy
+from convengine.nodes.finish import json_safe, stored_assistant
 from convengine.persistence import insert_events
+from convengine.state import RESET_PARAM_KEYS
 
 CONVERSATION = CeConversation.__table__
 Write = Callable[[sa.Connection], None]
@@ -33,10 +37,6 @@ Write = Callable[[sa.Connection], None]
 
 def resets(request: Any) -> bool:
     """Whether the request resets the conversation (flag, reset param or reset command)."""
-    from convengine.nodes.bootstrap import RESET_COMMANDS
-    from convengine.nodes.common import truthy
-    from convengine.state import RESET_PARAM_KEYS
-
     if request.reset or any(truthy(request.params.get(k)) for k in RESET_PARAM_KEYS):
         return True
     return request.text.strip().lower() in RESET_COMMANDS
@@ -235,8 +235,6 @@ def _result(cid: str, kind: str, planned: timeline.Move, values: dict[str, Any],
 def _restore_writes(cid: str, values: dict[str, Any], moved_turn: str | None, kind: str, events: list[Any],
                     settings: Any) -> Write:
     """The ce_conversation projection as the restored state has it, the moved turn's rows marked."""
-    from convengine.nodes.finish import json_safe, stored_assistant
-
     payload = values.get("payload")
     projection = {
         "status": values.get("status") or "RUNNING", "intent_code": values.get("intent") or "UNKNOWN",
@@ -301,8 +299,6 @@ async def forget_user(runtime: Any, user_id: str, conversations: bool) -> dict[s
 
 
 def _erase_rows(cid: str, conversations: bool) -> Write:
-    from convengine.db.models import CeAudit, CeConversationHistory, CeLlmCallLog
-
     def write(conn: sa.Connection) -> None:
         if not conversations:
             conn.execute(sa.update(steps.STEP).where(steps.STEP.c.conversation_id == cid).values(properties_json=None))
