@@ -11,6 +11,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from convengine.cli.support import choose_llm, default_pack, pack_options
+from convengine.config_loader import import_pack
+from convengine.config_loader.loader import read_control_rows
+from convengine.db import create_sync_engine, parse_database_url, upgrade
 from convengine.engine import Engine, TurnResult
 from convengine.errors import ConvEngineError
 
@@ -144,8 +148,6 @@ def open_chat_engine(url: str, pack: Path | None, tasks: Path | None, scripted: 
     imported, and a ``pack`` that differs from what is stored is refused unless ``replace``.
     An empty database gets ``pack``, or the bundled support desk.
     """
-    from convengine.cli.support import choose_llm, default_pack, pack_options
-
     chosen_pack = prepare_configuration(url, pack, replace=replace)
     options = pack_options(chosen_pack or default_pack(), tasks, scripted)
     options.pop("pack")
@@ -159,11 +161,6 @@ def open_chat_engine(url: str, pack: Path | None, tasks: Path | None, scripted: 
 def prepare_configuration(url: str, pack: Path | None, *, replace: bool) -> Path | None:
     """Migrate, then import ``pack`` (or the bundled pack into an empty database); the pack
     whose companion files (tasks, scripted model) apply, or None to use the stored configuration."""
-    from convengine.cli.support import default_pack
-    from convengine.config_loader import import_pack
-    from convengine.config_loader.loader import read_control_rows
-    from convengine.db import create_sync_engine, parse_database_url, upgrade
-
     engine = create_sync_engine(parse_database_url(url))
     try:
         upgrade(engine)

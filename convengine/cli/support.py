@@ -9,6 +9,7 @@ from types import ModuleType
 from typing import Any
 
 import convengine
+from convengine.config_loader.requirements import unregistered_tasks
 from convengine.errors import ConfigError
 
 DEFAULT_PACK_NAME = "support_desk.yaml"
@@ -84,8 +85,6 @@ def choose_llm(choice: str) -> Any:
 
 def pack_warnings(pack: Path, snapshot: Any, tasks: Path | None = None) -> list[str]:
     """A validated pack's warnings, plus the tasks it calls that its tasks file does not define."""
-    from convengine.config_loader.requirements import unregistered_tasks
-
     tasks_file = tasks or companion(pack, "tasks")
     registered = getattr(load_module(tasks_file), "TASKS", {}) if tasks_file is not None else {}
     return [*snapshot.warnings, *unregistered_tasks(snapshot, registered)]
