@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +57,6 @@ Anything else is sent to the engine. Up/down arrows recall earlier messages."""
 def enable_line_editing() -> None:
     """Line editing and history for interactive input (readline), kept in ~/.convengine_history."""
     try:
-        import atexit
         import readline
     except ImportError:  # Windows without pyreadline: plain input still works
         return

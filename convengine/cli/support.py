@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -71,8 +72,6 @@ def pack_options(pack: Path, tasks: Path | None = None, scripted: Path | None = 
 
 def choose_llm(choice: str) -> Any:
     """``auto``: OpenAI when OPENAI_API_KEY or OPENAI_BASE_URL is set, else none; ``openai``; ``none``."""
-    import os
-
     choice = choice.lower()
     if choice == "none":
         return None

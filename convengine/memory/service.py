@@ -5,7 +5,7 @@ step row), undo and redo, and the reads (steps, lifecycle)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -128,8 +128,6 @@ def mask_failed(ctx: Any, params: Any = None, declared: Any = ()) -> None:
 
 
 def _masked_event(event: Any, secrets: list[str], names: frozenset[str] = frozenset()) -> Any:
-    from dataclasses import replace
-
     payload = mask(_mask_named(event.payload, names), secrets)
     return replace(event, payload=payload, meta=mask(event.meta, secrets))
 
