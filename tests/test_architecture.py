@@ -140,13 +140,20 @@ def test_imports_inside_functions_are_for_optional_dependencies_only() -> None:
     assert not wrong, "\n".join(wrong)
 
 
+TYPE_CHECKING_ALLOWED = {
+    # Services names the engine's collaborators; importing them would load httpx, psycopg and numpy at
+    # `import convengine` (the engine imports them when it opens). The graph above still counts these.
+    "nodes/context.py",
+}
+
+
 def test_no_type_checking_imports_of_the_package() -> None:
     """An import only under TYPE_CHECKING is how a cycle hides from the interpreter; types come from
     the narrow session protocols (llm/session.py, tools/base.py, registry.py, templates/variables.py)."""
     wrong = []
     for path in sorted(ROOT.rglob("*.py")):
         where = path.relative_to(ROOT).as_posix()
-        if where in LAZY_ALLOWED:
+        if where in LAZY_ALLOWED | TYPE_CHECKING_ALLOWED:
             continue
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
             if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):

@@ -15,6 +15,7 @@ import asyncio
 import json
 import re
 import time
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, Protocol
 
@@ -27,7 +28,6 @@ from convengine.llm.langchain import LangChainBackend, chat_model_from_env
 from convengine.llm.scripted import LlmCall, LlmReply, ScriptedLLM, UnscriptedCallError, reply_text
 from convengine.llm.session import LlmSession
 from convengine.memory.secrets import mask, secret_values
-from convengine.persistence import ConversationStore
 from convengine.settings import LlmSettings
 
 CALL_SITES = ("DIALOGUE_ACT", "INTENT_AGENT", "INTENT_COLLISION", "SCHEMA_EXTRACTION", "RESPONSE_TEXT",
@@ -41,6 +41,12 @@ class LlmBackend(Protocol):
     name: str
 
     async def complete(self, call: LlmCall) -> LlmReply: ...
+
+
+class CallStore(Protocol):
+    """Where the gateway writes the call log (the engine's ConversationStore; spend also uses its ``run``)."""
+
+    async def write_llm_calls(self, rows: Sequence[dict[str, Any]]) -> None: ...
 
 
 class ScriptedBackend:
@@ -67,7 +73,7 @@ def _transient(exc: BaseException) -> bool:
 class LlmGateway:
     """Named, audited, bounded LLM calls; see the module docstring."""
 
-    def __init__(self, backend: LlmBackend, settings: LlmSettings, *, store: ConversationStore | None = None) -> None:
+    def __init__(self, backend: LlmBackend, settings: LlmSettings, *, store: CallStore | None = None) -> None:
         self.backend = backend
         self.settings = settings
         self.store = store
@@ -213,7 +219,7 @@ def _preview(text: str) -> str:
     return text[:200] + ("..." if len(text) > 200 else "")
 
 
-def as_gateway(llm: Any, settings: LlmSettings, *, store: ConversationStore | None = None) -> LlmGateway:
+def as_gateway(llm: Any, settings: LlmSettings, *, store: CallStore | None = None) -> LlmGateway:
     """A gateway for what the caller passed: a gateway, a ScriptedLLM, a chat model, or "openai"."""
     if isinstance(llm, LlmGateway):
         return llm

@@ -9,17 +9,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from convengine.audit.collector import TurnAudit
 from convengine.config_loader.snapshot import ConfigSnapshot
-from convengine.knowledge.search import Retriever
-from convengine.knowledge.semantic import SemanticIndex
-from convengine.llm.gateway import LlmGateway
-from convengine.persistence import ConversationStore
 from convengine.registry import Registries
 from convengine.rules.engine import RuleRegistry
-from convengine.tools.runner import ToolRunner
+
+if TYPE_CHECKING:  # only to name the services: importing them loads httpx, psycopg, numpy at `import convengine`
+    from convengine.knowledge.search import Retriever
+    from convengine.knowledge.semantic import SemanticIndex
+    from convengine.llm.gateway import LlmGateway
+    from convengine.persistence import ConversationStore
+    from convengine.tools.runner import ToolRunner
 
 
 @dataclass(slots=True)
