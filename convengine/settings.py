@@ -9,6 +9,7 @@ block, the defaults below. ``ce_config`` rows then override per component
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -655,8 +656,6 @@ def _field_name(model: type[BaseModel], key: str) -> str:
 
 def _mapped_submodel(model: type[BaseModel], name: str) -> type[BaseModel] | None:
     """X for a ``dict[str, X]`` field whose values are settings sections (e.g. ``mcp.servers``)."""
-    import typing
-
     info = model.model_fields.get(name)
     if info is None or typing.get_origin(info.annotation) is not dict:
         return None

@@ -19,6 +19,7 @@ from pathlib import Path
 from langgraph.config import get_config
 
 from convengine.audit import TurnAudit
+from convengine.cli.support import default_pack, pack_options
 from convengine.engine import Engine
 from convengine.engine.commit import commit_turn
 from convengine.graph.builder import build_graph
@@ -39,8 +40,6 @@ async def _open_engine() -> Engine:
         _engine_lock = asyncio.Lock()
     async with _engine_lock:
         if _engine is None:
-            from convengine.cli.support import default_pack, pack_options
-
             pack = Path(os.environ.get("CONVENGINE_STUDIO_PACK") or default_pack())
             url = os.environ.get("CONVENGINE_DATABASE_URL") or "sqlite:///convengine.db"
             options = await asyncio.to_thread(pack_options, pack)

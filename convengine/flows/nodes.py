@@ -8,8 +8,11 @@ from typing import Any
 
 from convengine.config_loader.records import FlowNodeRecord
 from convengine.flows import vocab
+from convengine.flows.agent import agent as run_agent
 from convengine.flows.catalog import Flow
 from convengine.flows.expr import ExpressionError, _number
+from convengine.flows.sandbox import run_script_node
+from convengine.flows.service import answer_from_knowledge, call_service
 from convengine.flows.walk import NEXT, WAIT, FlowError, Result, Walk
 from convengine.textmatch import RegexTimeoutError, cached_regex
 
@@ -137,26 +140,18 @@ async def handoff(walk: Walk, flow: Flow, node: FlowNodeRecord, mode: str) -> Re
 
 
 async def service(walk: Walk, flow: Flow, node: FlowNodeRecord, mode: str) -> Result:
-    from convengine.flows.service import call_service
-
     return await call_service(walk, flow, node, _config(node))
 
 
 async def python(walk: Walk, flow: Flow, node: FlowNodeRecord, mode: str) -> Result:
-    from convengine.flows.sandbox import run_script_node
-
     return await run_script_node(walk, flow, node, _config(node))
 
 
 async def knowledge(walk: Walk, flow: Flow, node: FlowNodeRecord, mode: str) -> Result:
-    from convengine.flows.service import answer_from_knowledge
-
     return await answer_from_knowledge(walk, flow, node, _config(node))
 
 
 async def agent(walk: Walk, flow: Flow, node: FlowNodeRecord, mode: str) -> Result:
-    from convengine.flows.agent import agent as run_agent
-
     return await run_agent(walk, flow, node, mode)
 
 

@@ -5,7 +5,6 @@ fallback_intent_state."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from convengine import ce_config
@@ -14,8 +13,10 @@ from convengine import state as keys
 from convengine.audit import stages
 from convengine.booleans import truthy
 from convengine.graph import names
+from convengine.llm.spend import capped
 from convengine.nodes.bootstrap import RESET_COMMANDS, wipe
 from convengine.nodes.common import Step, dig, resolved, run_rules
+from convengine.nodes.intent_agent import Resolution, resolve_with_agent
 from convengine.nodes.knowledge import semantic_scores
 from convengine.nodes.schema_scope import current_schema
 from convengine.nodes.turn import Turn
@@ -25,14 +26,6 @@ from convengine.vocab import INTENT_COLLISION, POST_AGENT_INTENT, POST_CLASSIFIE
 
 FORCE_PARAMS = ("force_intent_resolution", "resolve_intent", "switch_intent", "switch_flow", "switch_mode")
 SWITCH_PHRASES = re.compile(r"\b(switch intent|change intent|change flow|change mode)\b", re.IGNORECASE)
-
-
-@dataclass(frozen=True, slots=True)
-class Resolution:
-    intent: str
-    state: str | None
-    source: str
-    run_post_rules: bool = True
 
 
 def collection_active(turn: Turn) -> bool:
@@ -114,12 +107,10 @@ async def _agent(turn: Turn) -> Resolution | None:
     if not turn.snapshot.allowed_intents():
         turn.audit(stages.INTENT_AGENT_SKIPPED, {"reason": "NO_ALLOWED_INTENTS"})
         return None
-    from convengine.llm.spend import capped
 
     if await capped(turn, "INTENT_AGENT"):
         turn.audit(stages.INTENT_AGENT_SKIPPED, {"reason": "SPEND_CAP_REACHED", "callSite": "INTENT_AGENT"})
         return None
-    from convengine.llm.intent_agent import resolve_with_agent
 
     return await resolve_with_agent(turn)
 
