@@ -1,8 +1,9 @@
 """Publish validation of flows, at load: every violation named with its flow, node and edge.
 
 A flow is refused when a node is unreachable from its entry, a node can neither reach an end nor
-wait for input, an edge points at a node that does not exist, a subflow names no flow, a node's
-type or configuration is unknown, or a cycle can run without waiting for input.
+wait for input, an edge points at a node that does not exist, a subflow names no flow, a flow calls
+itself through subflows (directly or through others), a node's type or configuration is unknown, or
+a cycle can run without waiting for input.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ def validate_flows(v: Any, labels: dict[str, dict[Any, str]]) -> None:
     _index_edges(check, v.rows(EDGE))
     for code in flows:
         _check_flow(check, code)
+    _subflow_cycles(check)
     v.violations.extend(replace(x, row_id=labels.get(x.table, {}).get(x.row_id, x.row_id)) for x in check.found)
 
 
@@ -207,3 +209,37 @@ def _cycles(c: _Check, code: str, edges: dict[int, FlowEdgeRecord]) -> None:
     for node in sorted(out):
         if colour.get(node, 0) == 0:
             visit(node)
+
+
+def _subflow_cycles(c: _Check) -> None:
+    """Refuse recursive subflows: one violation per call cycle, on the ``subflow`` node closing it
+    (named with the edge that reaches that node)."""
+    calls: dict[str, list[FlowNodeRecord]] = {code: [] for code in c.flows}
+    for code, nodes in c.nodes.items():
+        calls[code] = sorted((n for n in nodes.values() if n.node_type == vocab.SUBFLOW
+                              and isinstance(n.config, dict) and n.config.get("flow") in c.flows),
+                             key=lambda n: n.node_id)
+    colour: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(code: str) -> None:
+        colour[code] = 1
+        path.append(code)
+        for node in calls[code]:
+            called = str(node.config["flow"])
+            state = colour.get(called, 0)
+            if state == 1:
+                loop = " -> ".join(path[path.index(called):] + [called])
+                into = [f"{e.from_node}->{e.to_node}" for e in c.edges[code] if e.to_node == node.node_id]
+                c.bad(NODE, node.flow_node_id, "config",
+                      f"flow {code} node {node.node_id}: subflow {called!r} closes a subflow cycle ({loop})"
+                      + (f" entered by edge {', '.join(into)}" if into else "")
+                      + "; a flow may not call itself, directly or through other flows")
+            elif state == 0:
+                visit(called)
+        path.pop()
+        colour[code] = 2
+
+    for code in sorted(calls):
+        if colour.get(code, 0) == 0:
+            visit(code)

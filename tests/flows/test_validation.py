@@ -56,6 +56,21 @@ def test_missing_subflow() -> None:
     assert any("flow BAD node call: subflow 'NOPE' does not exist" in v for v in found)
 
 
+def test_recursive_subflows_are_refused() -> None:
+    found = violations(
+        [node("BAD", "start", "start"), node("BAD", "call", "subflow", flow="OTHER"), node("BAD", "end", "end"),
+         node("OTHER", "start", "start"), node("OTHER", "ask", "entity", variable="x", prompt="?"),
+         node("OTHER", "back", "subflow", flow="BAD"), node("OTHER", "end", "end"),
+         node("SELF", "start", "start"), node("SELF", "again", "subflow", flow="SELF"), node("SELF", "end", "end")],
+        [*chain("BAD", "start", "call", "end"), *chain("OTHER", "start", "ask", "back", "end"),
+         *chain("SELF", "start", "again", "end")],
+        flows=[{"flow_code": "BAD"}, {"flow_code": "OTHER"}, {"flow_code": "SELF"}])
+    assert any("flow OTHER node back: subflow 'BAD' closes a subflow cycle (BAD -> OTHER -> BAD) entered by edge "
+               "ask->back" in v for v in found), found
+    assert any("flow SELF node again: subflow 'SELF' closes a subflow cycle (SELF -> SELF)" in v for v in found)
+    assert len([v for v in found if "subflow cycle" in v]) == 2
+
+
 def test_cycle_without_waiting() -> None:
     found = violations([node("BAD", "start", "start"), node("BAD", "a", "set", variable="n", value="1"),
                         node("BAD", "b", "decision"), node("BAD", "end", "end")],
