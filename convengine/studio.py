@@ -4,13 +4,15 @@ Compiled without a checkpointer (the server brings its own). A run through the s
 no TurnContext, so the nodes get one from an engine opened on first use:
 ``CONVENGINE_DATABASE_URL`` (default ``sqlite:///convengine.db``) with the pack
 ``CONVENGINE_STUDIO_PACK`` (default: the bundled support desk). The thread id is the
-conversation id; the input is ``{"turn_input": {"text": "hello"}}``. Each run's projection,
+conversation id; the input is ``{"turn_input": {"text": "hello"}}``. The pack's flows are drawn
+as subgraphs of the ``flow`` step. Each run's projection,
 history row and audit trail are committed when the run ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections import OrderedDict
 from pathlib import Path
@@ -37,10 +39,10 @@ async def _open_engine() -> Any:
         _engine_lock = asyncio.Lock()
     async with _engine_lock:
         if _engine is None:
-            from convengine.cli.support import default_pack, pack_options
+            from convengine.cli.support import pack_options
             from convengine.engine import Engine
 
-            pack = Path(os.environ.get("CONVENGINE_STUDIO_PACK") or default_pack())
+            pack = _studio_pack()
             url = os.environ.get("CONVENGINE_DATABASE_URL") or "sqlite:///convengine.db"
             options = await asyncio.to_thread(pack_options, pack)
             _engine = await Engine.aopen(url, **options)
@@ -68,4 +70,23 @@ async def studio_context(state: EngineState) -> TurnContext:
     return ctx
 
 
-graph = build_graph(context_provider=studio_context, with_context_schema=False).compile(name="convengine")
+def _studio_pack() -> Path:
+    from convengine.cli.support import default_pack
+
+    return Path(os.environ.get("CONVENGINE_STUDIO_PACK") or default_pack())
+
+
+def _with_flows(compiled: Any) -> Any:
+    """Draw the Studio pack's flows as subgraphs of the ``flow`` step (see convengine.flows.display)."""
+    from convengine.config_loader.loader import validate_pack
+    from convengine.errors import ConvEngineError
+    from convengine.flows.display import attach_flows
+
+    try:
+        return attach_flows(compiled, validate_pack(_studio_pack()))
+    except ConvEngineError as exc:  # the engine reports the pack's errors on first use
+        logging.getLogger(__name__).warning("Studio draws no flows: %s", exc)
+        return compiled
+
+
+graph = _with_flows(build_graph(context_provider=studio_context, with_context_schema=False).compile(name="convengine"))

@@ -19,6 +19,8 @@ from convengine.flows.expr import ExpressionError, compile_expression
 from convengine.textmatch import PatternError, compile_regex
 
 NODE, EDGE, FLOW = "ce_flow_node", "ce_flow_edge", "ce_flow"
+RESERVED_CHARS = ("|", ":")
+"""Characters LangGraph reserves in node names (flows and their nodes become graph nodes)."""
 # Config keys each node type needs.
 REQUIRED: dict[str, tuple[str, ...]] = {
     vocab.ENTITY: ("variable", "prompt"),
@@ -45,6 +47,9 @@ def validate_flows(v: Any, labels: dict[str, dict[Any, str]]) -> None:
     """Check ce_flow / ce_flow_node / ce_flow_edge of a :class:`Validation`, adding its violations."""
     flows = {f.flow_code: f for f in v.rows(FLOW) if f.enabled}
     check = _Check(flows, {code: {} for code in flows}, {code: [] for code in flows})
+    for code in [c for c in flows if c.startswith("__") or any(ch in c for ch in RESERVED_CHARS)]:
+        check.bad(FLOW, code, "flow_code", f"flow {code}: flow codes may not start with '__' nor contain "
+                  f"{' or '.join(map(repr, RESERVED_CHARS))}")
     _index_nodes(check, v.rows(NODE))
     _index_edges(check, v.rows(EDGE))
     for code in flows:
@@ -64,8 +69,9 @@ def _index_nodes(c: _Check, rows: Iterable[FlowNodeRecord]) -> None:
         if node.node_id in c.nodes[node.flow_code]:
             c.bad(NODE, node.flow_node_id, "node_id", f"{where}: duplicate node id")
             continue
-        if node.node_id.startswith("__"):
-            c.bad(NODE, node.flow_node_id, "node_id", f"{where}: node ids may not start with '__'")
+        if node.node_id.startswith("__") or any(ch in node.node_id for ch in RESERVED_CHARS):
+            c.bad(NODE, node.flow_node_id, "node_id",
+                  f"{where}: node ids may not start with '__' nor contain {' or '.join(map(repr, RESERVED_CHARS))}")
             continue
         c.nodes[node.flow_code][node.node_id] = node
         _check_node(c, node, where)

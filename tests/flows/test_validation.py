@@ -71,6 +71,13 @@ def test_recursive_subflows_are_refused() -> None:
     assert len([v for v in found if "subflow cycle" in v]) == 2
 
 
+def test_names_langgraph_reserves_are_refused() -> None:
+    found = violations([node("BAD", "start", "start"), node("BAD", "a:b", "message", text="x"), node("BAD", "end", "end")],
+                       chain("BAD", "start", "end"), flows=[{"flow_code": "BAD"}, {"flow_code": "A|B"}])
+    assert any("flow BAD node a:b: node ids may not start with '__' nor contain '|' or ':'" in v for v in found)
+    assert any("flow A|B: flow codes may not start with '__'" in v for v in found)
+
+
 def test_cycle_without_waiting() -> None:
     found = violations([node("BAD", "start", "start"), node("BAD", "a", "set", variable="n", value="1"),
                         node("BAD", "b", "decision"), node("BAD", "end", "end")],
