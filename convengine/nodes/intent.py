@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from convengine.flows.matching import audit_small_talk, score_small_talk
 from convengine.graph import names
 from convengine.nodes.bootstrap import RESET_COMMANDS, wipe
 from convengine.nodes.common import Step, dig, resolved, run_rules, truthy
@@ -79,6 +80,10 @@ def classify(turn: Turn, semantic: dict[int, bool] | None = None) -> Resolution 
     enabled = turn.snapshot.enabled_intent_codes
     rows = sorted((c for c in turn.snapshot.classifiers if c.enabled and c.intent_code in enabled),
                   key=lambda c: (c.priority, c.classifier_id))
+    talk = score_small_talk(turn, rows, semantic)  # small talk is scored before intents
+    if talk.row is not None and talk.strong:
+        return Resolution(talk.row.intent_code, talk.row.state_code or UNKNOWN, "CLASSIFIER")
+    rows = talk.rest
     hits = []
     for row in rows:
         try:
@@ -93,6 +98,9 @@ def classify(turn: Turn, semantic: dict[int, bool] | None = None) -> Resolution 
         turn.audit("INTENT_CLASSIFIER_COLLISION", {"matchedIntents": intents,
                                                    "matchedByRule": {h.classifier_id: h.intent_code for h in hits}})
         return None
+    if not hits and talk.row is not None:  # small talk below its score wins only when nothing else matched
+        audit_small_talk(turn, talk)
+        return Resolution(talk.row.intent_code, talk.row.state_code or UNKNOWN, "CLASSIFIER")
     if not hits:
         turn.audit("INTENT_CLASSIFIER_NO_MATCH", {"classifiers": len(rows)})
         return None
