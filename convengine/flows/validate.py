@@ -15,6 +15,7 @@ from typing import Any
 from convengine.config_loader.records import FlowEdgeRecord, FlowNodeRecord, FlowRecord
 from convengine.errors import Violation
 from convengine.flows import vocab
+from convengine.flows.catalog import intent_of
 from convengine.flows.expr import ExpressionError, compile_expression
 from convengine.textmatch import PatternError, compile_regex
 
@@ -37,7 +38,10 @@ class _Check:
     flows: dict[str, FlowRecord]
     nodes: dict[str, dict[str, FlowNodeRecord]]
     edges: dict[str, list[FlowEdgeRecord]]
+    intents: set[str] | None = None
     found: list[Violation] = field(default_factory=list)
+    no_entry: set[str] = field(default_factory=set)
+    """Flows entered only at their intent nodes (a subflow or the welcome flow needs one entry)."""
 
     def bad(self, table: str, row_id: Any, column: str | None, reason: str) -> None:
         self.found.append(Violation(table, row_id, column, reason))
@@ -46,7 +50,8 @@ class _Check:
 def validate_flows(v: Any, labels: dict[str, dict[Any, str]]) -> None:
     """Check ce_flow / ce_flow_node / ce_flow_edge of a :class:`Validation`, adding its violations."""
     flows = {f.flow_code: f for f in v.rows(FLOW) if f.enabled}
-    check = _Check(flows, {code: {} for code in flows}, {code: [] for code in flows})
+    check = _Check(flows, {code: {} for code in flows}, {code: [] for code in flows},
+                   {i.intent_code for i in v.rows("ce_intent") if i.enabled})
     for code in [c for c in flows if c.startswith("__") or any(ch in c for ch in RESERVED_CHARS)]:
         check.bad(FLOW, code, "flow_code", f"flow {code}: flow codes may not start with '__' nor contain "
                   f"{' or '.join(map(repr, RESERVED_CHARS))}")
@@ -135,23 +140,59 @@ def _index_edges(c: _Check, rows: Iterable[FlowEdgeRecord]) -> None:
             c.edges[edge.flow_code].append(edge)
 
 
-def _check_flow(c: _Check, code: str) -> None:
-    record, nodes, edges = c.flows[code], c.nodes[code], c.edges[code]
+def _entries(c: _Check, code: str) -> set[str] | None:
+    """The flow's entry (``entry_node``, else its only ``start``, else its only ``intent`` node) and
+    every ``intent`` node naming an intent; None (and a violation) when it has none."""
+    record, nodes = c.flows[code], c.nodes[code]
+    intents = {n for n, r in nodes.items() if intent_of(r)}
     entry = record.entry_node
-    if entry is None:
-        starts = [n for n, r in nodes.items() if r.node_type in (vocab.START, vocab.INTENT)]
-        if len(starts) != 1:
-            c.bad(FLOW, code, "entry_node", f"flow {code}: needs exactly one start node or an entry_node "
-                  f"(found {len(starts)} start nodes)")
-            return
-        entry = starts[0]
-    elif entry not in nodes:
+    if entry is not None and entry not in nodes:
         c.bad(FLOW, code, "entry_node", f"flow {code}: entry node {entry!r} does not exist")
+        return None
+    if entry is None:
+        starts = [n for n, r in nodes.items() if r.node_type == vocab.START]
+        candidates = starts or [n for n, r in nodes.items() if r.node_type == vocab.INTENT]
+        if len(candidates) == 1:
+            entry = candidates[0]
+        elif intents and not starts:
+            c.no_entry.add(code)
+            if record.intent_code:
+                c.bad(FLOW, code, "intent_code", f"flow {code}: intent {record.intent_code} enters the flow at its "
+                      "entry, but it has none (no start node nor entry_node; it has several intent nodes)")
+        else:
+            c.bad(FLOW, code, "entry_node", f"flow {code}: needs exactly one start node, an entry_node or intent "
+                  f"nodes naming their intent (found {len(starts)} start nodes)")
+            return None
+    return intents | ({entry} if entry else set())
+
+
+def _intent_nodes(c: _Check, code: str, known: set[str] | None) -> None:
+    """An ``intent`` node's ``config.intent`` names an enabled intent, once per flow."""
+    seen: dict[str, str] = {}
+    for node_id, node in sorted(c.nodes[code].items()):
+        intent = intent_of(node)
+        if intent is None:
+            continue
+        where = f"flow {code} node {node_id}"
+        if known is not None and intent not in known:
+            c.bad(NODE, node.flow_node_id, "config", f"{where}: intent {intent!r} is not an enabled ce_intent")
+        if intent in seen:
+            c.bad(NODE, node.flow_node_id, "config", f"{where}: intent {intent!r} already enters this flow at "
+                  f"node {seen[intent]}")
+        seen.setdefault(intent, node_id)
+
+
+def _check_flow(c: _Check, code: str) -> None:
+    nodes, edges = c.nodes[code], c.edges[code]
+    _intent_nodes(c, code, c.intents)
+    entries = _entries(c, code)
+    if entries is None:
         return
+    entry = ", ".join(sorted(entries))
     succ: dict[str, list[FlowEdgeRecord]] = {n: [] for n in nodes}
     for edge in edges:
         succ[edge.from_node].append(edge)
-    reached = _reach({entry}, {n: [e.to_node for e in out] for n, out in succ.items()})
+    reached = _reach(entries, {n: [e.to_node for e in out] for n, out in succ.items()})
     for node_id in sorted(set(nodes) - reached):
         c.bad(NODE, nodes[node_id].flow_node_id, "node_id", f"flow {code} node {node_id}: unreachable from entry {entry}")
     waits = {n for n, r in nodes.items() if _waits(c, r)}
@@ -233,6 +274,9 @@ def _subflow_cycles(c: _Check) -> None:
         path.append(code)
         for node in calls[code]:
             called = str(node.config["flow"])
+            if called in c.no_entry:
+                c.bad(NODE, node.flow_node_id, "config", f"flow {code} node {node.node_id}: subflow {called!r} "
+                      "has no single entry (a start node or entry_node); it is entered only at its intent nodes")
             state = colour.get(called, 0)
             if state == 1:
                 loop = " -> ".join(path[path.index(called):] + [called])

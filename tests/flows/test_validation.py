@@ -78,6 +78,21 @@ def test_names_langgraph_reserves_are_refused() -> None:
     assert any("flow A|B: flow codes may not start with '__'" in v for v in found)
 
 
+def test_intent_nodes_name_an_enabled_intent_once_and_are_entries() -> None:
+    found = violations([node("BAD", "a", "intent", intent="LOAN"), node("BAD", "b", "intent", intent="NOPE"),
+                        node("BAD", "c", "intent", intent="loan"), node("BAD", "end", "end"),
+                        node("CALLER", "start", "start"), node("CALLER", "call", "subflow", flow="BAD"),
+                        node("CALLER", "end", "end")],
+                       [*chain("BAD", "a", "end"), *chain("BAD", "b", "end"), *chain("BAD", "c", "end"),
+                        *chain("CALLER", "start", "call", "end")],
+                       flows=[{"flow_code": "BAD", "intent_code": "GREETING"}, {"flow_code": "CALLER"}])
+    assert any("flow BAD node b: intent 'NOPE' is not an enabled ce_intent" in v for v in found)
+    assert any("flow BAD node c: intent 'LOAN' already enters this flow at node a" in v for v in found)
+    assert any("flow BAD: intent GREETING enters the flow at its entry, but it has none" in v for v in found)
+    assert any("flow CALLER node call: subflow 'BAD' has no single entry" in v for v in found)
+    assert not any("unreachable" in v for v in found)  # every intent node is an entry
+
+
 def test_cycle_without_waiting() -> None:
     found = violations([node("BAD", "start", "start"), node("BAD", "a", "set", variable="n", value="1"),
                         node("BAD", "b", "decision"), node("BAD", "end", "end")],
