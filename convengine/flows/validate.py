@@ -102,8 +102,25 @@ def _check_node(c: _Check, node: FlowNodeRecord, where: str) -> None:
             compile_regex(str(pattern))
         except PatternError as exc:
             c.bad(NODE, node.flow_node_id, "config", f"{where}: capture pattern does not compile: {exc}")
+    if node.node_type == vocab.ENTITY and config.get("extract") not in (None, "", "llm"):
+        c.bad(NODE, node.flow_node_id, "config", f"{where}: extract must be 'llm' (got {config['extract']!r})")
+    if node.node_type == vocab.ENTITY and "value_schema" in config:
+        _value_schema(c, node, where, config["value_schema"])
     if node.node_type == vocab.SET and config.get("expression"):
         _expression(c, NODE, node.flow_node_id, "config", where, str(config["expression"]))
+
+
+def _value_schema(c: _Check, node: FlowNodeRecord, where: str, schema: Any) -> None:
+    from jsonschema.exceptions import SchemaError
+
+    from convengine.jsonschemas import checked_validator
+
+    try:
+        if not isinstance(schema, dict):
+            raise SchemaError("it must be a JSON object")
+        checked_validator(schema)
+    except SchemaError as exc:
+        c.bad(NODE, node.flow_node_id, "config", f"{where}: value_schema is not a valid JSON Schema: {exc.message}")
 
 
 def _expression(c: _Check, table: str, row_id: Any, column: str, where: str, source: str) -> None:
