@@ -215,6 +215,13 @@ async def _run_task(rule: RuleRecord, session: RuleSession, env: ActionEnv, bean
         return {"method": method, "status": "FAILED", "error": str(exc)}
 
 
+def handoff(rule: RuleRecord, session: RuleSession, env: ActionEnv) -> dict[str, Any]:
+    """Hand the conversation to a human (see convengine.flows.handoff)."""
+    from convengine.flows.handoff import hand_off
+
+    return hand_off(session, rule.rule_id, _value(rule))
+
+
 BUILTIN_ACTIONS: Mapping[str, ActionHandler] = {
     "SET_STATE": set_state,
     "SET_INTENT": set_intent,
@@ -227,4 +234,5 @@ BUILTIN_ACTIONS: Mapping[str, ActionHandler] = {
     "SET_TASK": set_task,
     "CLEAR_INPUT_PARAM": clear_input_param,
     "CLEAR_CONTEXT": clear_context,
+    "HANDOFF": handoff,
 }
