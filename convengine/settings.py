@@ -387,7 +387,8 @@ class LlmPrice(_Section):
 
 class LlmSpendSettings(_Section):
     """Token usage is recorded per call (``ce_llm_usage``) and priced here; at ``monthly_cap`` (in the
-    prices' currency, per calendar month UTC) the LLM intent matcher and knowledge synthesis are skipped."""
+    prices' currency, per calendar month UTC) the LLM intent matcher, knowledge synthesis and entity
+    nodes' LLM extraction are skipped."""
 
     monthly_cap: float | None = Field(None, ge=0)
     prices: dict[str, LlmPrice] = Field(default_factory=dict)

@@ -273,6 +273,10 @@ ACTION_DOCS: dict[str, tuple[str, str, str]] = {
     vocab.SET_TASK: ("`task:method` or `task:method1,method2`", "`orderTasks:cancel`",
                      "Calls the registered task's methods in order; a failing task is audited "
                      "(`SET_TASK_FAILED`) and the turn goes on."),
+    vocab.HANDOFF: ("an optional reason", "`asked for a person`",
+                    "Hands the conversation to a human when the turn commits (status `HANDOFF`): the bot stays "
+                    "silent, user messages are recorded and streamed until it is resumed. See "
+                    "[flows](../flows.md)."),
 }
 
 MATCH_DOCS: dict[str, str] = {
