@@ -102,10 +102,15 @@ async def _llm_capture(walk: Walk, flow: Flow, node: FlowNodeRecord, config: dic
     value = await extract_with_llm(walk, flow, node.node_id, config)
     if value is None or isinstance(value, (dict, list, bool)):
         return None
-    spec = config.get("capture") if isinstance(config.get("capture"), dict) else {}
+    spec = _capture_spec(config)
     if spec.get("pattern"):
         value = _pattern_value(spec, str(value))
     return _typed(config, value)
+
+
+def _capture_spec(config: dict[str, Any]) -> dict[str, Any]:
+    spec = config.get("capture")
+    return spec if isinstance(spec, dict) else {}
 
 
 def _pattern_value(spec: dict[str, Any], text: str) -> Any:
@@ -120,7 +125,7 @@ def _pattern_value(spec: dict[str, Any], text: str) -> Any:
 def capture(walk: Walk, config: dict[str, Any]) -> Any:
     """The value of this turn's answer: an input param, a regex group, or the text; None if absent
     or not of the configured ``type`` (``number``)."""
-    spec = config.get("capture") if isinstance(config.get("capture"), dict) else {}
+    spec = _capture_spec(config)
     text = (walk.input or "").strip()
     if spec.get("param"):
         value = walk.turn.read_params().get(str(spec["param"]))

@@ -233,7 +233,7 @@ def _waits(c: _Check, node: FlowNodeRecord) -> bool:
         return bool((node.config or {}).get("greeting") or (node.config or {}).get("stay"))
     if node.node_type == vocab.SUBFLOW:
         called = (node.config or {}).get("flow")
-        return any(r.node_type in (vocab.ENTITY, vocab.HANDOFF) for r in c.nodes.get(called, {}).values())
+        return any(r.node_type in (vocab.ENTITY, vocab.HANDOFF) for r in c.nodes.get(str(called), {}).values())
     return False
 
 
