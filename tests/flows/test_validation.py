@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from convengine.config_loader.build import SnapshotInput, build_snapshot
 from convengine.engine import Engine
@@ -117,10 +118,39 @@ def test_bad_types_outcomes_and_expressions() -> None:
     assert any("flow BAD edge start->w: expression" in v and "only these functions may be called" in v for v in found)
 
 
+BAD_FLOWS: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]], str]] = {
+    "unreachable": ([node("BAD", "start", "start"), node("BAD", "end", "end"), node("BAD", "lost", "end")],
+                    chain("BAD", "start", "end"), "flow BAD node lost: unreachable from entry start"),
+    "never ends nor waits": ([node("BAD", "start", "start"), node("BAD", "a", "decision"), node("BAD", "b", "decision"),
+                              node("BAD", "end", "end")],
+                             [*chain("BAD", "start", "a", "b"), edge("BAD", "b", "a", condition="session.x == 1")],
+                             "flow BAD node a: no path from here reaches an end node or waits for input"),
+    "edge to nowhere": ([node("BAD", "start", "start"), node("BAD", "end", "end")],
+                        [edge("BAD", "start", "nowhere"), *chain("BAD", "start", "end")],
+                        "flow BAD edge start->nowhere: points at node 'nowhere'"),
+    "missing subflow": ([node("BAD", "start", "start"), node("BAD", "call", "subflow", flow="NOPE"),
+                         node("BAD", "end", "end")], chain("BAD", "start", "call", "end"),
+                        "flow BAD node call: subflow 'NOPE' does not exist"),
+    "recursive subflow": ([node("BAD", "start", "start"), node("BAD", "ask", "entity", variable="x", prompt="?"),
+                           node("BAD", "call", "subflow", flow="BAD"), node("BAD", "end", "end")],
+                          chain("BAD", "start", "ask", "call", "end"),
+                          "flow BAD node call: subflow 'BAD' closes a subflow cycle (BAD -> BAD)"),
+    "cycle without waiting": ([node("BAD", "start", "start"), node("BAD", "a", "set", variable="n", value="1"),
+                               node("BAD", "b", "decision"), node("BAD", "end", "end")],
+                              [*chain("BAD", "start", "a", "b"),
+                               edge("BAD", "b", "end", condition="session.n > 3", priority=1), edge("BAD", "b", "a")],
+                              "flow BAD edge b->a: closes a cycle (a -> b -> a)"),
+}
+
+
 @pytest.mark.asyncio
-async def test_an_invalid_flow_is_refused_at_load_on_both_backends(db_url: str) -> None:
-    data = flows_pack(nodes=[node("BAD", "start", "start"), node("BAD", "end", "end")],
-                      edges=[edge("BAD", "start", "nowhere"), *chain("BAD", "start", "end")],
-                      flows=[{"flow_code": "BAD"}])
-    with pytest.raises(ConfigValidationError, match="flow BAD edge start->nowhere"):
+@pytest.mark.parametrize("kind", list(BAD_FLOWS))
+async def test_each_publish_error_refuses_the_pack_at_load_on_both_backends(db_url: str, sync_engine: sa.Engine,
+                                                                           kind: str) -> None:
+    nodes, edges, message = BAD_FLOWS[kind]
+    data = flows_pack(nodes=nodes, edges=edges, flows=[{"flow_code": "BAD"}])
+    with pytest.raises(ConfigValidationError) as caught:
         await Engine.aopen(db_url, pack=data)
+    assert any(message in str(v) for v in caught.value.violations), caught.value.violations
+    with sync_engine.connect() as conn:  # nothing of the refused pack was written
+        assert conn.execute(sa.text("SELECT count(*) FROM ce_flow")).scalar_one() == 0
