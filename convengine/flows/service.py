@@ -114,13 +114,15 @@ async def answer_from_knowledge(walk: Walk, flow: Flow, node: FlowNodeRecord, co
     query = str(walk.render(config.get("query") or "{{ input }}", where))[:1000]
     kbs = config.get("knowledge_bases") or None
     min_score = float(config.get("min_score", walk.turn.settings.knowledge.fallback.min_score))
-    retriever = walk.turn.ctx.services.retriever
-    engine = walk.turn.ctx.services.store.sync_engine
+    retriever, store = walk.turn.ctx.services.retriever, walk.turn.ctx.services.store
+    if retriever is None or store is None:
+        raise FlowError(f"{where}: knowledge nodes need the engine's knowledge store (open the engine with Engine.open)")
+    engine = store.sync_engine
     vector = await retriever.aembed(query) if retriever.embeddings is not None else None
 
     def search() -> list[Any]:
         with engine.connect() as conn:
-            return retriever.search(conn, kbs, query, int(config.get("top_k", 3)), vector)  # type: ignore[no-any-return]
+            return retriever.search(conn, kbs, query, int(config.get("top_k", 3)), vector)
 
     hits = await asyncio.to_thread(search) if query.strip() else []
     best = hits[0] if hits and hits[0].score >= min_score else None

@@ -1,7 +1,7 @@
 """LLM spend: token usage recorded per call site, priced from ``llm.spend.prices``, summed per
 calendar month (UTC) against ``llm.spend.monthly_cap``. At the cap the optional LLM calls (the
-intent matcher and knowledge synthesis) are skipped and the skip is audited; deterministic paths
-(classifiers, flows, exact responses) go on."""
+intent matcher, knowledge synthesis, entity nodes' LLM extraction) are skipped and the skip is
+audited; deterministic paths (classifiers, flows, exact responses) go on."""
 
 from __future__ import annotations
 

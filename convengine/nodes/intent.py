@@ -12,6 +12,7 @@ from convengine import param_keys as pk
 from convengine import state as keys
 from convengine.audit import stages
 from convengine.booleans import truthy
+from convengine.flows.matching import audit_small_talk, score_small_talk
 from convengine.graph import names
 from convengine.llm.spend import capped
 from convengine.nodes.bootstrap import RESET_COMMANDS, wipe
@@ -77,6 +78,10 @@ def classify(turn: Turn, semantic: dict[int, bool] | None = None) -> Resolution 
     enabled = turn.snapshot.enabled_intent_codes
     rows = sorted((c for c in turn.snapshot.classifiers if c.enabled and c.intent_code in enabled),
                   key=lambda c: (c.priority, c.classifier_id))
+    talk = score_small_talk(turn, rows, semantic)  # small talk is scored before intents
+    if talk.row is not None and talk.strong:
+        return Resolution(talk.row.intent_code, talk.row.state_code or UNKNOWN, "CLASSIFIER")
+    rows = talk.rest
     hits = []
     for row in rows:
         try:
@@ -91,6 +96,9 @@ def classify(turn: Turn, semantic: dict[int, bool] | None = None) -> Resolution 
         turn.audit(stages.INTENT_CLASSIFIER_COLLISION, {"matchedIntents": intents,
                                                    "matchedByRule": {h.classifier_id: h.intent_code for h in hits}})
         return None
+    if not hits and talk.row is not None:  # small talk below its score wins only when nothing else matched
+        audit_small_talk(turn, talk)
+        return Resolution(talk.row.intent_code, talk.row.state_code or UNKNOWN, "CLASSIFIER")
     if not hits:
         turn.audit(stages.INTENT_CLASSIFIER_NO_MATCH, {"classifiers": len(rows)})
         return None
