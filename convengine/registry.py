@@ -17,12 +17,39 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from convengine.errors import ConvEngineError, ErrorCode
 
-if TYPE_CHECKING:
-    from convengine.nodes.turn import Turn
+
+class TaskSession(Protocol):
+    """The slice of a turn a task sees and changes (implemented by the nodes' Turn)."""
+
+    @property
+    def conversation_id(self) -> str: ...
+
+    @property
+    def intent(self) -> str: ...
+
+    @property
+    def state(self) -> str: ...
+
+    @property
+    def user_text(self) -> str: ...
+
+    @property
+    def params(self) -> dict[str, Any]: ...
+
+    @property
+    def context(self) -> dict[str, Any]: ...
+
+    def read_params(self) -> Mapping[str, Any]: ...
+
+    def keep_params(self, values: Mapping[str, Any]) -> None: ...
+
+    def set_state(self, value: str, *, cause: str) -> None: ...
+
+    def set_intent(self, value: str, *, cause: str) -> None: ...
 
 
 class TaskNotFoundError(ConvEngineError):
@@ -34,7 +61,7 @@ class TaskContext:
 
     __slots__ = ("_turn", "rule")
 
-    def __init__(self, turn: Turn, rule: Any = None) -> None:
+    def __init__(self, turn: TaskSession, rule: Any = None) -> None:
         self._turn = turn
         self.rule = rule
 
@@ -75,7 +102,7 @@ class KeptParams(MutableMapping[str, Any]):
 
     __slots__ = ("_turn",)
 
-    def __init__(self, turn: Turn) -> None:
+    def __init__(self, turn: TaskSession) -> None:
         self._turn = turn
 
     def __getitem__(self, key: str) -> Any:

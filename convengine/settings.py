@@ -9,6 +9,7 @@ block, the defaults below. ``ce_config`` rows then override per component
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -372,6 +373,11 @@ class FlowsSettings(_Section):
     """print() output kept from a script (for the trace)."""
     welcome_flow: str | None = None
     """The flow a conversation started with ``Engine.start`` (the welcome event) runs."""
+    small_talk_intents: list[str] = Field(default_factory=list)
+    """Intents that are small-talk topics: their classifiers are scored before every other intent's."""
+    small_talk_min_score: float = Field(0.5, ge=0.0, le=1.0)
+    """Share of the message a small-talk match must cover to win outright (below: only when no
+    other intent's classifier matches)."""
 
 
 # --- convengine.llm and engine-level ---------------------------------------------------
@@ -384,7 +390,8 @@ class LlmPrice(_Section):
 
 class LlmSpendSettings(_Section):
     """Token usage is recorded per call (``ce_llm_usage``) and priced here; at ``monthly_cap`` (in the
-    prices' currency, per calendar month UTC) the LLM intent matcher and knowledge synthesis are skipped."""
+    prices' currency, per calendar month UTC) the LLM intent matcher, knowledge synthesis and entity
+    nodes' LLM extraction are skipped."""
 
     monthly_cap: float | None = Field(None, ge=0)
     prices: dict[str, LlmPrice] = Field(default_factory=dict)
@@ -655,8 +662,6 @@ def _field_name(model: type[BaseModel], key: str) -> str:
 
 def _mapped_submodel(model: type[BaseModel], name: str) -> type[BaseModel] | None:
     """X for a ``dict[str, X]`` field whose values are settings sections (e.g. ``mcp.servers``)."""
-    import typing
-
     info = model.model_fields.get(name)
     if info is None or typing.get_origin(info.annotation) is not dict:
         return None

@@ -4,23 +4,30 @@ Compiled without a checkpointer (the server brings its own). A run through the s
 no TurnContext, so the nodes get one from an engine opened on first use:
 ``CONVENGINE_DATABASE_URL`` (default ``sqlite:///convengine.db``) with the pack
 ``CONVENGINE_STUDIO_PACK`` (default: the bundled support desk). The thread id is the
-conversation id; the input is ``{"turn_input": {"text": "hello"}}``. Each run's projection,
-history row and audit trail are committed by the graph's last node, ``commit_run``, through the
-engine's one commit path (:func:`convengine.engine.commit.commit_turn`).
+conversation id; the input is ``{"turn_input": {"text": "hello"}}``. The pack's flows are drawn
+as subgraphs of the ``flow`` step. Each run's projection, history row and audit trail are
+committed by the graph's last node, ``commit_run``, through the engine's one commit path
+(:func:`convengine.engine.commit.commit_turn`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 from langgraph.config import get_config
 
 from convengine.audit import TurnAudit
+from convengine.cli.support import default_pack, pack_options
+from convengine.config_loader.loader import validate_pack
 from convengine.engine import Engine
 from convengine.engine.commit import commit_turn
+from convengine.errors import ConvEngineError
+from convengine.flows.display import attach_flows
 from convengine.graph.builder import build_graph
 from convengine.nodes.context import TurnContext
 from convengine.state import EngineState
@@ -39,9 +46,7 @@ async def _open_engine() -> Engine:
         _engine_lock = asyncio.Lock()
     async with _engine_lock:
         if _engine is None:
-            from convengine.cli.support import default_pack, pack_options
-
-            pack = Path(os.environ.get("CONVENGINE_STUDIO_PACK") or default_pack())
+            pack = _studio_pack()
             url = os.environ.get("CONVENGINE_DATABASE_URL") or "sqlite:///convengine.db"
             options = await asyncio.to_thread(pack_options, pack)
             _engine = await Engine.aopen(url, **options)
@@ -79,5 +84,18 @@ async def commit_run(state: EngineState) -> None:
                           events=list(ctx.audit.events), owner=ctx.owner)
 
 
-graph = build_graph(context_provider=studio_context, with_context_schema=False,
-                    finish=("commit_run", commit_run)).compile(name="convengine")
+def _studio_pack() -> Path:
+    return Path(os.environ.get("CONVENGINE_STUDIO_PACK") or default_pack())
+
+
+def _with_flows(compiled: Any) -> Any:
+    """Draw the Studio pack's flows as subgraphs of the ``flow`` step (see convengine.flows.display)."""
+    try:
+        return attach_flows(compiled, validate_pack(_studio_pack()))
+    except ConvEngineError as exc:  # the engine reports the pack's errors on first use
+        logging.getLogger(__name__).warning("Studio draws no flows: %s", exc)
+        return compiled
+
+
+graph = _with_flows(build_graph(context_provider=studio_context, with_context_schema=False,
+                                finish=("commit_run", commit_run)).compile(name="convengine"))

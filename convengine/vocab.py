@@ -75,6 +75,7 @@ GET_SESSION = "GET_SESSION"
 SET_TASK = "SET_TASK"
 CLEAR_INPUT_PARAM = "CLEAR_INPUT_PARAM"
 CLEAR_CONTEXT = "CLEAR_CONTEXT"
+HANDOFF = "HANDOFF"
 
 RULE_ACTIONS = (
     SET_STATE,
@@ -88,6 +89,7 @@ RULE_ACTIONS = (
     SET_TASK,
     CLEAR_INPUT_PARAM,
     CLEAR_CONTEXT,
+    HANDOFF,
 )
 
 # --- policies and classifiers ----------------------------------------------------------

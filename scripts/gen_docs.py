@@ -274,6 +274,10 @@ ACTION_DOCS: dict[str, tuple[str, str, str]] = {
     vocab.SET_TASK: ("`task:method` or `task:method1,method2`", "`orderTasks:cancel`",
                      "Calls the registered task's methods in order; a failing task is audited "
                      "(`SET_TASK_FAILED`) and the turn goes on."),
+    vocab.HANDOFF: ("an optional reason", "`asked for a person`",
+                    "Hands the conversation to a human when the turn commits (status `HANDOFF`): the bot stays "
+                    "silent, user messages are recorded and streamed until it is resumed. See "
+                    "[flows](../flows.md)."),
 }
 
 MATCH_DOCS: dict[str, str] = {
@@ -442,9 +446,10 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
       "engine_io")),
     ("Storage", "ce_* tables, migrations, checkpoints, the turn's commit, knowledge bases",
      ("db", "checkpointing", "persistence", "knowledge")),
-    ("Configuration and rules", "packs, validation, snapshots, templates; rule matching (pure); flow checks",
-     ("config_loader", "rules", "templates", "flows.validate", "flows.expr", "flows.vocab")),
-    ("Turn", "the steps, the graph, LLM call sites, tools, flows, memory",
+    ("Configuration and rules", "packs, validation, snapshots, templates, verbose messages; rules (pure); flow checks",
+     ("config_loader", "rules", "templates", "audit.verbose", "flows.validate", "flows.expr", "flows.vocab",
+      "flows.handoff")),
+    ("Turn", "the steps, the graph, the LLM gateway, tool executors, flows, memory",
      ("nodes", "graph", "llm", "tools", "schema", "adoption", "flows", "memory")),
     ("Engine", "opening, running turns, reloads, locks, feedback, cache report",
      ("engine", "owners", "_portal", "feedback", "cache_report")),

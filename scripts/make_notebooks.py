@@ -239,7 +239,7 @@ FLOWS = [
     new_markdown_cell('''# Conversation flows
 
 A flow is a graph of typed nodes (`message`, `entity`, `service`, `python`, `subflow`, `decision`,
-`handoff`...) stored in `ce_flow`, `ce_flow_node` and `ce_flow_edge`. This notebook runs the loan
+`handoff`, `agent`...) stored in `ce_flow`, `ce_flow_node` and `ce_flow_edge`. This notebook runs the loan
 assistant of `examples/flows_assistant.yaml`: the bot speaks first, a form reprompts, "hello" in the
 middle digresses and comes back to the same question, a quote comes from an HTTP service (a small
 server started here on 127.0.0.1) and a sandboxed python node computes the monthly payment.'''),
@@ -267,7 +267,11 @@ class Quotes(BaseHTTPRequestHandler):
 server = HTTPServer(("127.0.0.1", 0), Quotes)
 threading.Thread(target=server.serve_forever, daemon=True).start()
 os.environ["QUOTE_API_URL"] = f"http://127.0.0.1:{server.server_port}"
-engine = Engine.open(f"sqlite:///{workdir / 'flows.db'}", pack=EXAMPLES / "flows_assistant.yaml",
+# a scripted model: the agent node's answer, and "no intent" from the LLM matcher
+llm = ScriptedLLM({"MCP_PLANNER": [{"action": "ANSWER", "tool_code": None, "args": None, "operation_tag": None,
+                                    "answer": "A fixed rate keeps payments steady; a variable one can move."}]},
+                  default={"intent": None, "confidence": 0})
+engine = Engine.open(f"sqlite:///{workdir / 'flows.db'}", pack=EXAMPLES / "flows_assistant.yaml", llm=llm,
                      settings={"mcp": {"http_api": {"allowed_hosts": ["127.0.0.1"]}}})'''),
     new_markdown_cell("## The bot speaks first, then a form with a digression"),
     new_code_cell('''first = engine.start()
@@ -277,6 +281,19 @@ for message in ["I want a loan", "a lot", "hello", "12,000 please", "24", "yes"]
     result = engine.process(message, cid)
     print(f"you> {message}\\nbot> {result.text}   [{engine.state(cid)['flow'].get('stack')}]")
 assert result.text == "Submitted. We will be in touch."'''),
+    new_markdown_cell('''## Small talk, an agent node, a human and back
+
+"hello, ..." is small talk covering little of the message, so the loan intent wins. Asking for advice
+mid-form digresses into an `agent` node (the scripted model answers), then the form asks again.
+Three failed amounts escalate to a human: the bot stays silent until `resume_from_handoff`.'''),
+    new_code_cell('''cid = engine.start().conversation_id
+for message in ["hello, I want a loan", "some advice first", "fixed or variable?", "no", "no", "no", "anyone?"]:
+    result = engine.process(message, cid)
+    print(f"you> {message}\\nbot> {result.text!r}   [{result.status}]")
+assert result.status == "HANDOFF" and result.text == ""
+back = engine.resume_from_handoff(cid)
+print("resumed>", back.text, f"[{back.status}]")
+assert back.text.endswith("How much would you like to borrow?")'''),
     new_markdown_cell('''## What the flow did
 
 Every node the walker visited is audited (`FLOW_NODE`), with the service call, the script's

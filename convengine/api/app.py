@@ -18,6 +18,7 @@ from convengine.api.config import DEFAULT_HOST, ApiConfig, resolve_api
 from convengine.api.flow_routes import router as flow_router
 from convengine.api.memory_routes import router as memory_router
 from convengine.api.middleware import Authentication, BodyLimit, Cors, HeadLimit, TrustedHosts
+from convengine.api.notify import PgAuditBridge
 from convengine.api.refusals import ApiRefusal, error_response
 from convengine.api.routes import router
 from convengine.api.streams import StreamRegistry
@@ -108,7 +109,6 @@ async def _start_bridge(engine: Engine) -> Any:
     url = engine.libpq_url
     if not engine.is_postgres or url is None or not engine.settings.transport.sse.enabled:
         return None
-    from convengine.api.notify import PgAuditBridge
 
     bridge = PgAuditBridge(url, engine.bus)
     await bridge.start()

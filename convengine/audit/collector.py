@@ -4,15 +4,31 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
+from convengine.audit import stages
 from convengine.audit.bus import AuditBus
 from convengine.audit.events import AuditEvent
 from convengine.audit.filters import AuditFilter
-from convengine.audit.verbose import VerbosePublisher, verbose_event
 
 logger = logging.getLogger(__name__)
+
+VERBOSE_STAGE = stages.VERBOSE
+"""The stage (and SSE event name) of a verbose message; reserved, never stored."""
+
+
+def verbose_event(conversation_id: str, step: str | None, body: dict[str, Any]) -> AuditEvent:
+    """The live-only event that carries a verbose message (payload ``{"verbose": body}``)."""
+    return AuditEvent(conversation_id, VERBOSE_STAGE, {"verbose": body}, datetime.now(UTC), step, None)
+
+
+class VerboseResolver(Protocol):
+    """Resolves a stage's ce_verbose message (audit/verbose.py's VerbosePublisher renders its templates)."""
+
+    def resolve(self, stage: str, stage_payload: Mapping[str, Any], *, conversation_id: str, intent: str | None,
+                state: str | None, step_names: Sequence[str], turn: Any = None) -> dict[str, Any] | None: ...
 
 
 class TurnAudit:
@@ -49,7 +65,7 @@ class TurnAudit:
         self._bus = bus
         self._persist_meta = persist_meta
         self.started = time.perf_counter()
-        self.verbose: VerbosePublisher | None = None
+        self.verbose: VerboseResolver | None = None
         """Resolves each stage's ce_verbose message (streamed, never stored); None: no verbose messages."""
         self._turn: Any = None
         self._step_names: tuple[str, ...] = ()

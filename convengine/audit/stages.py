@@ -122,6 +122,7 @@ INTENT_RESOLVE_NO_CHANGE = _stage("INTENT_RESOLVE_NO_CHANGE", _A, "resolution ke
 INTENT_RESOLVED_BY = "INTENT_RESOLVED_BY_"
 INTENT_RESOLVED_BY_CLASSIFIER = _stage("INTENT_RESOLVED_BY_CLASSIFIER", _A, "a classifier set the intent")
 INTENT_RESOLVED_BY_AGENT = _stage("INTENT_RESOLVED_BY_AGENT", _A, "the intent agent set the intent")
+INTENT_SMALL_TALK_MATCHED = _stage("INTENT_SMALL_TALK_MATCHED", _A, "a small-talk topic scored at or above `flows.small-talk-min-score` and won before the intents")
 INTENT_MISSING = _stage("INTENT_MISSING", _A, "no intent was resolved: `UNKNOWN` is used")
 STATE_MISSING = _stage("STATE_MISSING", _A, "no state was resolved: `UNKNOWN` is used")
 
@@ -234,6 +235,8 @@ FLOW_SUBFLOW_CALL = _stage("FLOW_SUBFLOW_CALL", _A, "a flow called a subflow")
 FLOW_ENTITY_CAPTURED = _stage("FLOW_ENTITY_CAPTURED", _A, "an entity node captured its value")
 FLOW_ENTITY_REPROMPT = _stage("FLOW_ENTITY_REPROMPT", _A, "an entity node asked again")
 FLOW_ENTITY_ESCALATED = _stage("FLOW_ENTITY_ESCALATED", _A, "an entity node gave up after its attempts")
+FLOW_ENTITY_LLM_EXTRACTED = _stage("FLOW_ENTITY_LLM_EXTRACTED", _A, "an entity node asked the LLM for the value (`found`)")
+FLOW_ENTITY_LLM_SKIPPED = _stage("FLOW_ENTITY_LLM_SKIPPED", _A, "an entity node's LLM extraction was skipped (`reason`: no LLM, spend cap, LLM error)")
 FLOW_VARIABLE_SET = _stage("FLOW_VARIABLE_SET", _A, "a set node changed variables")
 FLOW_SERVICE_CALLED = _stage("FLOW_SERVICE_CALLED", _A, "a service node's call returned")
 FLOW_SERVICE_FAILED = _stage("FLOW_SERVICE_FAILED", _A, "a service node's call failed")

@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from convengine import param_keys as pk
 from convengine.audit import stages
-from convengine.audit.events import AuditEvent
+from convengine.audit.collector import VERBOSE_STAGE
+from convengine.templates.render import referenced_names, render_text
+from convengine.templates.variables import template_variables
 
 logger = logging.getLogger(__name__)
 
-VERBOSE_STAGE = stages.VERBOSE
-"""The stage (and SSE event name) of a verbose message; reserved, never stored."""
 EVENT_TYPE = "VERBOSE_PROGRESS"
 ANY = "ANY"
 STEP_ERROR = stages.STEP_ERROR
@@ -199,11 +198,6 @@ def payload(row: Any, signal: VerboseSignal, determinant: str, step: str, texts:
             "errorMessage": error_message or None, "metadata": meta}
 
 
-def verbose_event(conversation_id: str, step: str | None, body: dict[str, Any]) -> AuditEvent:
-    """The live-only event that carries a verbose message (payload ``{"verbose": body}``)."""
-    return AuditEvent(conversation_id, VERBOSE_STAGE, {"verbose": body}, datetime.now(UTC), step, None)
-
-
 class VerbosePublisher:
     """Resolves the verbose message of an audit stage against one snapshot's ``ce_verbose`` rows."""
 
@@ -244,9 +238,6 @@ class VerbosePublisher:
         """A row's text rendered like an EXACT response; a failing template gives no message (logged)."""
         if not source:
             return ""
-        from convengine.templates.render import referenced_names, render_text
-        from convengine.templates.variables import template_variables
-
         where = f"ce_verbose[{row.verbose_id}].{column}"
         try:
             names = referenced_names(source)

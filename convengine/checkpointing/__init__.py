@@ -11,11 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiosqlite
 import sqlalchemy as sa
+from filelock import AsyncFileLock, Timeout
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from convengine.checkpointing.bound import driver_connection
+from convengine.checkpointing.postgres import postgres_saver
 from convengine.checkpointing.serde import StrictSerializer
 from convengine.db.url import DatabaseUrl
 from convengine.errors import ConversationBusyError, PersistenceError
@@ -30,16 +34,12 @@ async def open_saver(url: DatabaseUrl, *, pool_size: int = 20) -> AsyncIterator[
         async with _sqlite_saver(url) as saver:
             yield saver
     else:
-        from convengine.checkpointing.postgres import postgres_saver
-
         async with postgres_saver(url, pool_size=pool_size) as saver:
             yield saver
 
 
 @asynccontextmanager
 async def _sqlite_saver(url: DatabaseUrl) -> AsyncIterator[BaseCheckpointSaver[str]]:
-    import aiosqlite
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
     assert url.sqlite_path is not None
     conn = await aiosqlite.connect(str(url.sqlite_path), timeout=30)
@@ -56,8 +56,6 @@ async def _sqlite_saver(url: DatabaseUrl) -> AsyncIterator[BaseCheckpointSaver[s
 
 async def discard_checkpoint(saver: BaseCheckpointSaver[str], config: Any) -> bool:
     """Delete one checkpoint and its writes (the SQLite saver); False when the saver is another kind."""
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
     if not isinstance(saver, AsyncSqliteSaver):
         return False
     conf = config["configurable"]
@@ -76,8 +74,6 @@ async def prune_checkpoints(saver: BaseCheckpointSaver[str], thread_id: str) -> 
     The PostgreSQL saver prunes itself; the SQLite saver keeps checkpoints inline, so deleting
     the older rows is all it takes.
     """
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
     if not isinstance(saver, AsyncSqliteSaver):
         await saver.aprune([thread_id], strategy="keep_latest")
         return
@@ -200,8 +196,6 @@ class TurnLocks:
 
     @asynccontextmanager
     async def _sqlite(self, conversation_id: str) -> AsyncIterator[None]:
-        from filelock import AsyncFileLock, Timeout
-
         folder = self.lock_folder()
         bucket = _lock_key(conversation_id) % SQLITE_LOCK_BUCKETS
         lock = AsyncFileLock(str(folder / f"{bucket}.lock"), timeout=self.timeout_s or -1, run_in_executor=False,

@@ -20,6 +20,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Checkpoint, CheckpointMetadata
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 _BOUND: ContextVar[BaseCheckpointSaver[str] | None] = ContextVar("convengine_turn_saver", default=None)
@@ -82,7 +83,6 @@ class TurnSaver(BaseCheckpointSaver[str]):
             from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
             return AsyncPostgresSaver(raw, serde=self.shared.serde)
-        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
         # DeferredCommit stands in for the aiosqlite.Connection it wraps (every other attribute is passed on)
         saver = AsyncSqliteSaver(DeferredCommit(raw), serde=self.shared.serde)  # type: ignore[arg-type]

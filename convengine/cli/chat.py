@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from convengine.audit.turns import last_turn, turn_steps
+from convengine.cli.support import choose_llm, default_pack, pack_options
+from convengine.config_loader import import_pack
+from convengine.config_loader.loader import read_control_rows
+from convengine.db import create_sync_engine, parse_database_url, upgrade
 from convengine.engine import Engine, TurnResult
 from convengine.errors import ConvEngineError
 
@@ -47,7 +52,6 @@ Anything else is sent to the engine. Up/down arrows recall earlier messages."""
 def enable_line_editing() -> None:
     """Line editing and history for interactive input (readline), kept in ~/.convengine_history."""
     try:
-        import atexit
         import readline
     except ImportError:  # Windows without pyreadline: plain input still works
         return
@@ -139,8 +143,6 @@ def open_chat_engine(url: str, pack: Path | None, tasks: Path | None, scripted: 
     imported, and a ``pack`` that differs from what is stored is refused unless ``replace``.
     An empty database gets ``pack``, or the bundled support desk.
     """
-    from convengine.cli.support import choose_llm, default_pack, pack_options
-
     chosen_pack = prepare_configuration(url, pack, replace=replace)
     options = pack_options(chosen_pack or default_pack(), tasks, scripted)
     options.pop("pack")
@@ -154,11 +156,6 @@ def open_chat_engine(url: str, pack: Path | None, tasks: Path | None, scripted: 
 def prepare_configuration(url: str, pack: Path | None, *, replace: bool) -> Path | None:
     """Migrate, then import ``pack`` (or the bundled pack into an empty database); the pack
     whose companion files (tasks, scripted model) apply, or None to use the stored configuration."""
-    from convengine.cli.support import default_pack
-    from convengine.config_loader import import_pack
-    from convengine.config_loader.loader import read_control_rows
-    from convengine.db import create_sync_engine, parse_database_url, upgrade
-
     engine = create_sync_engine(parse_database_url(url))
     try:
         upgrade(engine)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import convengine
+from convengine.config_loader.requirements import unregistered_tasks
 from convengine.errors import ConfigError
 
 DEFAULT_PACK_NAME = "support_desk.yaml"
@@ -70,8 +72,6 @@ def pack_options(pack: Path, tasks: Path | None = None, scripted: Path | None = 
 
 def choose_llm(choice: str) -> Any:
     """``auto``: OpenAI when OPENAI_API_KEY or OPENAI_BASE_URL is set, else none; ``openai``; ``none``."""
-    import os
-
     choice = choice.lower()
     if choice == "none":
         return None
@@ -84,8 +84,6 @@ def choose_llm(choice: str) -> Any:
 
 def pack_warnings(pack: Path, snapshot: Any, tasks: Path | None = None) -> list[str]:
     """A validated pack's warnings, plus the tasks it calls that its tasks file does not define."""
-    from convengine.config_loader.requirements import unregistered_tasks
-
     tasks_file = tasks or companion(pack, "tasks")
     registered = getattr(load_module(tasks_file), "TASKS", {}) if tasks_file is not None else {}
     return [*snapshot.warnings, *unregistered_tasks(snapshot, registered)]

@@ -14,7 +14,7 @@ from convengine.config_loader.snapshot import SETTINGS_CONFIG_TYPE, ConfigSnapsh
 from convengine.config_loader.validate import Validation, validate
 from convengine.errors import ConfigError, ConfigValidationError, Violation
 from convengine.flows.validate import validate_flows
-from convengine.settings import EngineSettings, apply_component_overrides
+from convengine.settings import EngineSettings, _submodel, apply_component_overrides
 from convengine.vocab import ANY, RULE_ACTIONS, RULE_TYPES, canonical_phase, canonical_tool_group
 
 _SNAPSHOT_FIELDS = {
@@ -188,8 +188,6 @@ def flatten_settings(nested: Mapping[str, Any], prefix: str = "") -> dict[str, A
 
 def _is_section(path: str) -> bool:
     """Whether ``path`` names a settings section (recursed into) rather than a free-form map."""
-    from convengine.settings import _submodel
-
     model: Any = EngineSettings
     for part in path.split("."):
         name = part.replace("-", "_")

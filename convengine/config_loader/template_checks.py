@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from convengine.rules.actions import parse_input_params
 from convengine.rules.facts import FactsInput, session_fields
@@ -20,8 +20,16 @@ from convengine.templates.render import check_syntax, referenced_names
 from convengine.templates.variables import _ALIASES
 from convengine.vocab import GET_CONTEXT, GET_SCHEMA_JSON, GET_SESSION, SET_INPUT_PARAM, SET_JSON
 
-if TYPE_CHECKING:
-    from convengine.config_loader.validate import Validation
+
+class Findings(Protocol):
+    """What the template checks need from validate.Validation: the rows, and where findings go."""
+
+    warnings: list[str]
+
+    def rows(self, table: str) -> list[Any]: ...
+
+    def bad(self, record: Any, row_id: Any, column: str | None, reason: str) -> None: ...
+
 
 TEMPLATE_COLUMNS: dict[str, tuple[str, ...]] = {
     "ce_response": ("exact_text", "derivation_hint"),
@@ -48,7 +56,7 @@ def engine_names() -> frozenset[str]:
     return _ENGINE_NAMES | aliases | session | TURN_PARAM_KEYS
 
 
-def pack_names(v: Validation) -> set[str]:
+def pack_names(v: Findings) -> set[str]:
     """Names the pack itself sets: rule params, SET_JSON/GET_* targets, schema properties."""
     names: set[str] = set()
     for rule in v.rows("ce_rule"):
@@ -78,7 +86,7 @@ def _properties(schema: Any) -> Iterable[str]:
     return props.keys() if isinstance(props, dict) else ()
 
 
-def check_templates(v: Validation) -> None:
+def check_templates(v: Findings) -> None:
     """Compile every template column; warn about variables nothing provides."""
     known = engine_names() | pack_names(v)
     for table, columns in TEMPLATE_COLUMNS.items():
@@ -89,7 +97,7 @@ def check_templates(v: Validation) -> None:
                 _check(v, rec, column, known)
 
 
-def _check(v: Validation, rec: Any, column: str, known: frozenset[str] | set[str]) -> None:
+def _check(v: Findings, rec: Any, column: str, known: frozenset[str] | set[str]) -> None:
     text = getattr(rec, column, None)
     if not isinstance(text, str) or not text:
         return

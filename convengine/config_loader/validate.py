@@ -9,6 +9,7 @@ ce_state_graph exist, db-tool rows point at tools, interaction contracts are JSO
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -304,8 +305,6 @@ def _check_json_schema(v: Validation, rec: Record, column: str, schema: Any) -> 
 
 
 def _check_xsd(v: Validation, rec: Record, column: str, text: str) -> None:
-    import xml.etree.ElementTree as ET
-
     try:
         ET.fromstring(text)
     except ET.ParseError as exc:

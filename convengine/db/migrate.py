@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 
+from convengine.db.engines import create_sync_engine
 from convengine.db.url import DatabaseUrl
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
@@ -29,8 +30,6 @@ def upgrade(url: DatabaseUrl | sa.Engine, revision: str = "head") -> list[str]:
 
     Returns what was changed in tables an older ConvEngine created (renamed, added and
     relaxed columns, converted history), in words; empty when there was nothing to change."""
-    from convengine.db.engines import create_sync_engine
-
     engine = url if isinstance(url, sa.Engine) else create_sync_engine(url)
     try:
         with _IN_PROCESS, engine.connect() as connection:

@@ -13,25 +13,26 @@ import asyncio
 import atexit
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
 from convengine._portal import Portal
 from convengine.audit import AuditBus, AuditEvent, Subscription, stages
 from convengine.audit.trace import build_trace
+from convengine.cache_report import cache_report
 from convengine.config_loader import ConfigSnapshot
+from convengine.config_loader.requirements import unregistered_tasks, unregistered_tools
 from convengine.engine.results import EngineOptions, TurnResult
 from convengine.engine.runtime import EngineRuntime, TurnGraph
 from convengine.engine_io import check_params, check_request, normalise_conversation_id
 from convengine.errors import InvalidInputError
 from convengine.feedback import Feedback, check_feedback
 from convengine.flows.control import event_request
+from convengine.knowledge import Knowledge
 from convengine.memory.timeline import UndoResult
 from convengine.memory.users import check_user_id
 from convengine.settings import DEFAULT_DATABASE_URL, EngineSettings
 from convengine.state import EngineState
-
-if TYPE_CHECKING:
-    from convengine.knowledge import Knowledge
+from convengine.tools.db import RAW_SQL_TOOLS
 
 logger = logging.getLogger(__name__)
 
@@ -260,7 +261,6 @@ class Engine:
     def knowledge(self) -> Knowledge:
         """The knowledge bases in the engine's database, with the engine's embeddings model:
         ``engine.knowledge.ingest("faq", ["docs/"])``, ``.search(...)``, ``.list()``, ``.delete(...)``."""
-        from convengine.knowledge import Knowledge  # numpy: imported when knowledge is used
 
         services = self._runtime.services
         return Knowledge(self._runtime.sync_engine, embeddings=self.options.embeddings, retriever=services.retriever)
@@ -308,7 +308,6 @@ class Engine:
         return self._portal.call(self.acache_report(warmup))
 
     async def acache_report(self, warmup: bool = True) -> dict[str, Any]:
-        from convengine.cache_report import cache_report
 
         return await self._portal.acall(cache_report(self._runtime, warmup))
 
@@ -334,8 +333,6 @@ class Engine:
         """What the configuration does that will not work as written: validation warnings, the
         tasks its pending actions and SET_TASK rules call and the tools it grants that this engine
         was not given handlers for (logged when the engine opens)."""
-        from convengine.config_loader.requirements import unregistered_tasks, unregistered_tools
-        from convengine.tools.db import RAW_SQL_TOOLS
 
         snapshot = self.snapshot
         registries = self._runtime.services.registries

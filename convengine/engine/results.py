@@ -5,15 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
 
 from convengine.nodes.common import Step
 from convengine.nodes.context import StepHook
 from convengine.rules.actions import ActionHandler
 from convengine.rules.engine import MatchType
-
-if TYPE_CHECKING:
-    from langchain_core.embeddings import Embeddings
 
 
 @dataclass(frozen=True, slots=True)

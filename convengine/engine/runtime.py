@@ -9,14 +9,17 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import sqlalchemy as sa
+from langchain_core.embeddings import Embeddings
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.store.base import BaseStore
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from convengine import feedback as fb
 from convengine.audit import AuditBus, AuditEvent, AuditFilter, TurnAudit
 from convengine.audit.verbose import VerbosePublisher
 from convengine.checkpointing import TurnLocks, open_saver, prune_checkpoints
@@ -38,28 +41,27 @@ from convengine.errors import (
 from convengine.feedback import Feedback, FeedbackRequest
 from convengine.graph import names
 from convengine.graph.builder import build_graph, compile_graph
+from convengine.knowledge.search import Retriever, SearchSettings
+from convengine.knowledge.semantic import SemanticIndex
+from convengine.llm.gateway import as_gateway
 from convengine.memory import longterm
 from convengine.memory import scopes as memory_scopes
 from convengine.memory import service as memory_service
 from convengine.memory.longterm import open_store
 from convengine.memory.pruning import prune_keeping_undo
 from convengine.memory.service import Admission
+from convengine.memory.timeline import UndoResult
 from convengine.nodes.context import Services, TurnContext
 from convengine.owners import KnownOwners
-from convengine.persistence import ConversationStore
+from convengine.persistence import ConversationStore, insert_events
 from convengine.registry import Registries, TaskRegistry
 from convengine.rules.engine import RuleRegistry
 from convengine.settings import EngineSettings
 from convengine.state import EngineState
-
-if TYPE_CHECKING:
-    from langchain_core.embeddings import Embeddings
-    from langgraph.store.base import BaseStore
-
-    from convengine.knowledge.search import Retriever
-    from convengine.knowledge.semantic import SemanticIndex
-    from convengine.memory.timeline import UndoResult
-    from convengine.tools.runner import ToolRunner
+from convengine.tools.db import DbRunner
+from convengine.tools.http import HttpRunner
+from convengine.tools.mcp_servers import McpServers
+from convengine.tools.runner import ToolRunner
 
 logger = logging.getLogger(__name__)
 
@@ -354,9 +356,6 @@ class EngineRuntime:
 
     async def feedback(self, request: FeedbackRequest, owner: str | None = None) -> Feedback:
         """Store a feedback on the conversation's latest turn, with its MCP_USER_FEEDBACK audit row."""
-        from convengine import feedback as fb
-        from convengine.persistence import insert_events
-
         cid = request.conversation_id
         if not await self.check_access(cid, owner) or (projection := await self.store.projection(cid)) is None:
             raise _not_found(cid)
@@ -377,8 +376,6 @@ class EngineRuntime:
         return feedback
 
     async def feedbacks(self, conversation_id: str, owner: str | None = None) -> list[Feedback]:
-        from convengine import feedback as fb
-
         await self._readable(conversation_id, owner)
         if not await self.store.exists(conversation_id):
             raise _not_found(conversation_id)
@@ -433,8 +430,6 @@ def _services(options: EngineOptions, snapshot: ConfigSnapshot, store: Conversat
     )
     llm = None
     if options.llm is not None:
-        from convengine.llm.gateway import as_gateway
-
         llm = as_gateway(options.llm, snapshot.settings.llm, store=store)
     return Services(registries=registries,
                     rule_registry=RuleRegistry.with_custom(options.rule_types, options.rule_actions),
@@ -451,25 +446,16 @@ def _semantic_index(embeddings: Embeddings | None, snapshot: ConfigSnapshot) -> 
             raise ConfigError(f"ce_intent_classifier rows {semantic} are SEMANTIC and need an embeddings model: "
                               "Engine.open(..., embeddings=<a LangChain Embeddings>)")
         return None
-    from convengine.knowledge.semantic import SemanticIndex
-
     index = SemanticIndex(embeddings)
     index.prepare(c.matcher for c in snapshot.classifiers if c.rule_type == "SEMANTIC" and c.matcher is not None)
     return index
 
 
 def _retriever(embeddings: Embeddings | None, settings: EngineSettings) -> Retriever:
-    from convengine.knowledge.search import Retriever, SearchSettings
-
     knowledge = settings.knowledge
     return Retriever(embeddings, SearchSettings(knowledge.lexical_weight, knowledge.vector_weight,
                                                 knowledge.candidates))
 
 
 def _tool_runner(registries: Registries, sync_engine: sa.Engine, settings: EngineSettings) -> ToolRunner:
-    from convengine.tools.db import DbRunner
-    from convengine.tools.http import HttpRunner
-    from convengine.tools.mcp_servers import McpServers
-    from convengine.tools.runner import ToolRunner
-
     return ToolRunner(registries, DbRunner(sync_engine), HttpRunner(), McpServers(dict(settings.mcp.servers)))

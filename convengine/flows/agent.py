@@ -17,8 +17,8 @@ from convengine.errors import ConvEngineError
 from convengine.flows import vocab
 from convengine.flows.catalog import Flow
 from convengine.flows.walk import WAIT, Result, Walk
+from convengine.nodes.planner import PLANNER_SCHEMA
 from convengine.security.redact import redact_text
-from convengine.tools.planner import PLANNER_SCHEMA
 
 CALL_SITE = "MCP_PLANNER"
 MEMORY_TURNS = 10

@@ -27,7 +27,9 @@ class Flow:
         """The entry node: the configured one, else the only ``start`` (or ``intent``) node."""
         if self.record.entry_node:
             return self.record.entry_node
-        starts = [n.node_id for n in self.nodes.values() if n.node_type in (vocab.START, vocab.INTENT)]
+        starts = [n.node_id for n in self.nodes.values() if n.node_type == vocab.START]
+        if not starts:
+            starts = [n.node_id for n in self.nodes.values() if n.node_type == vocab.INTENT]
         return starts[0] if len(starts) == 1 else None
 
     def node(self, node_id: str) -> FlowNodeRecord:
@@ -42,7 +44,9 @@ class FlowCatalog:
     """Every enabled flow of a snapshot."""
 
     flows: dict[str, Flow] = field(default_factory=dict)
-    by_intent: dict[str, str] = field(default_factory=dict)
+    by_intent: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    """Intent -> (flow, entry node): a flow's ``intent_code`` enters at its entry (``None``), an
+    ``intent`` node with ``config.intent`` enters at that node; the flow with the lowest priority wins."""
 
     @classmethod
     def build(cls, flows: Iterable[FlowRecord], nodes: Iterable[FlowNodeRecord],
@@ -59,18 +63,34 @@ class FlowCatalog:
         built = {code: Flow(rec, node_map[code], {k: tuple(sorted(v, key=_edge_order))
                                                   for k, v in edge_map[code].items()})
                  for code, rec in enabled.items()}
-        by_intent: dict[str, str] = {}
+        by_intent: dict[str, tuple[str, str | None]] = {}
         for rec in sorted(enabled.values(), key=lambda f: (f.priority, f.flow_code)):
-            if rec.intent_code and rec.intent_code not in by_intent:
-                by_intent[rec.intent_code] = rec.flow_code
+            if rec.intent_code:
+                by_intent.setdefault(rec.intent_code, (rec.flow_code, None))
+            for node_id, intent in intent_entries(built[rec.flow_code]):
+                by_intent.setdefault(intent, (rec.flow_code, node_id))
         return cls(built, by_intent)
 
     def get(self, code: str) -> Flow | None:
         return self.flows.get(code)
 
-    def for_intent(self, intent: str | None) -> Flow | None:
-        code = self.by_intent.get(intent or "")
-        return self.flows.get(code) if code else None
+    def for_intent(self, intent: str | None) -> tuple[Flow, str | None] | None:
+        """The flow ``intent`` enters and the node it enters at (``None``: the flow's entry)."""
+        found = self.by_intent.get(intent or "")
+        flow = self.flows.get(found[0]) if found else None
+        return (flow, found[1]) if flow is not None and found is not None else None
+
+
+def intent_of(node: FlowNodeRecord) -> str | None:
+    """The intent an ``intent`` node is the entry of (``config.intent``, upper-cased), if any."""
+    config = node.config if isinstance(node.config, dict) else {}
+    value = config.get("intent") if node.node_type == vocab.INTENT else None
+    return (str(value).strip().upper() or None) if value else None
+
+
+def intent_entries(flow: Flow) -> list[tuple[str, str]]:
+    """(node id, intent) of the flow's ``intent`` nodes that name an intent, by node id."""
+    return sorted((n.node_id, i) for n in flow.nodes.values() if (i := intent_of(n)))
 
 
 def _edge_order(edge: FlowEdgeRecord) -> tuple[Any, ...]:

@@ -64,13 +64,16 @@ def _make_node(flow: Flow, node: FlowNodeRecord) -> Any:
     return run
 
 
-def compile_flow(flow: Flow) -> Any:
+def compile_flow(flow: Flow, *, checkpointer: Any = False) -> Any:
+    """The flow as a LangGraph graph. Run by the ``flow`` step without a checkpointer of its own
+    (``False``: the position is kept in the turn graph's state); :mod:`convengine.flows.display`
+    compiles it with ``None`` (inherit) so LangGraph draws it as a subgraph."""
     graph: StateGraph[Any, Any, Any, Any] = StateGraph(FlowRun, context_schema=Walk)
     for node_id, node in flow.nodes.items():
         targets = tuple(dict.fromkeys(e.to_node for e in flow.out(node_id))) + (END,)
         graph.add_node(node_id, _make_node(flow, node), destinations=targets)
     graph.add_conditional_edges(START, lambda s: s["node"], {n: n for n in flow.nodes})
-    return graph.compile(checkpointer=False, name=f"flow:{flow.code}")
+    return graph.compile(checkpointer=checkpointer, name=f"flow:{flow.code}")
 
 
 _COMPILED: dict[tuple[str, str], Any] = {}

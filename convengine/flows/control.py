@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,8 +14,6 @@ EVENTS = frozenset({"welcome", "handoff_resume"})
 def event_request(event: str, conversation_id: str | None, input_params: Mapping[str, Any] | None,
                   settings: Any) -> TurnRequest:
     """A checked request for an event turn (no user text)."""
-    import uuid
-
     assert event in EVENTS
     cid = normalise_conversation_id(conversation_id) if conversation_id is not None else str(uuid.uuid4())
     return TurnRequest("", cid, check_params(input_params, settings.api.max_input_depth), False, event=event)

@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from convengine.textmatch import compile_regex
+
 MAX_SOURCE_CHARS = 1000
 MAX_NODES = 200
 MAX_TEXT_CHARS = 10_000
@@ -25,8 +27,6 @@ class ExpressionError(ValueError):
 
 
 def _matches(text: Any, pattern: Any) -> bool:
-    from convengine.textmatch import compile_regex
-
     return compile_regex(str(pattern)).search(str(text)) is not None
 
 

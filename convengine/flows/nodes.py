@@ -8,8 +8,12 @@ from typing import Any
 
 from convengine.config_loader.records import FlowNodeRecord
 from convengine.flows import vocab
+from convengine.flows.agent import agent as run_agent
 from convengine.flows.catalog import Flow
 from convengine.flows.expr import ExpressionError, _number
+from convengine.flows.extract import extract_with_llm, wanted
+from convengine.flows.sandbox import run_script_node
+from convengine.flows.service import answer_from_knowledge, call_service
 from convengine.flows.walk import NEXT, WAIT, FlowError, Result, Walk
 from convengine.textmatch import RegexTimeoutError, cached_regex
 
@@ -72,6 +76,8 @@ async def entity(walk: Walk, flow: Flow, node: FlowNodeRecord, mode: str) -> Res
         walk.say(walk.render(config["prompt"], where), walk.render(config.get("blocks"), where))
         return WAIT
     value = capture(walk, config)
+    if value is None and wanted(config):
+        value = await _llm_capture(walk, flow, node, config)
     name = str(config["variable"])
     if value is not None:
         walk.variables[name] = value
@@ -92,23 +98,48 @@ async def entity(walk: Walk, flow: Flow, node: FlowNodeRecord, mode: str) -> Res
     return WAIT
 
 
+async def _llm_capture(walk: Walk, flow: Flow, node: FlowNodeRecord, config: dict[str, Any]) -> Any:
+    """The LLM's value, held to the same pattern and type as a typed answer."""
+    value = await extract_with_llm(walk, flow, node.node_id, config)
+    if value is None or isinstance(value, (dict, list, bool)):
+        return None
+    spec = _capture_spec(config)
+    if spec.get("pattern"):
+        value = _pattern_value(spec, str(value))
+    return _typed(config, value)
+
+
+def _capture_spec(config: dict[str, Any]) -> dict[str, Any]:
+    spec = config.get("capture")
+    return spec if isinstance(spec, dict) else {}
+
+
+def _pattern_value(spec: dict[str, Any], text: str) -> Any:
+    try:
+        found = cached_regex(str(spec["pattern"])).search(text)
+    except RegexTimeoutError:
+        found = None
+    return (found.group(int(spec.get("group", 1))) if found and found.re.groups else
+            found.group(0) if found else None)
+
+
 def capture(walk: Walk, config: dict[str, Any]) -> Any:
     """The value of this turn's answer: an input param, a regex group, or the text; None if absent
     or not of the configured ``type`` (``number``)."""
-    captured = config.get("capture")
-    spec: dict[str, Any] = captured if isinstance(captured, dict) else {}
+    spec = _capture_spec(config)
     text = (walk.input or "").strip()
     if spec.get("param"):
         value = walk.turn.read_params().get(str(spec["param"]))
     elif spec.get("pattern"):
-        try:
-            found = cached_regex(str(spec["pattern"])).search(text)
-        except RegexTimeoutError:
-            found = None
-        value = (found.group(int(spec.get("group", 1))) if found and found.re.groups else
-                 found.group(0) if found else None)
+        value = _pattern_value(spec, text)
+    elif wanted(config) and config.get("type") != "number":
+        value = None  # free text is the LLM's to read (a number is parsed first)
     else:
         value = text or None
+    return _typed(config, value)
+
+
+def _typed(config: dict[str, Any], value: Any) -> Any:
     if value is None or value == "":
         return None
     if config.get("type") == "number":
@@ -138,26 +169,18 @@ async def handoff(walk: Walk, flow: Flow, node: FlowNodeRecord, mode: str) -> Re
 
 
 async def service(walk: Walk, flow: Flow, node: FlowNodeRecord, mode: str) -> Result:
-    from convengine.flows.service import call_service
-
     return await call_service(walk, flow, node, _config(node))
 
 
 async def python(walk: Walk, flow: Flow, node: FlowNodeRecord, mode: str) -> Result:
-    from convengine.flows.sandbox import run_script_node
-
     return await run_script_node(walk, flow, node, _config(node))
 
 
 async def knowledge(walk: Walk, flow: Flow, node: FlowNodeRecord, mode: str) -> Result:
-    from convengine.flows.service import answer_from_knowledge
-
     return await answer_from_knowledge(walk, flow, node, _config(node))
 
 
 async def agent(walk: Walk, flow: Flow, node: FlowNodeRecord, mode: str) -> Result:
-    from convengine.flows.agent import agent as run_agent
-
     return await run_agent(walk, flow, node, mode)
 
 

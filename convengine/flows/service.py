@@ -116,7 +116,7 @@ async def answer_from_knowledge(walk: Walk, flow: Flow, node: FlowNodeRecord, co
     min_score = float(config.get("min_score", walk.turn.settings.knowledge.fallback.min_score))
     retriever, store = walk.turn.ctx.services.retriever, walk.turn.ctx.services.store
     if retriever is None or store is None:
-        raise FlowError("knowledge nodes need the engine's retriever and store (open the engine with Engine.open)")
+        raise FlowError(f"{where}: knowledge nodes need the engine's knowledge store (open the engine with Engine.open)")
     engine = store.sync_engine
     vector = await retriever.aembed(query) if retriever.embeddings is not None else None
 

@@ -1,8 +1,9 @@
 """Publish validation of flows, at load: every violation named with its flow, node and edge.
 
 A flow is refused when a node is unreachable from its entry, a node can neither reach an end nor
-wait for input, an edge points at a node that does not exist, a subflow names no flow, a node's
-type or configuration is unknown, or a cycle can run without waiting for input.
+wait for input, an edge points at a node that does not exist, a subflow names no flow, a flow calls
+itself through subflows (directly or through others), a node's type or configuration is unknown, or
+a cycle can run without waiting for input.
 """
 
 from __future__ import annotations
@@ -11,13 +12,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from jsonschema.exceptions import SchemaError
+
 from convengine.config_loader.records import FlowEdgeRecord, FlowNodeRecord, FlowRecord
 from convengine.errors import Violation
 from convengine.flows import vocab
+from convengine.flows.catalog import intent_of
 from convengine.flows.expr import ExpressionError, compile_expression
+from convengine.jsonschemas import checked_validator
 from convengine.textmatch import PatternError, compile_regex
 
 NODE, EDGE, FLOW = "ce_flow_node", "ce_flow_edge", "ce_flow"
+RESERVED_CHARS = ("|", ":")
+"""Characters LangGraph reserves in node names (flows and their nodes become graph nodes)."""
 # Config keys each node type needs.
 REQUIRED: dict[str, tuple[str, ...]] = {
     vocab.ENTITY: ("variable", "prompt"),
@@ -34,7 +41,10 @@ class _Check:
     flows: dict[str, FlowRecord]
     nodes: dict[str, dict[str, FlowNodeRecord]]
     edges: dict[str, list[FlowEdgeRecord]]
+    intents: set[str] | None = None
     found: list[Violation] = field(default_factory=list)
+    no_entry: set[str] = field(default_factory=set)
+    """Flows entered only at their intent nodes (a subflow or the welcome flow needs one entry)."""
 
     def bad(self, table: str, row_id: Any, column: str | None, reason: str) -> None:
         self.found.append(Violation(table, row_id, column, reason))
@@ -43,11 +53,16 @@ class _Check:
 def validate_flows(v: Any, labels: dict[str, dict[Any, str]]) -> None:
     """Check ce_flow / ce_flow_node / ce_flow_edge of a :class:`Validation`, adding its violations."""
     flows = {f.flow_code: f for f in v.rows(FLOW) if f.enabled}
-    check = _Check(flows, {code: {} for code in flows}, {code: [] for code in flows})
+    check = _Check(flows, {code: {} for code in flows}, {code: [] for code in flows},
+                   {i.intent_code for i in v.rows("ce_intent") if i.enabled})
+    for code in [c for c in flows if c.startswith("__") or any(ch in c for ch in RESERVED_CHARS)]:
+        check.bad(FLOW, code, "flow_code", f"flow {code}: flow codes may not start with '__' nor contain "
+                  f"{' or '.join(map(repr, RESERVED_CHARS))}")
     _index_nodes(check, v.rows(NODE))
     _index_edges(check, v.rows(EDGE))
     for code in flows:
         _check_flow(check, code)
+    _subflow_cycles(check)
     v.violations.extend(replace(x, row_id=labels.get(x.table, {}).get(x.row_id, x.row_id)) for x in check.found)
 
 
@@ -62,8 +77,9 @@ def _index_nodes(c: _Check, rows: Iterable[FlowNodeRecord]) -> None:
         if node.node_id in c.nodes[node.flow_code]:
             c.bad(NODE, node.flow_node_id, "node_id", f"{where}: duplicate node id")
             continue
-        if node.node_id.startswith("__"):
-            c.bad(NODE, node.flow_node_id, "node_id", f"{where}: node ids may not start with '__'")
+        if node.node_id.startswith("__") or any(ch in node.node_id for ch in RESERVED_CHARS):
+            c.bad(NODE, node.flow_node_id, "node_id",
+                  f"{where}: node ids may not start with '__' nor contain {' or '.join(map(repr, RESERVED_CHARS))}")
             continue
         c.nodes[node.flow_code][node.node_id] = node
         _check_node(c, node, where)
@@ -89,8 +105,21 @@ def _check_node(c: _Check, node: FlowNodeRecord, where: str) -> None:
             compile_regex(str(pattern))
         except PatternError as exc:
             c.bad(NODE, node.flow_node_id, "config", f"{where}: capture pattern does not compile: {exc}")
+    if node.node_type == vocab.ENTITY and config.get("extract") not in (None, "", "llm"):
+        c.bad(NODE, node.flow_node_id, "config", f"{where}: extract must be 'llm' (got {config['extract']!r})")
+    if node.node_type == vocab.ENTITY and "value_schema" in config:
+        _value_schema(c, node, where, config["value_schema"])
     if node.node_type == vocab.SET and config.get("expression"):
         _expression(c, NODE, node.flow_node_id, "config", where, str(config["expression"]))
+
+
+def _value_schema(c: _Check, node: FlowNodeRecord, where: str, schema: Any) -> None:
+    try:
+        if not isinstance(schema, dict):
+            raise SchemaError("it must be a JSON object")
+        checked_validator(schema)
+    except SchemaError as exc:
+        c.bad(NODE, node.flow_node_id, "config", f"{where}: value_schema is not a valid JSON Schema: {exc.message}")
 
 
 def _expression(c: _Check, table: str, row_id: Any, column: str, where: str, source: str) -> None:
@@ -127,23 +156,59 @@ def _index_edges(c: _Check, rows: Iterable[FlowEdgeRecord]) -> None:
             c.edges[edge.flow_code].append(edge)
 
 
-def _check_flow(c: _Check, code: str) -> None:
-    record, nodes, edges = c.flows[code], c.nodes[code], c.edges[code]
+def _entries(c: _Check, code: str) -> set[str] | None:
+    """The flow's entry (``entry_node``, else its only ``start``, else its only ``intent`` node) and
+    every ``intent`` node naming an intent; None (and a violation) when it has none."""
+    record, nodes = c.flows[code], c.nodes[code]
+    intents = {n for n, r in nodes.items() if intent_of(r)}
     entry = record.entry_node
-    if entry is None:
-        starts = [n for n, r in nodes.items() if r.node_type in (vocab.START, vocab.INTENT)]
-        if len(starts) != 1:
-            c.bad(FLOW, code, "entry_node", f"flow {code}: needs exactly one start node or an entry_node "
-                  f"(found {len(starts)} start nodes)")
-            return
-        entry = starts[0]
-    elif entry not in nodes:
+    if entry is not None and entry not in nodes:
         c.bad(FLOW, code, "entry_node", f"flow {code}: entry node {entry!r} does not exist")
+        return None
+    if entry is None:
+        starts = [n for n, r in nodes.items() if r.node_type == vocab.START]
+        candidates = starts or [n for n, r in nodes.items() if r.node_type == vocab.INTENT]
+        if len(candidates) == 1:
+            entry = candidates[0]
+        elif intents and not starts:
+            c.no_entry.add(code)
+            if record.intent_code:
+                c.bad(FLOW, code, "intent_code", f"flow {code}: intent {record.intent_code} enters the flow at its "
+                      "entry, but it has none (no start node nor entry_node; it has several intent nodes)")
+        else:
+            c.bad(FLOW, code, "entry_node", f"flow {code}: needs exactly one start node, an entry_node or intent "
+                  f"nodes naming their intent (found {len(starts)} start nodes)")
+            return None
+    return intents | ({entry} if entry else set())
+
+
+def _intent_nodes(c: _Check, code: str, known: set[str] | None) -> None:
+    """An ``intent`` node's ``config.intent`` names an enabled intent, once per flow."""
+    seen: dict[str, str] = {}
+    for node_id, node in sorted(c.nodes[code].items()):
+        intent = intent_of(node)
+        if intent is None:
+            continue
+        where = f"flow {code} node {node_id}"
+        if known is not None and intent not in known:
+            c.bad(NODE, node.flow_node_id, "config", f"{where}: intent {intent!r} is not an enabled ce_intent")
+        if intent in seen:
+            c.bad(NODE, node.flow_node_id, "config", f"{where}: intent {intent!r} already enters this flow at "
+                  f"node {seen[intent]}")
+        seen.setdefault(intent, node_id)
+
+
+def _check_flow(c: _Check, code: str) -> None:
+    nodes, edges = c.nodes[code], c.edges[code]
+    _intent_nodes(c, code, c.intents)
+    entries = _entries(c, code)
+    if entries is None:
         return
+    entry = ", ".join(sorted(entries))
     succ: dict[str, list[FlowEdgeRecord]] = {n: [] for n in nodes}
     for edge in edges:
         succ[edge.from_node].append(edge)
-    reached = _reach({entry}, {n: [e.to_node for e in out] for n, out in succ.items()})
+    reached = _reach(entries, {n: [e.to_node for e in out] for n, out in succ.items()})
     for node_id in sorted(set(nodes) - reached):
         c.bad(NODE, nodes[node_id].flow_node_id, "node_id", f"flow {code} node {node_id}: unreachable from entry {entry}")
     waits = {n for n, r in nodes.items() if _waits(c, r)}
@@ -167,9 +232,7 @@ def _waits(c: _Check, node: FlowNodeRecord) -> bool:
         return bool((node.config or {}).get("greeting") or (node.config or {}).get("stay"))
     if node.node_type == vocab.SUBFLOW:
         called = (node.config or {}).get("flow")
-        if not isinstance(called, str):
-            return False
-        return any(r.node_type in (vocab.ENTITY, vocab.HANDOFF) for r in c.nodes.get(called, {}).values())
+        return any(r.node_type in (vocab.ENTITY, vocab.HANDOFF) for r in c.nodes.get(str(called), {}).values())
     return False
 
 
@@ -209,3 +272,40 @@ def _cycles(c: _Check, code: str, edges: dict[int, FlowEdgeRecord]) -> None:
     for node in sorted(out):
         if colour.get(node, 0) == 0:
             visit(node)
+
+
+def _subflow_cycles(c: _Check) -> None:
+    """Refuse recursive subflows: one violation per call cycle, on the ``subflow`` node closing it
+    (named with the edge that reaches that node)."""
+    calls: dict[str, list[FlowNodeRecord]] = {code: [] for code in c.flows}
+    for code, nodes in c.nodes.items():
+        calls[code] = sorted((n for n in nodes.values() if n.node_type == vocab.SUBFLOW
+                              and isinstance(n.config, dict) and n.config.get("flow") in c.flows),
+                             key=lambda n: n.node_id)
+    colour: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(code: str) -> None:
+        colour[code] = 1
+        path.append(code)
+        for node in calls[code]:
+            called = str(node.config["flow"])
+            if called in c.no_entry:
+                c.bad(NODE, node.flow_node_id, "config", f"flow {code} node {node.node_id}: subflow {called!r} "
+                      "has no single entry (a start node or entry_node); it is entered only at its intent nodes")
+            state = colour.get(called, 0)
+            if state == 1:
+                loop = " -> ".join(path[path.index(called):] + [called])
+                into = [f"{e.from_node}->{e.to_node}" for e in c.edges[code] if e.to_node == node.node_id]
+                c.bad(NODE, node.flow_node_id, "config",
+                      f"flow {code} node {node.node_id}: subflow {called!r} closes a subflow cycle ({loop})"
+                      + (f" entered by edge {', '.join(into)}" if into else "")
+                      + "; a flow may not call itself, directly or through other flows")
+            elif state == 0:
+                visit(called)
+        path.pop()
+        colour[code] = 2
+
+    for code in sorted(calls):
+        if colour.get(code, 0) == 0:
+            visit(code)

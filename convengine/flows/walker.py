@@ -22,10 +22,16 @@ def new_walk(turn: Turn) -> Walk:
                 input=turn.user_text)
 
 
-def push(walk: Walk, flow: Flow, stage: str, **extra: Any) -> None:
-    entry = flow.entry
-    walk.stack.append({"flow": flow.code, "node": entry, "mode": vocab.MODE_ENTER})
-    walk.turn.audit(stage, {"flow": flow.code, "entry": entry, "depth": len(walk.stack), **extra})
+def push(walk: Walk, flow: Flow, stage: str, *, at: str | None = None, intent: str | None = None,
+         **extra: Any) -> None:
+    """Call ``flow`` (at its entry, or at node ``at``); ``intent`` is the intent the call serves."""
+    entry = at or flow.entry
+    frame = {"flow": flow.code, "node": entry, "mode": vocab.MODE_ENTER}
+    if intent:
+        frame["intent"] = intent
+    walk.stack.append(frame)
+    walk.turn.audit(stage, {"flow": flow.code, "entry": entry, "depth": len(walk.stack), **extra,
+                            **({"intent": intent} if intent else {})})
 
 
 def begin(walk: Walk, event: str | None) -> None:
@@ -34,24 +40,36 @@ def begin(walk: Walk, event: str | None) -> None:
     if event == vocab.EVENT_WELCOME:
         code = turn.settings.flows.welcome_flow
         flow = walk.catalog.get(code) if code else None
-        if flow is None:
+        if flow is None or flow.entry is None:
             raise InvalidInputError("no welcome flow is configured (settings flows.welcome_flow names an "
-                                    f"enabled ce_flow; got {code!r})")
+                                    f"enabled ce_flow with a start node or entry_node; got {code!r})")
         if int(turn.get(keys.TURN) or 0) > 1:
             raise InvalidInputError("the welcome event only starts a new conversation")
         push(walk, flow, vocab.FLOW_STARTED, cause="WELCOME")
         return
-    flow = walk.catalog.for_intent(turn.intent)
-    if flow is None:
+    found = walk.catalog.for_intent(turn.intent)
+    if found is None:
         return
-    active = {frame["flow"] for frame in walk.stack}
+    flow, at = found
     if not walk.stack:
-        push(walk, flow, vocab.FLOW_STARTED, cause="INTENT", intent=turn.intent)
-    elif flow.code not in active and walk.stack[-1].get("mode") == vocab.MODE_WAIT:
+        push(walk, flow, vocab.FLOW_STARTED, at=at, intent=turn.intent, cause="INTENT")
+    elif turn.intent not in served_intents(walk) and walk.stack[-1].get("mode") == vocab.MODE_WAIT:
         walk.turn.audit(vocab.FLOW_DIGRESSION, {"from": walk.stack[-1]["flow"], "at": walk.stack[-1]["node"],
-                                                "to": flow.code, "intent": turn.intent})
+                                                "to": flow.code, "entry": at or flow.entry, "intent": turn.intent})
         walk.stack[-1]["mode"] = vocab.MODE_REASK
-        push(walk, flow, vocab.FLOW_STARTED, cause="DIGRESSION", intent=turn.intent)
+        push(walk, flow, vocab.FLOW_STARTED, at=at, intent=turn.intent, cause="DIGRESSION")
+
+
+def frame_intent(walk: Walk, frame: dict[str, Any]) -> str | None:
+    """The intent a call serves: the one that entered it, else its flow's ``intent_code``."""
+    if frame.get("intent"):
+        return str(frame["intent"])
+    flow = walk.catalog.get(frame["flow"])
+    return flow.record.intent_code if flow is not None else None
+
+
+def served_intents(walk: Walk) -> set[str]:
+    return {i for frame in walk.stack if (i := frame_intent(walk, frame))}
 
 
 async def walk_stack(walk: Walk) -> None:
@@ -94,7 +112,6 @@ async def walk_stack(walk: Walk) -> None:
 def active_intent(walk: Walk) -> str:
     """The intent the conversation keeps: the innermost flow's with an intent, else UNKNOWN (root)."""
     for frame in reversed(walk.stack):
-        flow = walk.catalog.get(frame["flow"])
-        if flow is not None and flow.record.intent_code:
-            return flow.record.intent_code
+        if intent := frame_intent(walk, frame):
+            return intent
     return UNKNOWN

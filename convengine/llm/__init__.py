@@ -1,4 +1,5 @@
-"""LLM call sites over LangChain chat models, and ScriptedLLM (the offline test double)."""
+"""The LLM gateway (named, audited, bounded calls) over LangChain chat models or ScriptedLLM (the offline
+test double), spend accounting and prompt rendering. The call sites themselves are steps, in nodes/."""
 
 from convengine.llm.gateway import CALL_SITES, LlmGateway, as_gateway
 from convengine.llm.scripted import Delay, LlmCall, ScriptedLLM, UnscriptedCallError

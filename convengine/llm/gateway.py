@@ -15,40 +15,25 @@ import asyncio
 import json
 import re
 import time
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import jsonschema
 
 from convengine.audit import stages
-from convengine.errors import (
-    LlmError,
-    LlmInvalidResponseError,
-    LlmSchemaViolationError,
-    LlmTimeoutError,
-)
+from convengine.errors import LlmError, LlmInvalidResponseError, LlmSchemaViolationError, LlmTimeoutError
 from convengine.jsonschemas import checked_validator
 from convengine.llm import spend
-from convengine.llm.scripted import LlmCall, ScriptedLLM, UnscriptedCallError, reply_text
-from convengine.memory.scopes import mask, secret_values
+from convengine.llm.langchain import LangChainBackend, chat_model_from_env
+from convengine.llm.scripted import LlmCall, LlmReply, ScriptedLLM, UnscriptedCallError, reply_text
+from convengine.llm.session import LlmSession
+from convengine.memory.secrets import mask, secret_values
 from convengine.settings import LlmSettings
-
-if TYPE_CHECKING:
-    from convengine.nodes.turn import Turn
-    from convengine.persistence import ConversationStore
 
 CALL_SITES = ("DIALOGUE_ACT", "INTENT_AGENT", "INTENT_COLLISION", "SCHEMA_EXTRACTION", "RESPONSE_TEXT",
               "RESPONSE_JSON", "MCP_PLANNER", "DISAMBIGUATION", "MEMORY_SUMMARY", "POLICY",
               "KNOWLEDGE_SYNTHESIS")
-
-
-@dataclass(frozen=True, slots=True)
-class LlmReply:
-    text: str
-    value: Any = None
-    usage: dict[str, int] = field(default_factory=dict)
-    model: str | None = None
 
 
 class LlmBackend(Protocol):
@@ -57,6 +42,12 @@ class LlmBackend(Protocol):
     name: str
 
     async def complete(self, call: LlmCall) -> LlmReply: ...
+
+
+class CallStore(Protocol):
+    """Where the gateway writes the call log (the engine's ConversationStore; spend also uses its ``run``)."""
+
+    async def write_llm_calls(self, rows: Sequence[dict[str, Any]]) -> None: ...
 
 
 class ScriptedBackend:
@@ -83,7 +74,7 @@ def _transient(exc: BaseException) -> bool:
 class LlmGateway:
     """Named, audited, bounded LLM calls; see the module docstring."""
 
-    def __init__(self, backend: LlmBackend, settings: LlmSettings, *, store: ConversationStore | None = None) -> None:
+    def __init__(self, backend: LlmBackend, settings: LlmSettings, *, store: CallStore | None = None) -> None:
         self.backend = backend
         self.settings = settings
         self.store = store
@@ -92,12 +83,12 @@ class LlmGateway:
     def scripted(self) -> ScriptedLLM | None:
         return self.backend.llm if isinstance(self.backend, ScriptedBackend) else None
 
-    async def text(self, turn: Turn, call_site: str, *, system: str, user: str) -> str:
+    async def text(self, turn: LlmSession, call_site: str, *, system: str, user: str) -> str:
         reply = await self._call(turn, LlmCall(call_site, system, user, None, turn.conversation_id, turn.intent,
                                                turn.state))
         return reply.text
 
-    async def json(self, turn: Turn, call_site: str, *, system: str, user: str,
+    async def json(self, turn: LlmSession, call_site: str, *, system: str, user: str,
                    schema: dict[str, Any] | None, validate: bool = True) -> Any:
         """A JSON value, validated against ``schema`` (``{}`` asks for any JSON object).
 
@@ -117,7 +108,7 @@ class LlmGateway:
             raise
         return value
 
-    async def _call(self, turn: Turn, call: LlmCall) -> LlmReply:
+    async def _call(self, turn: LlmSession, call: LlmCall) -> LlmReply:
         attempts = self.settings.max_retries + 1
         started = time.perf_counter()
         for attempt in range(1, attempts + 1):
@@ -145,7 +136,7 @@ class LlmGateway:
             await asyncio.sleep(min(0.2 * 2 ** (attempt - 1), 2.0))
         raise AssertionError("unreachable")
 
-    async def _record(self, turn: Turn, call: LlmCall, reply: LlmReply, started: float, attempt: int) -> None:
+    async def _record(self, turn: LlmSession, call: LlmCall, reply: LlmReply, started: float, attempt: int) -> None:
         latency = (time.perf_counter() - started) * 1000
         turn.audit(stages.LLM_CALL, {"callSite": call.call_site, "latencyMs": round(latency, 2), "attempt": attempt,
                                 "model": reply.model or self.backend.name, "usage": reply.usage,
@@ -153,14 +144,14 @@ class LlmGateway:
         await self._log(turn, call, reply.text, True, None, reply.model)
         await spend.record(self.store, turn, call.call_site, reply.model or self.settings.model, reply.usage)
 
-    async def _record_error(self, turn: Turn, call: LlmCall, error: LlmError, started: float, attempt: int, *,
+    async def _record_error(self, turn: LlmSession, call: LlmCall, error: LlmError, started: float, attempt: int, *,
                             will_retry: bool) -> None:
         latency = (time.perf_counter() - started) * 1000
         turn.audit(stages.LLM_CALL_ERROR, {"callSite": call.call_site, "latencyMs": round(latency, 2), "attempt": attempt,
                                       "errorCode": error.code.value, "error": error.message, "willRetry": will_retry})
         await self._log(turn, call, None, False, error.message, None)
 
-    async def _log(self, turn: Turn, call: LlmCall, text: str | None, ok: bool, error: str | None,
+    async def _log(self, turn: LlmSession, call: LlmCall, text: str | None, ok: bool, error: str | None,
                    model: str | None) -> None:
         if not self.settings.log_calls or self.store is None:
             return
@@ -229,13 +220,12 @@ def _preview(text: str) -> str:
     return text[:200] + ("..." if len(text) > 200 else "")
 
 
-def as_gateway(llm: Any, settings: LlmSettings, *, store: ConversationStore | None = None) -> LlmGateway:
+def as_gateway(llm: Any, settings: LlmSettings, *, store: CallStore | None = None) -> LlmGateway:
     """A gateway for what the caller passed: a gateway, a ScriptedLLM, a chat model, or "openai"."""
     if isinstance(llm, LlmGateway):
         return llm
     if isinstance(llm, ScriptedLLM):
         return LlmGateway(ScriptedBackend(llm), settings, store=store)
-    from convengine.llm.langchain import LangChainBackend, chat_model_from_env
 
     if isinstance(llm, str):
         if llm.lower() not in ("openai", "env"):

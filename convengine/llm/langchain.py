@@ -12,9 +12,10 @@ import json
 import os
 from typing import Any
 
+from langchain_core.messages import HumanMessage, SystemMessage
+
 from convengine.errors import LlmNotConfiguredError
-from convengine.llm.gateway import LlmReply
-from convengine.llm.scripted import LlmCall
+from convengine.llm.scripted import LlmCall, LlmReply
 from convengine.settings import LlmSettings
 
 METHODS = ("json_schema", "json_mode", "function_calling")
@@ -71,8 +72,6 @@ class LangChainBackend:
         self._working: str | None = None if settings.structured_output == "auto" else settings.structured_output
 
     def _messages(self, system: str, user: str) -> list[Any]:
-        from langchain_core.messages import HumanMessage, SystemMessage
-
         messages: list[Any] = [SystemMessage(system)] if system.strip() else []
         messages.append(HumanMessage(user or "(no input)"))
         return messages

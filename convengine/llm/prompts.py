@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from convengine.ce_config import ConfigKey
+from convengine.llm.session import PromptSession
 from convengine.templates.render import referenced_names, render_prompt
 from convengine.templates.variables import template_variables
 
-if TYPE_CHECKING:
-    from convengine.nodes.turn import Turn
 
-
-def render_for(turn: Turn, source: str | None, *, template: str, extra: dict[str, Any] | None = None) -> str:
+def render_for(turn: PromptSession, source: str | None, *, template: str, extra: dict[str, Any] | None = None) -> str:
     """Strict rendering of ``source`` with the variables it refers to (UNRESOLVED_PROMPT_VARIABLE otherwise)."""
     if not source:
         return ""
@@ -21,7 +19,7 @@ def render_for(turn: Turn, source: str | None, *, template: str, extra: dict[str
     return render_prompt(source, variables, template=template, limits=turn.settings)
 
 
-def config_prompt(turn: Turn, key: ConfigKey, default: str) -> tuple[str, str]:
+def config_prompt(turn: PromptSession, key: ConfigKey, default: str) -> tuple[str, str]:
     """(text, template name) from the ce_config prompt ``key``, else the call site's built-in ``default``."""
     value = turn.snapshot.config_value(key)
     if value:

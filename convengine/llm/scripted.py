@@ -19,7 +19,7 @@ import asyncio
 import json
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from convengine.errors import ErrorCode, LlmError
@@ -40,6 +40,16 @@ class Delay:
 
     seconds: float
     reply: Any
+
+
+@dataclass(frozen=True, slots=True)
+class LlmReply:
+    """A model's reply: its text, the parsed JSON value when the backend gave one, token usage."""
+
+    text: str
+    value: Any = None
+    usage: dict[str, int] = field(default_factory=dict)
+    model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

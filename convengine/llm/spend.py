@@ -1,21 +1,19 @@
 """LLM spend: token usage recorded per call site, priced from ``llm.spend.prices``, summed per
 calendar month (UTC) against ``llm.spend.monthly_cap``. At the cap the optional LLM calls (the
-intent matcher and knowledge synthesis) are skipped and the skip is audited; deterministic paths
-(classifiers, flows, exact responses) go on."""
+intent matcher, knowledge synthesis, entity nodes' LLM extraction) are skipped and the skip is
+audited; deterministic paths (classifiers, flows, exact responses) go on."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 
 from convengine.audit import stages
 from convengine.db.models import CeLlmUsage
-
-if TYPE_CHECKING:
-    from convengine.nodes.turn import Turn
-    from convengine.settings import LlmSpendSettings
+from convengine.llm.session import LlmSession
+from convengine.settings import LlmSpendSettings
 
 USAGE = CeLlmUsage.__table__
 SPEND_CAP_REACHED = stages.LLM_SPEND_CAP_REACHED
@@ -29,7 +27,7 @@ def price(settings: LlmSpendSettings, model: str | None, usage: dict[str, int]) 
             + usage.get("output_tokens", 0) * rate.output_per_million) / 1_000_000
 
 
-async def record(store: Any, turn: Turn, call_site: str, model: str | None, usage: dict[str, int]) -> None:
+async def record(store: Any, turn: LlmSession, call_site: str, model: str | None, usage: dict[str, int]) -> None:
     """Store one call's usage (best effort: a failed write is audited, never breaks the turn)."""
     if store is None or not usage:
         return
@@ -53,7 +51,7 @@ async def month_spend(store: Any) -> float:
         return float((await conn.execute(query)).scalar_one())
 
 
-async def capped(turn: Turn, call_site: str) -> bool:
+async def capped(turn: LlmSession, call_site: str) -> bool:
     """Whether this month's spend has reached the cap; if so the skip of ``call_site`` is audited."""
     cap = turn.settings.llm.spend.monthly_cap
     store = turn.ctx.services.store

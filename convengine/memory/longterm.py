@@ -14,10 +14,13 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
+import aiosqlite
 from langgraph.store.base import BaseStore, GetOp, Item, PutOp
+from langgraph.store.sqlite.aio import AsyncSqliteStore
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from convengine.checkpointing.bound import driver_connection
+from convengine.checkpointing.postgres import _set_up
 from convengine.db.url import DatabaseUrl
 
 
@@ -32,7 +35,6 @@ async def open_store(url: DatabaseUrl, saver: Any) -> AsyncIterator[BaseStore]:
     if url.is_postgres:
         from langgraph.store.postgres.aio import AsyncPostgresStore
 
-        from convengine.checkpointing.postgres import _set_up
 
         store = AsyncPostgresStore(saver.conn)
         await _set_up(saver.conn, store)
@@ -41,8 +43,6 @@ async def open_store(url: DatabaseUrl, saver: Any) -> AsyncIterator[BaseStore]:
         finally:
             _stop(store)
         return
-    import aiosqlite
-    from langgraph.store.sqlite.aio import AsyncSqliteStore
 
     assert url.sqlite_path is not None
     conn = await aiosqlite.connect(str(url.sqlite_path), timeout=30, isolation_level=None)
@@ -100,7 +100,6 @@ async def _bound_store(conn: AsyncConnection) -> BaseStore:
         from langgraph.store.postgres.aio import AsyncPostgresStore
 
         return AsyncPostgresStore(raw)
-    from langgraph.store.sqlite.aio import AsyncSqliteStore
 
     # _InTurnTransaction stands in for the aiosqlite.Connection it wraps (every other attribute is passed on)
     store = AsyncSqliteStore(_InTurnTransaction(raw))  # type: ignore[arg-type]

@@ -8,19 +8,15 @@ secret properties taken out of everything the turn keeps.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from convengine.audit import stages
 from convengine.graph import names
+from convengine.memory.secrets import SECRET_VALUES, mask, secret_values
 from convengine.nodes.context import StepHook
 from convengine.state import CONVERSATION_KEYS, NEW_CONVERSATION, TURN_KEYS
 
 LONG_TERM_LOADED = "long_term_loaded"
-SECRET_VALUES = "secret_values"
-MASK = "***"
-MIN_SUBSTRING_CHARS = 4
-"""Secret values at least this long are masked inside longer texts too; shorter ones only when whole."""
 
 
 def merge_long_term(_step: str, turn: Any) -> None:
@@ -35,36 +31,6 @@ def merge_long_term(_step: str, turn: Any) -> None:
             context[name] = value
             merged.append(name)
     turn.audit(stages.LONG_TERM_PROPERTIES_LOADED, {"properties": sorted(merged)})
-
-
-def secret_values(turn: Any, declared: Iterable[str]) -> list[str]:
-    found: list[str] = list(turn.ctx.extras.get(SECRET_VALUES) or [])
-    for source in (turn.read_context(), turn.read_params()):
-        for name in declared:
-            value = source.get(name)
-            if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value):
-                found.append(str(value))
-    return sorted(set(found), key=len, reverse=True)
-
-
-def mask(value: Any, secrets: list[str]) -> Any:
-    """``value`` with every secret replaced by ``***`` (in strings, keys and nested values)."""
-    if not secrets:
-        return value
-    if isinstance(value, str):
-        for secret in secrets:
-            if value == secret:
-                return MASK
-            if len(secret) >= MIN_SUBSTRING_CHARS and secret in value:
-                value = value.replace(secret, MASK)
-        return value
-    if isinstance(value, dict):
-        return {mask(k, secrets): mask(v, secrets) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [mask(v, secrets) for v in value]
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and str(value) in secrets:
-        return MASK
-    return value
 
 
 def strip_secrets(_step: str, turn: Any) -> None:

@@ -5,7 +5,7 @@ step row), undo and redo, and the reads (steps, lifecycle)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,8 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from convengine.audit import stages
 from convengine.audit.collector import TurnAudit
+from convengine.booleans import truthy
 from convengine.checkpointing.bound import commit_turn_connection
-from convengine.db.models import CeConversation
+from convengine.db.models import CeAudit, CeConversation, CeConversationHistory, CeLlmCallLog
 from convengine.errors import (
     ConvEngineError,
     ConversationEndedError,
@@ -25,7 +26,11 @@ from convengine.errors import (
 )
 from convengine.memory import longterm, scopes, steps, timeline
 from convengine.memory.catalogue import UNDO_STAGE, Lifecycle
+from convengine.memory.secrets import MASK, SECRET_VALUES, mask
+from convengine.nodes.bootstrap import RESET_COMMANDS
+from convengine.nodes.finish import json_safe, stored_assistant
 from convengine.persistence import insert_events
+from convengine.state import RESET_PARAM_KEYS
 
 CONVERSATION = CeConversation.__table__
 Write = Callable[[sa.Connection], None]
@@ -33,10 +38,6 @@ Write = Callable[[sa.Connection], None]
 
 def resets(request: Any) -> bool:
     """Whether the request resets the conversation (flag, reset param or reset command)."""
-    from convengine.booleans import truthy
-    from convengine.nodes.bootstrap import RESET_COMMANDS
-    from convengine.state import RESET_PARAM_KEYS
-
     if request.reset or any(truthy(request.params.get(k)) for k in RESET_PARAM_KEYS):
         return True
     return request.text.strip().lower() in RESET_COMMANDS
@@ -100,7 +101,7 @@ async def after_run(conn: AsyncConnection | None, request: Any, final: dict[str,
         if changes:
             ctx.audit.emit(stages.LONG_TERM_PROPERTIES_SAVED, {"properties": sorted(changes)},
                            intent=final.get("intent"), state=final.get("state"))
-    secrets = ctx.extras.get(scopes.SECRET_VALUES) or []
+    secrets = ctx.extras.get(SECRET_VALUES) or []
     if secrets:
         ctx.audit.events[:] = [_masked_event(e, secrets) for e in ctx.audit.events]
     return turn_writes(request, final, ctx.audit.events, settings, changes)
@@ -116,7 +117,7 @@ def publish_deferred(ctx: Any, bus: Any) -> None:
 def mask_failed(ctx: Any, params: Any = None, declared: Any = ()) -> None:
     """A failed turn's events with the secrets it had declared masked: the values the turn saw
     before it failed, and the declared properties the caller sent in its params."""
-    secrets = list(ctx.extras.get(scopes.SECRET_VALUES) or [])
+    secrets = list(ctx.extras.get(SECRET_VALUES) or [])
     for name in declared or ():
         value = (params or {}).get(name)
         if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value):
@@ -128,10 +129,8 @@ def mask_failed(ctx: Any, params: Any = None, declared: Any = ()) -> None:
 
 
 def _masked_event(event: Any, secrets: list[str], names: frozenset[str] = frozenset()) -> Any:
-    from dataclasses import replace
-
-    payload = scopes.mask(_mask_named(event.payload, names), secrets)
-    return replace(event, payload=payload, meta=scopes.mask(event.meta, secrets))
+    payload = mask(_mask_named(event.payload, names), secrets)
+    return replace(event, payload=payload, meta=mask(event.meta, secrets))
 
 
 def _mask_named(value: Any, names: frozenset[str]) -> Any:
@@ -140,7 +139,7 @@ def _mask_named(value: Any, names: frozenset[str]) -> Any:
     if not names:
         return value
     if isinstance(value, dict):
-        return {k: scopes.MASK if k in names and v is not None else _mask_named(v, names) for k, v in value.items()}
+        return {k: MASK if k in names and v is not None else _mask_named(v, names) for k, v in value.items()}
     if isinstance(value, list):
         return [_mask_named(v, names) for v in value]
     return value
@@ -235,8 +234,6 @@ def _result(cid: str, kind: str, planned: timeline.Move, values: dict[str, Any],
 def _restore_writes(cid: str, values: dict[str, Any], moved_turn: str | None, kind: str, events: list[Any],
                     settings: Any) -> Write:
     """The ce_conversation projection as the restored state has it, the moved turn's rows marked."""
-    from convengine.nodes.finish import json_safe, stored_assistant
-
     payload = values.get("payload")
     projection = {
         "status": values.get("status") or "RUNNING", "intent_code": values.get("intent") or "UNKNOWN",
@@ -301,8 +298,6 @@ async def forget_user(runtime: Any, user_id: str, conversations: bool) -> dict[s
 
 
 def _erase_rows(cid: str, conversations: bool) -> Write:
-    from convengine.db.models import CeAudit, CeConversationHistory, CeLlmCallLog
-
     def write(conn: sa.Connection) -> None:
         if not conversations:
             conn.execute(sa.update(steps.STEP).where(steps.STEP.c.conversation_id == cid).values(properties_json=None))

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from convengine.audit.events import AuditEvent
 from convengine.db.models import CeConversationHistory, CeConversationStep
 from convengine.memory.catalogue import ACTION_STAGE, DATA_STAGE_SUFFIX, DATA_STAGES, SIDE_EFFECT_STAGES
+from convengine.nodes.finish import json_safe, stored_assistant
 
 STEP = CeConversationStep.__table__
 HISTORY = CeConversationHistory.__table__
@@ -42,8 +43,6 @@ def side_effects(events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
 def step_row(conversation_id: str, turn_key: str, final: dict[str, Any],
              events: Sequence[AuditEvent]) -> dict[str, Any]:
     """The step row of a completed turn (its final state and its audit events)."""
-    from convengine.nodes.finish import json_safe, stored_assistant
-
     actions = [{"ruleId": e.payload.get("ruleId"), "action": e.payload.get("action"),
                 "phase": e.payload.get("phase")} for e in events if _stage(e) == ACTION_STAGE]
     data = [{"stage": _stage(e), "step": e.step, "payload": e.payload} for e in events

@@ -19,6 +19,7 @@ from convengine.audit import stages
 from convengine.config_loader.records import PendingActionRecord
 from convengine.graph import names
 from convengine.nodes.common import Step, dig, in_scope, now_ms, resolved
+from convengine.nodes.disambiguation import disambiguation_question
 from convengine.nodes.turn import Turn
 from convengine.registry import TaskContext, call_task
 
@@ -161,8 +162,6 @@ def option_label(action: PendingActionRecord) -> str:
 
 
 async def _ask(turn: Turn, options: Sequence[PendingActionRecord], count: int) -> None:
-    from convengine.llm.disambiguation import disambiguation_question
-
     labels = [option_label(a) for a in options]
     question, source = await disambiguation_question(turn, options, labels, count)
     turn.context["pending_clarification"] = {

@@ -12,7 +12,8 @@ from convengine.nodes.turn import Turn
 from convengine.registry import TaskContext, call_task
 from convengine.rules.engine import PhaseRun
 from convengine.rules.model import PhaseResult, RuleSession
-from convengine.vocab import ANY, UNKNOWN
+from convengine.rules.scope import in_scope, specificity
+from convengine.vocab import UNKNOWN
 
 SkipAudit = tuple[str | None, dict[str, Any]]
 """(stage, payload): the stage ConvEngine emits when the step has nothing to do (None: only STEP_SKIPPED)."""
@@ -47,17 +48,7 @@ def resolved(value: str | None) -> bool:
     return bool(value) and value != UNKNOWN
 
 
-def in_scope(row_intent: str | None, row_state: str | None, intent: str, state: str) -> bool:
-    """A row scoped (intent, state) applies when each is equal or ANY (null = ANY)."""
-    return row_intent in (None, ANY, intent) and row_state in (None, ANY, state)
-
-
 T = TypeVar("T")
-
-
-def specificity(row_intent: str | None, row_state: str | None, intent: str, state: str) -> int:
-    """exact intent + exact state 3 > intent + ANY 2 > ANY + state 1 > ANY + ANY 0."""
-    return (2 if row_intent == intent else 0) + (1 if row_state == state else 0)
 
 
 def most_specific(rows: Iterable[T], intent: str, state: str, *, tie: Callable[[T], Any]) -> T | None:

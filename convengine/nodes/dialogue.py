@@ -9,6 +9,8 @@ from convengine import param_keys as pk
 from convengine.audit import stages
 from convengine.graph import names
 from convengine.nodes.common import Step, dig, in_scope, resolved, run_rules
+from convengine.nodes.correction import routing_defaults
+from convengine.nodes.dialogue_classifier import classify_with_llm
 from convengine.nodes.turn import Turn
 from convengine.textmatch import RegexTimeoutError, cached_regex
 from convengine.vocab import POST_DIALOGUE_ACT
@@ -68,15 +70,12 @@ async def dialogue_act(turn: Turn) -> None:
         "regexAct": act, "regexConfidence": confidence, "llmAct": params.get(pk.DIALOGUE_ACT_LLM_CANDIDATE),
         "standaloneQuery": turn.standalone_query, "mode": turn.settings.flow.dialogue_act.resolute})
     await run_rules(turn, POST_DIALOGUE_ACT, "DialogueActStep")
-    from convengine.nodes.correction import routing_defaults
 
     routing_defaults(turn)
 
 
 async def _with_llm(turn: Turn, act: str, confidence: float) -> dict[str, Any]:
     """Ask the LLM (issue: LLM call sites); without one, keep the regex result and say so."""
-    from convengine.llm.dialogue import classify_with_llm
-
     if turn.ctx.services.llm is None:
         turn.audit(stages.DIALOGUE_ACT_LLM_SKIPPED, {"reason": "NO_LLM_CONFIGURED", "callSite": "DIALOGUE_ACT",
                                                 "regexAct": act, "regexConfidence": confidence})

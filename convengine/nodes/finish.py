@@ -15,17 +15,11 @@ from convengine.jsontext import dumps
 from convengine.nodes.common import Step, now_ms
 from convengine.nodes.response import transform
 from convengine.nodes.schema_scope import settle_schema_scope
+from convengine.nodes.summary import assistant_text, memory_row, summarise
 from convengine.nodes.turn import Turn
 from convengine.state import persistent_params
 
 _SPACES = re.compile(r"\s+")
-
-
-def assistant_text(payload: dict[str, Any] | None) -> str:
-    if not payload:
-        return ""
-    value = payload.get("value")
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
 def deterministic_summary(turn: Turn, recent: int, max_chars: int) -> str:
@@ -42,8 +36,6 @@ def _as_text(value: Any) -> str:
 
 
 async def memory(turn: Turn) -> None:
-    from convengine.llm.memory import memory_row, summarise
-
     cfg = turn.settings.flow.memory
     row = memory_row(turn)
     if row is not None and turn.ctx.services.llm is not None and len(turn.get(keys.RECENT_TURNS) or []) >= row.recent_turns:

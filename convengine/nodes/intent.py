@@ -5,7 +5,6 @@ fallback_intent_state."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from convengine import ce_config
@@ -13,9 +12,12 @@ from convengine import param_keys as pk
 from convengine import state as keys
 from convengine.audit import stages
 from convengine.booleans import truthy
+from convengine.flows.matching import audit_small_talk, score_small_talk
 from convengine.graph import names
+from convengine.llm.spend import capped
 from convengine.nodes.bootstrap import RESET_COMMANDS, wipe
 from convengine.nodes.common import Step, dig, resolved, run_rules
+from convengine.nodes.intent_agent import Resolution, resolve_with_agent
 from convengine.nodes.knowledge import semantic_scores
 from convengine.nodes.schema_scope import current_schema
 from convengine.nodes.turn import Turn
@@ -25,14 +27,6 @@ from convengine.vocab import INTENT_COLLISION, POST_AGENT_INTENT, POST_CLASSIFIE
 
 FORCE_PARAMS = ("force_intent_resolution", "resolve_intent", "switch_intent", "switch_flow", "switch_mode")
 SWITCH_PHRASES = re.compile(r"\b(switch intent|change intent|change flow|change mode)\b", re.IGNORECASE)
-
-
-@dataclass(frozen=True, slots=True)
-class Resolution:
-    intent: str
-    state: str | None
-    source: str
-    run_post_rules: bool = True
 
 
 def collection_active(turn: Turn) -> bool:
@@ -84,6 +78,10 @@ def classify(turn: Turn, semantic: dict[int, bool] | None = None) -> Resolution 
     enabled = turn.snapshot.enabled_intent_codes
     rows = sorted((c for c in turn.snapshot.classifiers if c.enabled and c.intent_code in enabled),
                   key=lambda c: (c.priority, c.classifier_id))
+    talk = score_small_talk(turn, rows, semantic)  # small talk is scored before intents
+    if talk.row is not None and talk.strong:
+        return Resolution(talk.row.intent_code, talk.row.state_code or UNKNOWN, "CLASSIFIER")
+    rows = talk.rest
     hits = []
     for row in rows:
         try:
@@ -98,6 +96,9 @@ def classify(turn: Turn, semantic: dict[int, bool] | None = None) -> Resolution 
         turn.audit(stages.INTENT_CLASSIFIER_COLLISION, {"matchedIntents": intents,
                                                    "matchedByRule": {h.classifier_id: h.intent_code for h in hits}})
         return None
+    if not hits and talk.row is not None:  # small talk below its score wins only when nothing else matched
+        audit_small_talk(turn, talk)
+        return Resolution(talk.row.intent_code, talk.row.state_code or UNKNOWN, "CLASSIFIER")
     if not hits:
         turn.audit(stages.INTENT_CLASSIFIER_NO_MATCH, {"classifiers": len(rows)})
         return None
@@ -114,12 +115,10 @@ async def _agent(turn: Turn) -> Resolution | None:
     if not turn.snapshot.allowed_intents():
         turn.audit(stages.INTENT_AGENT_SKIPPED, {"reason": "NO_ALLOWED_INTENTS"})
         return None
-    from convengine.llm.spend import capped
 
     if await capped(turn, "INTENT_AGENT"):
         turn.audit(stages.INTENT_AGENT_SKIPPED, {"reason": "SPEND_CAP_REACHED", "callSite": "INTENT_AGENT"})
         return None
-    from convengine.llm.intent_agent import resolve_with_agent
 
     return await resolve_with_agent(turn)
 

@@ -21,6 +21,7 @@ from convengine.audit import stages
 from convengine.errors import ConvEngineError
 from convengine.graph import names
 from convengine.knowledge.search import SearchHit
+from convengine.llm.spend import capped
 from convengine.nodes.common import SkipAudit, Step
 from convengine.nodes.turn import Turn
 from convengine.vocab import UNKNOWN
@@ -74,7 +75,6 @@ async def synthesise(turn: Turn, query: str, hits: list[SearchHit]) -> str | Non
     if turn.ctx.services.llm is None:
         turn.audit(stages.KNOWLEDGE_SYNTHESIS_SKIPPED, {"reason": "NO_LLM_CONFIGURED", "callSite": "KNOWLEDGE_SYNTHESIS"})
         return None
-    from convengine.llm.spend import capped
 
     if await capped(turn, "KNOWLEDGE_SYNTHESIS"):
         turn.audit(stages.KNOWLEDGE_SYNTHESIS_SKIPPED, {"reason": "SPEND_CAP_REACHED", "callSite": "KNOWLEDGE_SYNTHESIS"})

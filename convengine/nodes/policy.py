@@ -13,6 +13,7 @@ from convengine.booleans import truthy
 from convengine.config_loader.records import PolicyRecord
 from convengine.graph import names
 from convengine.nodes.common import Step
+from convengine.nodes.policy_check import check_policy, fail_closed
 from convengine.nodes.turn import Turn
 from convengine.textmatch import PatternError, RegexTimeoutError, cached_regex
 from convengine.vocab import LLM_POLICY
@@ -48,8 +49,6 @@ def _text_hit(turn: Turn, policy: PolicyRecord) -> bool:
 
 async def _llm_outcome(turn: Turn, policy: PolicyRecord) -> str | None:
     """Returns "VIOLATION", "FAIL_CLOSED" (undecided and fail-closed) or None to allow; all audited."""
-    from convengine.llm.policy import check_policy, fail_closed
-
     verdict = await check_policy(turn, policy)
     if verdict.violates is not None:
         turn.audit(stages.POLICY_LLM_CHECK, {"policyId": policy.policy_id, "violates": verdict.violates,

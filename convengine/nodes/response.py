@@ -16,7 +16,9 @@ from convengine.errors import (
     ResponseMappingNotFoundError,
 )
 from convengine.graph import names
+from convengine.nodes.collision import collision_text
 from convengine.nodes.common import Step, dig
+from convengine.nodes.derived import derive
 from convengine.nodes.turn import Turn
 from convengine.templates.render import referenced_names, render_text
 from convengine.templates.variables import template_variables
@@ -87,9 +89,7 @@ async def transform(turn: Turn, payload: dict[str, Any], stage: str) -> dict[str
 
 async def response_resolution(turn: Turn) -> None:
     if turn.state == INTENT_COLLISION:
-        from convengine.llm.collision import collision_response
-
-        await collision_response(turn)
+        await _collision(turn)
         return
     row = select_response(turn)
     turn.audit(stages.RESOLVE_RESPONSE, {"responseId": row.response_id, "intent": turn.intent, "state": turn.state,
@@ -106,6 +106,16 @@ async def response_resolution(turn: Turn) -> None:
                                     "intent": turn.intent, "state": turn.state})
 
 
+async def _collision(turn: Turn) -> None:
+    """The answer given while the intent is ambiguous (INTENT_COLLISION call site)."""
+    text, source = await collision_text(turn)
+    payload = await transform(turn, {"type": "TEXT", "value": text}, "LLM")
+    turn.set(keys.PAYLOAD, payload)
+    turn.audit(stages.INTENT_COLLISION_RESOLVED, {"output": payload["value"], "source": source})
+    turn.audit(stages.ASSISTANT_OUTPUT, {"output": payload["value"], "outputFormat": "TEXT", "responseType": "DERIVED",
+                                           "responseId": None, "intent": turn.intent, "state": turn.state})
+
+
 async def _derived(turn: Turn, row: ResponseRecord) -> dict[str, Any]:
     if turn.ctx.services.llm is None:
         call_site = "RESPONSE_JSON" if row.output_format == "JSON" else "RESPONSE_TEXT"
@@ -113,8 +123,6 @@ async def _derived(turn: Turn, row: ResponseRecord) -> dict[str, Any]:
             f"ce_response[{row.response_id}] is DERIVED ({turn.intent}/{turn.state}) and needs an LLM for call "
             f"site {call_site}; configure a chat model or make the response EXACT",
             details={"callSite": call_site, "table": "ce_response", "rowId": row.response_id})
-    from convengine.llm.responses import derive
-
     return await derive(turn, row)
 
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from convengine import state as keys
 from convengine.audit import stages
 from convengine.config_loader.records import OutputSchemaRecord
 from convengine.nodes.turn import Turn
-from convengine.schema import select_schema
+from convengine.schema import compute_facts, select_schema
 
 SCOPE_KEY = "schema_scope"
 
@@ -59,3 +60,23 @@ def adopt_schema(turn: Turn, schema_id: int) -> None:
     record = next((s for s in turn.snapshot.output_schemas if s.schema_id == schema_id and s.enabled), None)
     if record is not None and record.intent_code == turn.intent:
         turn.set(SCOPE_KEY, {"schema_id": schema_id, "intent": turn.intent, "state": record.state_code})
+
+
+def finish_schema(turn: Turn, record: OutputSchemaRecord, *, audit: bool = True) -> dict[str, Any]:
+    """Recompute facts, lock or unlock the intent, publish the facts as params and audit."""
+    facts = compute_facts(record, turn.read_context())
+    turn.set(keys.SCHEMA_FACTS, facts)
+    remember_schema(turn, record)
+    locked = not facts["complete"]
+    turn.context["intent_lock"] = {"locked": locked, "reason": "SCHEMA_INCOMPLETE" if locked else None}
+    turn.params.update(missing_fields=facts["missing"], missing_field_options=facts["options"],
+                       schema_id=record.schema_id, schema_description=record.description,
+                       schema_field_details=facts["field_details"], schema_complete=facts["complete"],
+                       schema_has_any_value=facts["has_any"])
+    if audit:
+        turn.audit(stages.SCHEMA_STATUS, {
+            "schemaComplete": facts["complete"], "hasAnySchemaValue": facts["has_any"],
+            "missingRequiredFields": facts["missing"], "missingFieldOptions": facts["options"],
+            "schemaId": record.schema_id, "intent": turn.intent, "state": turn.state, "intentLocked": locked,
+            "intentLockReason": "SCHEMA_INCOMPLETE" if locked else None, "schemaJson": turn.schema_json()})
+    return facts

@@ -13,7 +13,8 @@ from convengine.config_loader.records import ContainerConfigRecord, OutputSchema
 from convengine.errors import LlmNotConfiguredError
 from convengine.graph import names
 from convengine.nodes.common import Step, dig, run_rules
-from convengine.nodes.schema_scope import current_schema, remember_schema
+from convengine.nodes.extraction import extract
+from convengine.nodes.schema_scope import current_schema, finish_schema
 from convengine.nodes.turn import Turn
 from convengine.schema import compute_facts, meaningful, schema_dict
 from convengine.vocab import ANY, POST_SCHEMA_EXTRACTION
@@ -102,26 +103,6 @@ def _seed_from_params(turn: Turn, record: OutputSchemaRecord) -> list[str]:
     return seeded
 
 
-def finish_schema(turn: Turn, record: OutputSchemaRecord, *, audit: bool = True) -> dict[str, Any]:
-    """Recompute facts, lock or unlock the intent, publish the facts as params and audit."""
-    facts = compute_facts(record, turn.read_context())
-    turn.set(keys.SCHEMA_FACTS, facts)
-    remember_schema(turn, record)
-    locked = not facts["complete"]
-    turn.context["intent_lock"] = {"locked": locked, "reason": "SCHEMA_INCOMPLETE" if locked else None}
-    turn.params.update(missing_fields=facts["missing"], missing_field_options=facts["options"],
-                       schema_id=record.schema_id, schema_description=record.description,
-                       schema_field_details=facts["field_details"], schema_complete=facts["complete"],
-                       schema_has_any_value=facts["has_any"])
-    if audit:
-        turn.audit(stages.SCHEMA_STATUS, {
-            "schemaComplete": facts["complete"], "hasAnySchemaValue": facts["has_any"],
-            "missingRequiredFields": facts["missing"], "missingFieldOptions": facts["options"],
-            "schemaId": record.schema_id, "intent": turn.intent, "state": turn.state, "intentLocked": locked,
-            "intentLockReason": "SCHEMA_INCOMPLETE" if locked else None, "schemaJson": turn.schema_json()})
-    return facts
-
-
 async def schema_extraction(turn: Turn) -> None:
     record = current_schema(turn)
     if record is None:
@@ -137,7 +118,6 @@ async def schema_extraction(turn: Turn) -> None:
     if turn.ctx.services.llm is None:
         await _without_llm(turn, record, seeded)
         return
-    from convengine.llm.extraction import extract
 
     await extract(turn, record)
 

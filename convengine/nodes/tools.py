@@ -8,12 +8,12 @@ from convengine import param_keys as pk
 from convengine.audit import stages
 from convengine.graph import names
 from convengine.nodes.common import Step
+from convengine.nodes.planner import call_step, plan_step, planner_skip
+from convengine.nodes.tool_request import run_tool_request
 from convengine.nodes.turn import Turn
 
 
 async def tool_orchestration(turn: Turn) -> None:
-    from convengine.tools.direct import run_tool_request
-
     await run_tool_request(turn)
 
 
@@ -27,20 +27,14 @@ def _tool_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
 
 
 async def mcp_planner(turn: Turn) -> None:
-    from convengine.tools.planner import plan_step
-
     await plan_step(turn)
 
 
 async def mcp_tool_call(turn: Turn) -> None:
-    from convengine.tools.planner import call_step
-
     await call_step(turn)
 
 
 def _planner_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
-    from convengine.tools.planner import planner_skip
-
     return planner_skip(turn)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from convengine.audit import stages
 from convengine.config_loader.records import RuleRecord
 from convengine.errors import ConvEngineError, ErrorCode, RuleError
+from convengine.flows.handoff import hand_off
 from convengine.rules.jsonpath import compile_jsonpath
 from convengine.rules.model import RuleSession
 from convengine.vocab import DIALOGUE_ACTS
@@ -216,6 +217,11 @@ async def _run_task(rule: RuleRecord, session: RuleSession, env: ActionEnv, bean
         return {"method": method, "status": "FAILED", "error": str(exc)}
 
 
+def handoff(rule: RuleRecord, session: RuleSession, env: ActionEnv) -> dict[str, Any]:
+    """Hand the conversation to a human (see convengine.flows.handoff)."""
+    return hand_off(session, rule.rule_id, _value(rule))
+
+
 BUILTIN_ACTIONS: Mapping[str, ActionHandler] = {
     "SET_STATE": set_state,
     "SET_INTENT": set_intent,
@@ -228,4 +234,5 @@ BUILTIN_ACTIONS: Mapping[str, ActionHandler] = {
     "SET_TASK": set_task,
     "CLEAR_INPUT_PARAM": clear_input_param,
     "CLEAR_CONTEXT": clear_context,
+    "HANDOFF": handoff,
 }

@@ -7,6 +7,7 @@ of its own (SET_TASK calls the user's callables).
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -177,8 +178,6 @@ class PhaseRun:
 
 
 def _parsed(value: str | None) -> Any:
-    import json
-
     if value and value.strip()[:1] in "[{":
         try:
             return json.loads(value)

@@ -11,14 +11,46 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from convengine import state as keys
 from convengine.memory.namespaces import producers as memory_namespaces
-from convengine.rules.facts import session_fields
+from convengine.rules.facts import FactsInput, session_fields
 
-if TYPE_CHECKING:
-    from convengine.nodes.turn import Turn
+
+class TemplateSession(Protocol):
+    """The slice of a turn that templates read (implemented by the nodes' Turn)."""
+
+    ctx: Any
+    """The run context: memory namespaces read the turn's user from it."""
+
+    @property
+    def conversation_id(self) -> str: ...
+
+    @property
+    def intent(self) -> str: ...
+
+    @property
+    def state(self) -> str: ...
+
+    @property
+    def user_text(self) -> str: ...
+
+    @property
+    def standalone_query(self) -> str | None: ...
+
+    @property
+    def resolved_input(self) -> str: ...
+
+    def get(self, key: str, default: Any = None) -> Any: ...
+
+    def read_params(self) -> Mapping[str, Any]: ...
+
+    def read_context(self) -> Mapping[str, Any]: ...
+
+    def facts_input(self) -> FactsInput: ...
+
+    def schema_json(self) -> dict[str, Any]: ...
 
 _ALIASES: dict[str, tuple[str, ...]] = {
     "user_input": ("user_input", "userInput", "user_text", "userText", "input_text", "inputText", "input",
@@ -43,7 +75,7 @@ _ALIASES: dict[str, tuple[str, ...]] = {
 _CANONICAL = {alias: key for key, aliases in _ALIASES.items() for alias in aliases}
 
 
-def conversation_history(turn: Turn) -> list[dict[str, Any]]:
+def conversation_history(turn: TemplateSession) -> list[dict[str, Any]]:
     """The window of recent turns as ``{user, assistant}``, newest first."""
     return [{"user": t.get("user"), "assistant": t.get("assistant")} for t in reversed(turn.get(keys.RECENT_TURNS) or [])]
 
@@ -53,7 +85,7 @@ def _clarification(context: Mapping[str, Any]) -> str:
     return (pending.get("question") or "") if isinstance(pending, Mapping) else ""
 
 
-def _producers(turn: Turn) -> dict[str, Callable[[], Any]]:
+def _producers(turn: TemplateSession) -> dict[str, Callable[[], Any]]:
     now: list[datetime] = []
 
     def clock() -> datetime:
@@ -85,7 +117,7 @@ def _producers(turn: Turn) -> dict[str, Callable[[], Any]]:
     }
 
 
-def _flattened(turn: Turn, name: str) -> tuple[bool, Any]:
+def _flattened(turn: TemplateSession, name: str) -> tuple[bool, Any]:
     facts = turn.facts_input()
     for source in (session_fields(facts), facts.params, facts.context, facts.schema_json):
         if name in source:
@@ -93,7 +125,7 @@ def _flattened(turn: Turn, name: str) -> tuple[bool, Any]:
     return False, None
 
 
-def template_variables(turn: Turn, extra: Mapping[str, Any] | None = None, *,
+def template_variables(turn: TemplateSession, extra: Mapping[str, Any] | None = None, *,
                        names: Iterable[str] | None = None) -> dict[str, Any]:
     """Variables for a template; with ``names``, only those (what the template refers to)."""
     extra = dict(extra or {})

@@ -15,6 +15,7 @@ from typing import Any
 from convengine.audit import stages as audit_stages
 from convengine.audit.events import AuditEvent
 from convengine.audit.turns import last_turn, turn_steps
+from convengine.cli.support import pack_options
 from convengine.engine import Engine, TurnResult
 from convengine.errors import ConvEngineError, ToolError
 from convengine.llm.scripted import ScriptedLLM
@@ -106,8 +107,6 @@ class FileRun:
         self.stubs = StubBoard()
 
     def _engine(self, workdir: Path) -> Engine:
-        from convengine.cli.support import pack_options
-
         pack = self.spec.resolve(self.spec.pack)
         tasks = self.spec.resolve(self.spec.tasks) if self.spec.tasks else None
         options = pack_options(pack, tasks)

@@ -1,1 +1,2 @@
-"""Tools: the registry of ce_mcp_tool rows, executors per tool group, direct calls and the planner loop."""
+"""Tools: the registry of ce_mcp_tool rows and the executors per tool group (the steps that call them,
+direct tool requests and the planner loop, are in nodes/)."""

@@ -6,13 +6,40 @@ import inspect
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from convengine.config_loader.records import ToolRecord
+from convengine.config_loader.snapshot import ConfigSnapshot
 from convengine.errors import ErrorCode, ToolError
+from convengine.settings import EngineSettings
 
-if TYPE_CHECKING:
-    from convengine.nodes.turn import Turn
+
+class ToolSession(Protocol):
+    """The slice of a turn that tool executors see (implemented by the nodes' Turn)."""
+
+    @property
+    def snapshot(self) -> ConfigSnapshot: ...
+
+    @property
+    def settings(self) -> EngineSettings: ...
+
+    @property
+    def conversation_id(self) -> str: ...
+
+    @property
+    def intent(self) -> str: ...
+
+    @property
+    def state(self) -> str: ...
+
+    @property
+    def user_text(self) -> str: ...
+
+    def read_params(self) -> Mapping[str, Any]: ...
+
+    def read_context(self) -> Mapping[str, Any]: ...
+
+    def audit(self, stage: str, payload: Mapping[str, Any] | None = None) -> None: ...
 
 
 class AdapterNotConfiguredError(ToolError):
@@ -36,7 +63,7 @@ class ToolContext:
     context: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, turn: Turn, tool: ToolRecord) -> ToolContext:
+    def of(cls, turn: ToolSession, tool: ToolRecord) -> ToolContext:
         return cls(tool, turn.conversation_id, turn.intent, turn.state, turn.user_text, dict(turn.read_params()),
                    dict(turn.read_context()))
 

@@ -3,26 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from convengine.config_loader.records import ToolRecord
 from convengine.errors import ErrorCode, ToolError
 from convengine.jsontext import dumps
-from convengine.nodes.common import in_scope
 from convengine.registry import Registries
+from convengine.rules.scope import in_scope
 from convengine.tools.base import (
     GROUP_ADAPTER_NAMES,
     AdapterNotConfiguredError,
     ToolContext,
+    ToolSession,
     call_handler,
     normalise_result,
 )
 from convengine.tools.db import RAW_SQL_TOOLS, DbRunner
 from convengine.tools.http import HttpRequest, HttpRunner
 from convengine.tools.mcp_servers import McpServers, split_code
-
-if TYPE_CHECKING:
-    from convengine.nodes.turn import Turn
 
 
 @dataclass
@@ -39,7 +37,7 @@ class ToolRunner:
 
     # --- lookup -----------------------------------------------------------------------
 
-    def find(self, turn: Turn, tool_code: str) -> ToolRecord | None:
+    def find(self, turn: ToolSession, tool_code: str) -> ToolRecord | None:
         """The enabled ce_mcp_tool row (or configured MCP-server tool) for a code, in or out of scope."""
         row = turn.snapshot.tool(tool_code)
         if row is not None:
@@ -53,10 +51,10 @@ class ToolRunner:
         return None
 
     @staticmethod
-    def in_scope(turn: Turn, tool: ToolRecord) -> bool:
+    def in_scope(turn: ToolSession, tool: ToolRecord) -> bool:
         return in_scope(tool.intent_code, tool.state_code, turn.intent, turn.state)
 
-    async def catalogue(self, turn: Turn) -> list[dict[str, Any]]:
+    async def catalogue(self, turn: ToolSession) -> list[dict[str, Any]]:
         """Tools the planner may use now: enabled ce_mcp_tool rows in scope, then MCP-server tools in scope."""
         tools = [{"tool_code": t.tool_code, "tool_group": t.group, "description": t.description}
                  for t in turn.snapshot.tools if t.enabled and self.in_scope(turn, t)]
@@ -65,17 +63,17 @@ class ToolRunner:
                 tools.extend(await self.mcp.tools(name))
         return tools
 
-    def has_tools(self, turn: Turn) -> bool:
+    def has_tools(self, turn: ToolSession) -> bool:
         return any(t.enabled and self.in_scope(turn, t) for t in turn.snapshot.tools) or any(
             in_scope(s.intent_code, s.state_code, turn.intent, turn.state) for s in self.mcp.settings.values())
 
     # --- execution --------------------------------------------------------------------
 
-    async def execute(self, turn: Turn, tool: ToolRecord, args: dict[str, Any]) -> Any:
+    async def execute(self, turn: ToolSession, tool: ToolRecord, args: dict[str, Any]) -> Any:
         """Run a granted tool; its result is capped at ``mcp.max_result_bytes`` (as JSON)."""
         return capped(await self._run(turn, tool, args), turn.settings.mcp.max_result_bytes, tool.tool_code)
 
-    async def _run(self, turn: Turn, tool: ToolRecord, args: dict[str, Any]) -> Any:
+    async def _run(self, turn: ToolSession, tool: ToolRecord, args: dict[str, Any]) -> Any:
         ctx = ToolContext.of(turn, tool)
         if tool.group == "MCP_SERVER" or split_code(tool.tool_code):
             return normalise_result(await self.mcp.call(tool.tool_code, args))
@@ -92,7 +90,7 @@ class ToolRunner:
                 value = await self.http.execute(tool.tool_code, value, turn.settings.mcp.http_api)
         return normalise_result(value)
 
-    async def _db(self, turn: Turn, tool: ToolRecord, args: dict[str, Any], ctx: ToolContext, handler: Any) -> Any:
+    async def _db(self, turn: ToolSession, tool: ToolRecord, args: dict[str, Any], ctx: ToolContext, handler: Any) -> Any:
         if handler is not None:
             return await call_handler(handler, args, ctx)
         row = turn.snapshot.db_tool(tool.tool_id)

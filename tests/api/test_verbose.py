@@ -153,7 +153,7 @@ async def test_a_verbose_event_crosses_server_processes_intact() -> None:
     from convengine.api.notify import PgAuditBridge
     from convengine.api.routes import sse_event
     from convengine.audit import AuditBus
-    from convengine.audit.verbose import verbose_event
+    from convengine.audit.collector import verbose_event
 
     body = {"verboseId": 3, "eventType": "VERBOSE_PROGRESS", "stepName": "RulesStep", "text": "Applying rule"}
     event = verbose_event("6b0c6f5e-8d2b-4c57-9d59-2f0b0f6a1c11", "rules", body)

@@ -19,7 +19,7 @@ def test_conversation_tests_pass(db_url: str) -> None:
     outcomes = run_file(EXAMPLES / "flows_assistant.conv.yaml", url=db_url)
     failures = [f"{o.name}: {t.index}: {t.failures}" for o in outcomes for t in o.turns if t.failures]
     assert not failures and all(o.error is None for o in outcomes), failures or [o.error for o in outcomes]
-    assert sum(len(o.turns) for o in outcomes) == 10
+    assert sum(len(o.turns) for o in outcomes) == 13
 
 
 @pytest.mark.asyncio

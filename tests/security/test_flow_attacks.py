@@ -141,3 +141,22 @@ async def test_caller_params_cannot_leave_a_handoff(db_url: str) -> None:
             assert attempt.status == "HANDOFF" and attempt.text == ""
         assert payload_of(await turn_events(engine, cid), "FLOW_HANDOFF_MESSAGE")["text"] == "let me out"
         assert os.environ.get("PWNED") is None
+
+
+@pytest.mark.parametrize(("reply", "said"), [
+    ({"city": "{{ session }} {{ 7*7 }}"}, "0 nights in {{ session }} {{ 7*7 }}."),  # a value, never template source
+    ({"city": "x" * 5000}, "Which city, please?"),  # oversize: a failed answer
+    ({"city": {"nested": "object"}}, "Which city, please?"),  # not the schema's type
+    ("not json at all", "Which city, please?"),
+])
+async def test_an_entity_nodes_llm_reply_is_untrusted(db_url: str, reply: Any, said: str) -> None:
+    from convengine import ScriptedLLM
+    from tests.flows.test_entity_llm import trip_pack
+
+    llm = ScriptedLLM({"SCHEMA_EXTRACTION": [reply]}, default={"intent": None, "confidence": 0})
+    async with engine_on(db_url, trip_pack(), llm=llm) as engine:
+        cid = (await engine.aprocess("a loan for a trip")).conversation_id
+        answer = await engine.aprocess("somewhere nice", cid)
+        if said.startswith("0 nights"):
+            answer = await engine.aprocess("0", cid)
+        assert answer.text == said

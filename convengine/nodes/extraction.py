@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from convengine import state as keys
 from convengine.audit import stages
 from convengine.config_loader.records import OutputSchemaRecord, PromptTemplateRecord
 from convengine.llm.prompts import render_for
 from convengine.nodes.common import run_rules
-from convengine.schema import deep_merge, meaningful, prune_empty, schema_dict
+from convengine.nodes.schema_scope import finish_schema
+from convengine.nodes.turn import Turn
+from convengine.schema import compute_facts, deep_merge, meaningful, prune_empty, schema_dict
 from convengine.vocab import ANY, POST_SCHEMA_EXTRACTION
-
-if TYPE_CHECKING:
-    from convengine.nodes.turn import Turn
 
 _DROP = ("required", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength",
          "minItems", "maxItems", "pattern", "format")
@@ -57,8 +56,6 @@ def _relax(node: Any) -> None:
 
 
 async def extract(turn: Turn, record: OutputSchemaRecord) -> None:
-    from convengine.nodes.schema_steps import finish_schema
-
     template = extraction_template(turn)
     if template is None:
         turn.audit(stages.SCHEMA_EXTRACTION_SKIPPED, {"reason": "NO_SCHEMA_JSON_TEMPLATE", "schemaId": record.schema_id,
@@ -79,8 +76,6 @@ async def extract(turn: Turn, record: OutputSchemaRecord) -> None:
 
 async def _call(turn: Turn, record: OutputSchemaRecord, template: PromptTemplateRecord,
                 schema: dict[str, Any]) -> dict[str, Any]:
-    from convengine.schema import compute_facts
-
     facts = compute_facts(record, turn.read_context())
     extra = {"schema": json.dumps(schema, ensure_ascii=False), "missing_fields": facts["missing"],
              "missing_field_options": facts["options"], "schema_field_details": facts["field_details"],

@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+from typing import Any
 
 from convengine import state as keys
 from convengine.config_loader.records import MemoryRecord
 from convengine.nodes.common import most_specific
+from convengine.nodes.turn import Turn
 from convengine.templates.render import render_prompt
 from convengine.templates.variables import template_variables
-
-if TYPE_CHECKING:
-    from convengine.nodes.turn import Turn
 
 DEFAULT_SYSTEM = ("You maintain a running summary of a conversation between a user and an assistant. "
                   "Keep facts the user gave, decisions made and open questions. Be brief.")
 DEFAULT_USER = ("Previous summary:\n{{previous_summary}}\n\nRecent turns (newest first):\n{{recent_turns}}\n\n"
                 "Latest user message: {{user_input}}\nAssistant reply: {{assistant_reply}}\n\n"
                 "Write the updated summary.")
+
+
+def assistant_text(payload: dict[str, Any] | None) -> str:
+    """The assistant's reply as text (a JSON payload serialised)."""
+    if not payload:
+        return ""
+    value = payload.get("value")
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
 def memory_row(turn: Turn) -> MemoryRecord | None:
@@ -27,8 +34,6 @@ def memory_row(turn: Turn) -> MemoryRecord | None:
 
 async def summarise(turn: Turn, row: MemoryRecord) -> str:
     """Ask the model for the rolling summary (call site MEMORY_SUMMARY), capped at the row's max chars."""
-    from convengine.nodes.finish import assistant_text
-
     assert turn.ctx.services.llm is not None
     recent = list(reversed((turn.get(keys.RECENT_TURNS) or [])[-row.recent_turns:]))
     variables = template_variables(turn, {

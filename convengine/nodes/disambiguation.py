@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from convengine import ce_config
 from convengine.audit import stages
+from convengine.config_loader.records import PendingActionRecord
 from convengine.errors import LlmError
+from convengine.nodes.turn import Turn
 from convengine.templates.render import render_prompt, render_text
-
-if TYPE_CHECKING:
-    from convengine.config_loader.records import PendingActionRecord
-    from convengine.nodes.turn import Turn
 
 DEFAULT_TEMPLATE = "I found multiple actions. Which one should I execute: {{options}}?"
 DEFAULT_SYSTEM = "You help a user choose one of several actions. Ask one short question listing the options."

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from convengine import state as keys
 from convengine.audit import stages
 from convengine.config_loader.records import PromptTemplateRecord, ResponseRecord
 from convengine.errors import ConvEngineError, ErrorCode
 from convengine.llm.prompts import render_for
+from convengine.nodes.rules_steps import allowed_edges
+from convengine.nodes.turn import Turn
 from convengine.vocab import ANY
-
-if TYPE_CHECKING:
-    from convengine.nodes.turn import Turn
 
 
 def template_score(t: PromptTemplateRecord, intent: str, state: str) -> int | None:
@@ -63,8 +62,6 @@ async def derive(turn: Turn, row: ResponseRecord) -> dict[str, Any]:
 
 def _apply_intent_state(turn: Turn, value: dict[str, Any]) -> None:
     """A JSON reply's intent/state apply only when known and allowed by the state graph."""
-    from convengine.nodes.rules_steps import allowed_edges
-
     intent = str(value.get("intent") or "").strip().upper() or None
     state = str(value.get("state") or "").strip().upper() or None
     if not intent and not state:

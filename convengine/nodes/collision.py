@@ -2,26 +2,22 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from convengine import ce_config
 from convengine import param_keys as pk
-from convengine import state as keys
 from convengine.audit import stages
 from convengine.errors import LlmError
 from convengine.llm.prompts import COLLISION_HINT, COLLISION_SYSTEM, COLLISION_USER, config_prompt, render_for
 from convengine.nodes.common import dig
-
-if TYPE_CHECKING:
-    from convengine.nodes.turn import Turn
+from convengine.nodes.turn import Turn
 
 COMPONENT = "AgentIntentCollisionResolver"
 
 
-async def collision_response(turn: Turn) -> None:
-    """Ask the model for one disambiguation question; the pending question is the fallback."""
-    from convengine.nodes.response import transform
+async def collision_text(turn: Turn) -> tuple[str, str]:
+    """Ask the model for one disambiguation question; the pending question is the fallback.
 
+    Returns the text and its source (``LLM`` / ``PENDING_QUESTION``); response_resolution
+    transforms and publishes it."""
     question = dig(turn.read_context(), "pending_clarification", "question") or ""
     turn.audit(stages.INTENT_COLLISION_DETECTED, {"intent": turn.intent, "question": question,
                                              "candidates": turn.read_params().get(pk.INTENT_TOP3)})
@@ -31,11 +27,7 @@ async def collision_response(turn: Turn) -> None:
             text, source = await _ask(turn), "LLM"
         except LlmError as exc:
             turn.audit(stages.INTENT_COLLISION_LLM_ERROR, {"errorCode": exc.code.value, "error": exc.message})
-    payload = await transform(turn, {"type": "TEXT", "value": text or question}, "LLM")
-    turn.set(keys.PAYLOAD, payload)
-    turn.audit(stages.INTENT_COLLISION_RESOLVED, {"output": payload["value"], "source": source})
-    turn.audit(stages.ASSISTANT_OUTPUT, {"output": payload["value"], "outputFormat": "TEXT", "responseType": "DERIVED",
-                                    "responseId": None, "intent": turn.intent, "state": turn.state})
+    return text or question, source
 
 
 async def _ask(turn: Turn) -> str:

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from convengine import param_keys as pk
 from convengine.audit import stages
 from convengine.config_loader.records import ToolRecord
 from convengine.errors import ConvEngineError
 from convengine.nodes.common import run_rules
+from convengine.nodes.turn import Turn
 from convengine.tools.base import tool_meta
 from convengine.tools.runner import ToolRunner
 from convengine.vocab import POST_TOOL_EXECUTION, canonical_tool_group
-
-if TYPE_CHECKING:
-    from convengine.nodes.turn import Turn
 
 
 class ToolRequestError(ValueError):

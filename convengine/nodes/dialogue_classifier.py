@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from convengine import ce_config
 from convengine import state as keys
@@ -16,11 +16,9 @@ from convengine.llm.prompts import (
     config_prompt,
     render_for,
 )
+from convengine.nodes.turn import Turn
 from convengine.textmatch import RegexTimeoutError, cached_regex
 from convengine.vocab import DIALOGUE_ACTS
-
-if TYPE_CHECKING:
-    from convengine.nodes.turn import Turn
 
 COMPONENT = "DialogueActStep"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from convengine import ce_config
 from convengine import param_keys as pk
@@ -22,11 +22,9 @@ from convengine.graph import names
 from convengine.llm.prompts import PLANNER_SYSTEM, PLANNER_USER, config_prompt, render_for
 from convengine.nodes.common import dig, most_specific, run_rules
 from convengine.nodes.schema_scope import current_schema
+from convengine.nodes.turn import Turn
 from convengine.schema import compute_facts
 from convengine.vocab import POST_AGENT_MCP, POST_SEMANTIC_INTERPRET, PRE_AGENT_MCP
-
-if TYPE_CHECKING:
-    from convengine.nodes.turn import Turn
 
 PLANNER_SCHEMA: dict[str, Any] = {"type": "object", "required": ["action", "tool_code", "args", "answer", "operation_tag"],
                                   "properties": {"action": {"type": "string", "enum": ["CALL_TOOL", "ANSWER"]},

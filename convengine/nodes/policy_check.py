@@ -10,16 +10,14 @@ is true in ce_config and are allowed otherwise; both outcomes are audited.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from convengine import ce_config
+from convengine.config_loader.records import PolicyRecord
 from convengine.errors import LlmError, PromptRenderError
 from convengine.llm.prompts import config_prompt, render_for
 from convengine.llm.scripted import UnscriptedCallError
-
-if TYPE_CHECKING:
-    from convengine.config_loader.records import PolicyRecord
-    from convengine.nodes.turn import Turn
+from convengine.nodes.turn import Turn
 
 COMPONENT = "PolicyEnforcementStep"
 CALL_SITE = "POLICY"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from convengine import ce_config
 from convengine import param_keys as pk
@@ -11,12 +11,9 @@ from convengine import state as keys
 from convengine.audit import stages
 from convengine.llm.prompts import INTENT_AGENT_SYSTEM, INTENT_AGENT_USER, config_prompt, render_for
 from convengine.nodes.common import dig
+from convengine.nodes.turn import Turn
 from convengine.schema import select_schema
 from convengine.vocab import ANY, INTENT_COLLISION
-
-if TYPE_CHECKING:
-    from convengine.nodes.intent import Resolution
-    from convengine.nodes.turn import Turn
 
 COMPONENT = "AgentIntentResolver"
 AGENT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {
@@ -24,6 +21,16 @@ AGENT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {
     "confidence": {"type": ["number", "null"]}, "needsClarification": {"type": ["boolean", "null"]},
     "clarificationResolved": {"type": ["boolean", "null"]}, "clarificationQuestion": {"type": ["string", "null"]},
     "intentScores": {}, "followups": {}}}
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """How intent_resolution resolved the intent (by a classifier or by this agent)."""
+
+    intent: str
+    state: str | None
+    source: str
+    run_post_rules: bool = True
 
 
 @dataclass
@@ -92,8 +99,6 @@ def _collision(turn: Turn, answer: AgentAnswer) -> bool:
 
 
 async def resolve_with_agent(turn: Turn) -> Resolution | None:
-    from convengine.nodes.intent import Resolution
-
     answer = await _ask(turn)
     if answer is None:
         return None
@@ -104,7 +109,7 @@ async def resolve_with_agent(turn: Turn) -> Resolution | None:
         answer.state = None if answer.state == INTENT_COLLISION else answer.state
     if answer.needs_clarification:
         return _clarify(turn, answer)
-    return _accept(turn, answer, Resolution)
+    return _accept(turn, answer)
 
 
 async def _ask(turn: Turn) -> AgentAnswer | None:
@@ -148,8 +153,6 @@ def _known_state(turn: Turn, state: str | None) -> str | None:
 
 
 def _clarify(turn: Turn, answer: AgentAnswer) -> Resolution | None:
-    from convengine.nodes.intent import Resolution
-
     if not answer.question or not answer.intent:
         turn.audit(stages.INTENT_AGENT_REJECTED, {"reason": "needsClarification without question"})
         return None
@@ -160,7 +163,7 @@ def _clarify(turn: Turn, answer: AgentAnswer) -> Resolution | None:
     return Resolution(answer.intent, _known_state(turn, answer.state), "AGENT", run_post_rules=False)
 
 
-def _accept(turn: Turn, answer: AgentAnswer, resolution: Any) -> Resolution | None:
+def _accept(turn: Turn, answer: AgentAnswer) -> Resolution | None:
     allowed = {i.intent_code for i in turn.snapshot.allowed_intents()}
     minimum = turn.snapshot.config_value(ce_config.AGENT_MIN_CONFIDENCE)
     if not answer.intent or answer.intent not in allowed:
@@ -172,4 +175,4 @@ def _accept(turn: Turn, answer: AgentAnswer, resolution: Any) -> Resolution | No
         return None
     turn.audit(stages.INTENT_AGENT_ACCEPTED, {"intent": answer.intent, "state": answer.state,
                                          "confidence": answer.confidence, "scores": answer.scores[:3]})
-    return resolution(answer.intent, _known_state(turn, answer.state), "AGENT")
+    return Resolution(answer.intent, _known_state(turn, answer.state), "AGENT")

@@ -1,0 +1,46 @@
+"""Flows drawn as subgraphs of the turn graph (LangGraph Studio, ``get_graph(xray=True)``).
+
+The ``flow`` step runs each flow's compiled graph itself (:func:`convengine.flows.compiler.run_flow`),
+so LangGraph cannot see them from the step's code. :func:`attach_flows` tells it: the step's node
+gets one subgraph, ``flows``, with one node per flow, each the flow's own graph (one node per flow
+node). Drawing with ``xray=True`` then shows ``flow:<FLOW_CODE>:<node_id>`` nodes and their edges.
+Nothing here changes how a turn runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
+
+from convengine.flows.catalog import FlowCatalog, catalog_of
+from convengine.flows.compiler import FlowRun, compile_flow
+from convengine.graph import names
+
+
+class _Dispatch(TypedDict, total=False):
+    flow: str
+    node: str
+    mode: str
+    result: dict[str, Any]
+
+
+def flows_graph(catalog: FlowCatalog) -> Any:
+    """One graph holding every flow of ``catalog`` as a subgraph (dispatched by ``flow``)."""
+    graph: StateGraph[Any, Any, Any, Any] = StateGraph(_Dispatch)
+    codes = sorted(catalog.flows)
+    for code in codes:
+        graph.add_node(code, compile_flow(catalog.flows[code], checkpointer=None), input_schema=FlowRun)
+        graph.add_edge(code, END)
+    graph.add_conditional_edges(START, lambda s: s["flow"], {c: c for c in codes})
+    return graph.compile(name="flows")
+
+
+def attach_flows(compiled: Any, snapshot: Any) -> Any:
+    """Make the compiled turn graph draw ``snapshot``'s flows inside its ``flow`` step; returns it."""
+    catalog = catalog_of(snapshot)
+    node = compiled.nodes.get(names.FLOW)
+    if node is not None:
+        node.subgraphs = [flows_graph(catalog)] if catalog.flows else []
+    return compiled

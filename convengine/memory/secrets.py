@@ -1,0 +1,45 @@
+"""Secret properties (``conversation_memory.secret``): their values in this turn, and masking them.
+
+Used by the turn's ``strip_secrets`` hook (memory/scopes.py) and by the LLM call log, which keeps
+a secret that appears in a prompt or a reply masked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+SECRET_VALUES = "secret_values"
+MASK = "***"
+MIN_SUBSTRING_CHARS = 4
+"""Secret values at least this long are masked inside longer texts too; shorter ones only when whole."""
+
+
+def secret_values(turn: Any, declared: Iterable[str]) -> list[str]:
+    found: list[str] = list(turn.ctx.extras.get(SECRET_VALUES) or [])
+    for source in (turn.read_context(), turn.read_params()):
+        for name in declared:
+            value = source.get(name)
+            if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value):
+                found.append(str(value))
+    return sorted(set(found), key=len, reverse=True)
+
+
+def mask(value: Any, secrets: list[str]) -> Any:
+    """``value`` with every secret replaced by ``***`` (in strings, keys and nested values)."""
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        for secret in secrets:
+            if value == secret:
+                return MASK
+            if len(secret) >= MIN_SUBSTRING_CHARS and secret in value:
+                value = value.replace(secret, MASK)
+        return value
+    if isinstance(value, dict):
+        return {mask(k, secrets): mask(v, secrets) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [mask(v, secrets) for v in value]
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and str(value) in secrets:
+        return MASK
+    return value
