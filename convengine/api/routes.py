@@ -26,9 +26,9 @@ from convengine.api.schemas import (
     MessageResponse,
 )
 from convengine.api.streams import Lease, StreamRegistry, Watch
+from convengine.audit.collector import VERBOSE_STAGE
 from convengine.audit.events import AuditEvent
 from convengine.audit.trace import empty_trace
-from convengine.audit.verbose import VERBOSE_STAGE
 from convengine.booleans import truthy
 from convengine.engine import Engine
 from convengine.engine_io import normalise_conversation_id

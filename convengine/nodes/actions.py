@@ -18,10 +18,11 @@ from convengine import state as keys
 from convengine.audit import stages
 from convengine.config_loader.records import PendingActionRecord
 from convengine.graph import names
-from convengine.nodes.common import Step, dig, in_scope, now_ms, resolved
+from convengine.nodes.common import Step, dig, now_ms, resolved
 from convengine.nodes.disambiguation import disambiguation_question
 from convengine.nodes.turn import Turn
 from convengine.registry import TaskContext, call_task
+from convengine.rules.scope import in_scope
 
 TERMINAL = ("EXECUTED", "REJECTED", "EXPIRED")
 DISAMBIGUATION_REASON = "PENDING_ACTION_DISAMBIGUATION"

@@ -12,9 +12,10 @@ from convengine import state as keys
 from convengine.audit import stages
 from convengine.config_loader.records import PromptTemplateRecord
 from convengine.graph import names
-from convengine.nodes.common import Step, in_scope, specificity
+from convengine.nodes.common import Step
 from convengine.nodes.schema_scope import current_schema
 from convengine.nodes.turn import Turn
+from convengine.rules.scope import in_scope, specificity
 from convengine.schema import (
     coerce_field,
     compute_facts,

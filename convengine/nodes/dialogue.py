@@ -8,10 +8,11 @@ from convengine import ce_config
 from convengine import param_keys as pk
 from convengine.audit import stages
 from convengine.graph import names
-from convengine.nodes.common import Step, dig, in_scope, resolved, run_rules
+from convengine.nodes.common import Step, dig, resolved, run_rules
 from convengine.nodes.correction import routing_defaults
 from convengine.nodes.dialogue_classifier import classify_with_llm
 from convengine.nodes.turn import Turn
+from convengine.rules.scope import in_scope
 from convengine.textmatch import RegexTimeoutError, cached_regex
 from convengine.vocab import POST_DIALOGUE_ACT
 

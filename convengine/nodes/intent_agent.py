@@ -46,7 +46,7 @@ class AgentAnswer:
 
 def parse_scores(raw: Any, allowed: set[str]) -> list[tuple[str, float]]:
     """Array of {intent|code, confidence|score} or object {CODE: score}; allowed codes, 0..1, best first."""
-    pairs: list[tuple[str, Any]] = []
+    pairs: list[tuple[Any, Any]] = []  # untrusted: codes are checked below
     if isinstance(raw, dict):
         pairs = list(raw.items())
     elif isinstance(raw, list):

@@ -55,13 +55,16 @@ async def knowledge_fallback(turn: Turn) -> None:
 
 
 async def _search(turn: Turn, query: str, kbs: list[str] | None, k: int) -> list[SearchHit]:
-    retriever = turn.ctx.services.retriever
+    retriever, store = turn.ctx.services.retriever, turn.ctx.services.store
+    if retriever is None or store is None:
+        raise RuntimeError("knowledge_fallback needs the engine's retriever and store "
+                           "(open the engine with Engine.open)")
     vector = None
     try:
         vector = await retriever.aembed(query)
     except Exception as exc:  # noqa: BLE001 - any embeddings outage leaves the lexical leg
         turn.audit(stages.KNOWLEDGE_EMBEDDING_FAILED, {"error": type(exc).__name__, "message": str(exc)[:200]})
-    engine = turn.ctx.services.store.sync_engine
+    engine = store.sync_engine
 
     def run() -> list[SearchHit]:
         with engine.connect() as conn:
@@ -93,27 +96,27 @@ async def semantic_scores(turn: Turn) -> dict[int, bool]:
     """Which SEMANTIC classifiers of enabled intents match the user's text (audited with every
     similarity); empty when there are none or no embeddings model is configured."""
     enabled = turn.snapshot.enabled_intent_codes
-    rows = [c for c in turn.snapshot.classifiers
+    rows = [(c, c.matcher) for c in turn.snapshot.classifiers
             if c.enabled and c.intent_code in enabled and c.rule_type == "SEMANTIC" and c.matcher is not None]
-    index = turn.ctx.services.semantic
+    index, retriever = turn.ctx.services.semantic, turn.ctx.services.retriever
     if not rows or not turn.user_text.strip():
         return {}
-    if index is None:
+    if index is None or retriever is None:  # the index exists only with the retriever's embeddings model
         turn.audit(stages.INTENT_CLASSIFIER_SEMANTIC_SKIPPED, {"reason": "NO_EMBEDDINGS_CONFIGURED",
-                                                          "classifiers": [r.classifier_id for r in rows]})
+                                                          "classifiers": [r.classifier_id for r, _ in rows]})
         return {}
     try:
-        await index.aprepare(r.matcher for r in rows)
-        query = await turn.ctx.services.retriever.aembed(turn.user_text[:MAX_QUERY_CHARS])
+        await index.aprepare(matcher for _, matcher in rows)
+        query = await retriever.aembed(turn.user_text[:MAX_QUERY_CHARS])
     except Exception as exc:  # noqa: BLE001 - any embeddings outage leaves the other classifiers
         turn.audit(stages.INTENT_CLASSIFIER_SEMANTIC_SKIPPED, {"reason": "EMBEDDING_FAILED", "error": type(exc).__name__,
                                                           "message": str(exc)[:200]})
         return {}
     default = turn.settings.knowledge.semantic_threshold
     scores, matched = {}, {}
-    for row in rows:
-        similarity = index.similarity(row.matcher, query) if query is not None else None
-        threshold = row.matcher.threshold if row.matcher.threshold is not None else default
+    for row, matcher in rows:
+        similarity = index.similarity(matcher, query) if query is not None else None
+        threshold = matcher.threshold if matcher.threshold is not None else default
         scores[row.classifier_id] = {"intent": row.intent_code, "similarity": similarity, "threshold": threshold}
         matched[row.classifier_id] = similarity is not None and similarity >= threshold
     turn.audit(stages.INTENT_CLASSIFIER_SEMANTIC_SCORES, {"scores": scores,

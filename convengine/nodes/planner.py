@@ -45,7 +45,7 @@ SUMMARY_FIELDS = ("status", "summary", "message", "error", "queryCode", "rowCoun
 BACKTICKED = re.compile(r"`([A-Za-z0-9_.-]+\.[A-Za-z0-9_.-]+)`")
 
 
-def planner_skip(turn: Turn) -> tuple[str | None, dict[str, Any]] | None:
+def planner_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
     """Route past the planner when no PRE_AGENT_MCP rule could change the scope and no tool applies."""
     runner = turn.ctx.services.tools
     if turn.snapshot.rules_for(PRE_AGENT_MCP) or (runner is not None and runner.has_tools(turn)):
@@ -237,7 +237,9 @@ def normalise(raw: Any) -> dict[str, Any]:
 
 async def _ask_planner(turn: Turn) -> Any:
     system, user, source = _prompts(turn)
-    tools = _filter_tools(await turn.ctx.services.tools.catalogue(turn), system + user)  # type: ignore[union-attr]
+    runner = turn.ctx.services.tools
+    assert runner is not None, "the planner runs on an engine with its tool runner"
+    tools = _filter_tools(await runner.catalogue(turn), system + user)
     observations, stats = compact_observations(turn)
     extra = {"mcp_tools": tools, "tools": tools, "available_tools": tools, "tool_list": tools, "mcpTools": tools,
              "mcp_observations": observations, "observations": observations, "mcpObservations": observations,
@@ -325,10 +327,10 @@ async def call_step(turn: Turn) -> None:
     runner = turn.ctx.services.tools
     tool = runner.find(turn, code) if runner else None
     try:
-        if tool is None or not runner.in_scope(turn, tool):  # type: ignore[union-attr]
+        if runner is None or tool is None or not runner.in_scope(turn, tool):
             raise ConvEngineError(f"tool {code!r} is not enabled for {turn.intent}/{turn.state}")
         await _delay(turn, len(loop.get("executed", [])))
-        result = await runner.execute(turn, tool, args)  # type: ignore[union-attr]
+        result = await runner.execute(turn, tool, args)
     except Exception as exc:  # noqa: BLE001 - a tool error ends the loop with a safe answer
         await _tool_failed(turn, code, tool.group if tool else None, args, exc)
         return
@@ -357,9 +359,9 @@ async def _tool_failed(turn: Turn, code: str, group: str | None, args: dict[str,
     message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
     turn.audit(stages.MCP_TOOL_ERROR, {"tool_code": code, "tool_group": group, "args": args, "error": message,
                                   "errorType": type(exc).__name__})
-    root = exc
+    root: BaseException = exc
     while root.__cause__ is not None:
-        root = root.__cause__  # type: ignore[assignment]
+        root = root.__cause__
     turn.audit(stages.MCP_TOOL_ROOT_CAUSE, {"tool_code": code, "rootType": type(root).__name__, "rootMessage": str(root)})
     _mcp(turn)["toolExecutionError"] = {"toolCode": code, "error": message}
     turn.params[pk.MCP_TOOL_EXECUTION_ERROR] = message

@@ -79,8 +79,10 @@ async def run_tool_request(turn: Turn) -> None:
     if not ToolRunner.in_scope(turn, tool):
         _scope_mismatch(turn, tool)
         return
+    runner = turn.ctx.services.tools
+    assert runner is not None  # _resolve found the tool through it
     try:
-        result = await turn.ctx.services.tools.execute(turn, tool, request["args"])  # type: ignore[union-attr]
+        result = await runner.execute(turn, tool, request["args"])
     except (ConvEngineError, Exception) as exc:  # noqa: BLE001 - tool failures become the ERROR shape
         _error(turn, tool, request, getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}")
         return

@@ -55,7 +55,7 @@ class Turn:
     def get(self, key: str, default: Any = None) -> Any:
         if key in self._update:
             return self._update[key]
-        value = self._state.get(key, default)  # type: ignore[misc]
+        value = self._state.get(key, default)
         return default if value is None else value
 
     def set(self, key: str, value: Any) -> None:
@@ -112,7 +112,7 @@ class Turn:
     def params(self) -> dict[str, Any]:
         if "params" not in self._update:
             self._update["params"] = dict(self._state.get("params") or {})
-        return self._update["params"]  # type: ignore[no-any-return]
+        return self._update["params"]
 
     def keep_params(self, values: Mapping[str, Any]) -> None:
         """Set params that persist into later turns (SET_INPUT_PARAM, tasks); engine keys never do."""
@@ -128,7 +128,7 @@ class Turn:
     def context(self) -> dict[str, Any]:
         if "context" not in self._update:
             self._update["context"] = copy.deepcopy(self._state.get("context") or {})
-        return self._update["context"]  # type: ignore[no-any-return]
+        return self._update["context"]
 
     def read_context(self) -> Mapping[str, Any]:
         return self._update.get("context") or self._state.get("context") or {}

@@ -12,8 +12,11 @@ Emit = Callable[[str, dict[str, Any]], None]
 class RuleSession(Protocol):
     """The slice of a turn that rules see and change (implemented by the node's Turn)."""
 
-    conversation_id: str
-    user_text: str
+    @property
+    def conversation_id(self) -> str: ...
+
+    @property
+    def user_text(self) -> str: ...
 
     @property
     def intent(self) -> str: ...
