@@ -12,8 +12,8 @@ from rich.markup import escape
 
 from convengine.cli.guard import SETUP_FAILED, guarded, report, state
 from convengine.cli.knowledge import knowledge_app
+from convengine.defaults import DEFAULT_DATABASE_URL
 from convengine.errors import ConvEngineError
-from convengine.settings import DEFAULT_DATABASE_URL
 
 # rich_markup_mode=None: typer's rich help shows flags as "--trace <bool>"; the plain help does not.
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,

@@ -12,8 +12,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from convengine.cli.guard import guarded
+from convengine.defaults import DEFAULT_DATABASE_URL
 from convengine.errors import ErrorCode, InvalidInputError
-from convengine.settings import DEFAULT_DATABASE_URL
 
 knowledge_app = typer.Typer(no_args_is_help=True, help="Knowledge bases: ingest documents, list, search, delete.")
 err = Console(stderr=True)
