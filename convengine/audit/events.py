@@ -18,7 +18,7 @@ class AuditEvent:
         payload: the stage's data (JSON-serialisable).
         created_at: when it happened (UTC).
         step: the pipeline step that emitted it, when one was running.
-        meta: ``_meta`` enrichment (stage, conversationId, emittedAt, intent, state).
+        meta: ``_meta`` enrichment (stage, conversationId, emittedAt, intent, state, step).
         audit_id: the ce_audit row id once stored (None while the turn runs).
     """
 
@@ -36,6 +36,16 @@ class AuditEvent:
             return self.payload
         return {**self.payload, "_meta": self.meta}
 
+    def row_payload(self) -> dict[str, Any]:
+        """The payload as ``ce_audit.payload_json`` holds it: ``_meta`` without what the row already says
+        (its stage, conversation and time columns, and the payload's own intent, state and step; a key
+        absent from both is null); :func:`expand_meta` restores it on reading."""
+        if self.meta is None:
+            return self.payload
+        implied = _implied_meta(self.stage, self.conversation_id, self.created_at, self.payload)
+        compact = {k: v for k, v in self.meta.items() if k not in implied or implied[k] != v}
+        return {**self.payload, "_meta": compact}
+
     def to_dict(self) -> dict[str, Any]:
         """ConvEngine's audit-row shape: ``{auditId, conversationId, stage, payloadJson, createdAt}``,
         ``payloadJson`` being the stored JSON as a string (its clients ``JSON.parse`` it)."""
@@ -46,3 +56,18 @@ class AuditEvent:
             "payloadJson": json.dumps(self.stored_payload(), ensure_ascii=False, default=str),
             "createdAt": self.created_at.isoformat(),
         }
+
+
+_FROM_PAYLOAD = ("intent", "state", "step")
+
+
+def _implied_meta(stage: str, conversation_id: str, created_at: datetime, payload: dict[str, Any]) -> dict[str, Any]:
+    """The ``_meta`` a row implies: its columns, and the payload's own intent, state and step."""
+    return {"stage": stage, "conversationId": conversation_id, "emittedAt": created_at.astimezone(UTC).isoformat(),
+            **{key: payload.get(key) for key in _FROM_PAYLOAD}}
+
+
+def expand_meta(stored: dict[str, Any], stage: str, conversation_id: str, created_at: datetime,
+                payload: dict[str, Any]) -> dict[str, Any]:
+    """The full ``_meta`` of a stored row (the inverse of :meth:`AuditEvent.row_payload`)."""
+    return {**_implied_meta(stage, conversation_id, created_at, payload), **stored}
