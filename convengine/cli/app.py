@@ -187,19 +187,24 @@ def serve(
     cors_origin: Annotated[list[str] | None, typer.Option(
         "--cors-origin", help="Origin allowed to call the API from a browser (repeatable; also "
                               "api.cors.allowed_origins)")] = None,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Server processes sharing the port and the "
+                                         "database (more than 1 needs PostgreSQL; see docs/deployment.md)")] = 1,
 ) -> None:
     """Serve ConvEngine's REST API (message, audit, trace, SSE stream, cache) with OpenAPI docs at /docs.
 
     Beyond loopback (--host 0.0.0.0) authentication is required: set CONVENGINE_API__AUTH__API_KEYS
     (see docs/security.md)."""
     from convengine.api.serving import serve as serve_api
-    from convengine.cli.support import choose_llm, pack_options
+    from convengine.api.workers import ServeSpec, serve_workers
 
+    spec = ServeSpec(url=url, host=host, pack=str(pack) if pack else None, tasks=str(tasks) if tasks else None,
+                     scripted=str(scripted) if scripted else None, llm=llm, cors_origins=tuple(cors_origin or ()))
     try:
-        options = pack_options(pack, tasks, scripted) if pack else {}
-        if "llm" not in options and (chosen := choose_llm(llm)) is not None:
-            options["llm"] = chosen
-        serve_api(url, options, host=host, port=port, log_level=log_level, cors_origins=cors_origin or ())
+        if workers > 1:
+            serve_workers(spec, workers, port=port, log_level=log_level)
+        else:
+            serve_api(url, spec.engine_options(), host=host, port=port, log_level=log_level,
+                      cors_origins=spec.cors_origins)
     except ConvEngineError as exc:
         fail(exc)
 
