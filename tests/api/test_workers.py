@@ -4,6 +4,7 @@ serves any turn of a conversation and a stream on one connection sees every turn
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -96,3 +97,51 @@ async def test_two_workers_serve_one_conversation_consistently(backend: str, db_
     finally:
         server.stop()
     assert listening_workers(db_url) == 0  # stopping the server stopped its workers
+
+
+@pytest.fixture
+def pg_db_url() -> Any:
+    from tests.conftest import drop_postgres_database, new_postgres_database
+
+    url = new_postgres_database()
+    yield url
+    drop_postgres_database(url)
+
+
+async def notices_during_turn(listener: Any, base: str, cid: str) -> list[str]:
+    """The convengine_audit NOTIFY payloads sent while one turn of ``cid`` runs (and shortly after)."""
+    await one_turn(base, "hello", cid)
+    received = []
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(1.0):
+            async for notice in listener.notifies():
+                if notice.channel == "convengine_audit":
+                    received.append(notice.payload)
+    return received
+
+
+async def test_events_cross_processes_only_for_watched_conversations(pg_db_url: str, tmp_path: Path) -> None:
+    """A server sends a turn's events to the other processes only while one of them says it streams that
+    conversation (or every conversation); unwatched turns cost no NOTIFY traffic."""
+    import psycopg
+
+    server = Server(pg_db_url, tmp_path / "server.log")
+    try:
+        async with await psycopg.AsyncConnection.connect(pg_db_url, autocommit=True) as listener:
+            await listener.execute("LISTEN convengine_audit")
+            watched, other = str(uuid.uuid4()), str(uuid.uuid4())
+            assert await notices_during_turn(listener, server.base, watched) == []
+            await listener.execute("SELECT pg_notify('convengine_audit_watch', %s)", (f"elsewhere|={watched}",))
+            await asyncio.sleep(0.3)
+            sent = await notices_during_turn(listener, server.base, watched)
+            assert sent and all(watched in payload for payload in sent)
+            assert any('"stage": "USER_INPUT"' in payload for payload in sent)
+            assert await notices_during_turn(listener, server.base, other) == []
+            await listener.execute("SELECT pg_notify('convengine_audit_watch', 'elsewhere|=*')")
+            await asyncio.sleep(0.3)
+            assert await notices_during_turn(listener, server.base, other)
+            await listener.execute("SELECT pg_notify('convengine_audit_watch', 'elsewhere|=')")
+            await asyncio.sleep(0.3)
+            assert await notices_during_turn(listener, server.base, watched) == []
+    finally:
+        server.stop()
