@@ -89,7 +89,11 @@ def insert_conversation(conn: sa.Connection, conversation_id: str, user_text: st
 
 
 def _events_json(events: Sequence[AuditEvent]) -> str:
-    return _dumps([{"stage": e.stage, "payload": e.row_payload(), "at": e.created_at.isoformat()} for e in events])
+    return _dumps([_event_item(e, e.created_at.astimezone(UTC).isoformat()) for e in events])
+
+
+def _event_item(event: AuditEvent, at: str) -> dict[str, Any]:
+    return {"stage": event.stage, "payload": event.row_payload(at), "at": at}
 
 
 def insert_events(conn: sa.Connection, events: Sequence[AuditEvent]) -> None:
