@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import subprocess
@@ -135,6 +136,29 @@ class Run:
     level: Level
     cpu_ms: float
     per_server: list[int]
+    peak_connections: int = 0
+
+
+def database_connections(url: str) -> int:
+    """Connections to this database now (every server process's pools and stream connections)."""
+    import sqlalchemy as sa
+
+    db = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1), poolclass=sa.NullPool)
+    try:
+        with db.connect() as conn:
+            return int(conn.execute(sa.text("SELECT count(*) - 1 FROM pg_stat_activity "
+                                            "WHERE datname = current_database()")).scalar_one())
+    finally:
+        db.dispose()
+
+
+async def peak_connections(url: str, stop: asyncio.Event) -> int:
+    peak = 0
+    while not stop.is_set():
+        peak = max(peak, await asyncio.to_thread(database_connections, url))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=0.5)
+    return peak
 
 
 async def python_run(engine: Engine, concurrency: int, seconds: float) -> Run:
@@ -183,6 +207,7 @@ def result(measure: str, setup: str, run: Run) -> dict[str, Any]:
     return {"measure": measure, "setup": setup, "concurrency": level.concurrency, "turns": level.turns,
             "turns_per_second": level.per_second, "p50_ms": level.percentile(0.5),
             "p99_ms": level.percentile(0.99), "cpu_ms_per_turn": run.cpu_ms, "per_server_turns": run.per_server,
+            "peak_connections": run.peak_connections,
             "mean_ms": statistics.fmean(level.latencies) * 1000 if level.latencies else None}
 
 
@@ -212,11 +237,16 @@ async def scale_out(pg_url: str, folder: Path, concurrency: int, seconds: float,
         servers = Servers(url, folder, count=count, workers=workers)
         try:
             await servers.ready(workers, url)
+            stop = asyncio.Event()
+            sampler = asyncio.create_task(peak_connections(url, stop))
             run = await http_run(servers, concurrency, seconds)
+            stop.set()
+            run.peak_connections = await sampler
         finally:
             servers.stop()
         setup = f"--workers {workers}" if measure == "workers" else \
             f"{count} servers (turns each: {', '.join(str(c) for c in run.per_server)})"
+        setup += f"; peak {run.peak_connections} DB connections"
         rows.append(row(measure, setup, run, None, ""))
         results.append(result(measure, setup, run))
 
