@@ -60,7 +60,7 @@ def create_app(url: str = DEFAULT_DATABASE_URL, *, engine: Engine | None = None,
         try:
             app.state.api = _resolve(served, host, authenticate, cors_origins)
             app.state.engine = served
-            bridge = await _start_bridge(served)
+            bridge = app.state.bridge = await _start_bridge(served)
             try:
                 yield
             finally:
