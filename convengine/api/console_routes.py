@@ -26,7 +26,9 @@ from convengine.errors import ConversationNotFoundError, ErrorCode
 
 STATIC = Path(__file__).resolve().parent.parent / "console" / "static"
 ASSETS = {"console.js": "text/javascript", "console.css": "text/css", "index.html": "text/html"}
-DOCS_ASSETS = ("swagger-ui-bundle.js", "swagger-ui.css", "favicon-32x32.png")
+DOCS_ASSETS = ("swagger-ui-bundle.js", "swagger-ui.css", "favicon.png")
+"""Swagger UI from the fastapi-offline package (MIT), so /docs needs no CDN. (No /redoc: ReDoc's page
+still loads its logo from the internet.)"""
 SECURITY_HEADERS = {"Content-Security-Policy": "default-src 'self'; img-src 'self' data: blob:; style-src 'self' "
                     "'unsafe-inline'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'",
                     "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
@@ -65,16 +67,16 @@ async def _docs_page(request: Request) -> HTMLResponse:
     return get_swagger_ui_html(openapi_url=request.app.openapi_url, title="convengine API",
                                swagger_js_url="/docs/assets/swagger-ui-bundle.js",
                                swagger_css_url="/docs/assets/swagger-ui.css",
-                               swagger_favicon_url="/docs/assets/favicon-32x32.png",
+                               swagger_favicon_url="/docs/assets/favicon.png",
                                swagger_ui_parameters={"validatorUrl": None})
 
 
 async def _docs_asset(name: str) -> Response:
-    from swagger_ui_bundle import swagger_ui_path
+    import fastapi_offline
 
     if name not in DOCS_ASSETS:
         raise HTTPException(404, f"no docs asset {name[:100]!r}")
-    return FileResponse(Path(swagger_ui_path) / name)
+    return FileResponse(Path(fastapi_offline.__file__).parent / "static" / name)
 
 
 @router.get("/console/api/info", tags=["console"], responses=ADMIN)

@@ -15,9 +15,13 @@ assert _spec is not None and _spec.loader is not None
 _module = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_module)
 SLOW_SECONDS = 3.0
+INJECTED = '{"size": null, "note": "<img src=x onerror=\\"window.__xss=3\\"><script>window.__xss=4</script>"}'
+"""The reply to a message saying "inject": markup the console must show as text."""
 
 
 def _size(call: LlmCall) -> Any:
+    if "inject" in call.user:
+        return INJECTED
     reply = _module.extract_size(call)
     return Delay(SLOW_SECONDS, reply) if "slowly" in call.user else reply
 

@@ -3,6 +3,7 @@ while the pack behaves as recorded and fails once the pack changes what was reco
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -25,9 +26,13 @@ async def _record(client: httpx.AsyncClient) -> str:
     return cid
 
 
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "convengine.cli", *args], capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
 def convengine_test(path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "convengine.cli", "test", str(path)], capture_output=True,
-                          text=True, timeout=120, check=False)
+    return cli("test", str(path))
 
 
 async def test_export_passes_and_fails_when_the_pack_changes(db_url: str, tmp_path: Path) -> None:
@@ -91,13 +96,10 @@ async def test_cli_export_test_writes_a_passing_test(db_url: str, tmp_path: Path
         cid = await _record(client)
     output = tmp_path / "tests" / "replay.conv.yaml"
     output.parent.mkdir()
-    exported = subprocess.run([sys.executable, "-m", "convengine.cli", "export-test", cid, "--url", db_url,
-                               "--pack", str(PACK), "-o", str(output)], capture_output=True, text=True, timeout=120,
-                              check=False)
+    exported = await asyncio.to_thread(cli, "export-test", cid, "--url", db_url, "--pack", str(PACK), "-o", str(output))
     assert exported.returncode == 0, exported.stderr
     assert yaml.safe_load(output.read_text(encoding="utf-8"))["pack"] == str(PACK)
     assert convengine_test(output).returncode == 0
-    unknown = subprocess.run([sys.executable, "-m", "convengine.cli", "export-test", "not-a-uuid", "--url", db_url,
-                              "--pack", str(PACK), "-o", str(output)], capture_output=True, text=True, timeout=120,
-                             check=False)
+    unknown = await asyncio.to_thread(cli, "export-test", "not-a-uuid", "--url", db_url, "--pack", str(PACK),
+                                      "-o", str(output))
     assert unknown.returncode == 2 and "INVALID_CONVERSATION_ID" in unknown.stderr + unknown.stdout

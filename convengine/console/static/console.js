@@ -55,7 +55,7 @@ function showTab(name) {
 
 // --- live stream (SSE read through fetch, so the key goes in a header) ----------------------
 let liveAbort = null;
-const live = { cid: null, active: false, connected: null };
+const live = { cid: null, active: false, connected: null, done: false };
 
 // Follows the conversation's stream; resolves once the server said CONNECTED (or gave up).
 function follow(cid, into, status) {
@@ -101,8 +101,12 @@ function liveEvent(block, into, status, connected) {
   try { event = JSON.parse(data); } catch (_) { return; }
   if (!event.stage) { status.textContent = "connected"; connected(); return; }
   const payload = event.payload || {};
-  if (payload.step && event.stage === "STEP_ENTER" && payload.step === "load_or_create_conversation") into.replaceChildren();
-  status.textContent = event.stage === "PIPELINE_TIMING" ? "turn done" : "turn running";
+  if (event.stage === "STEP_ENTER" && payload.step === "load_or_create_conversation") {
+    into.replaceChildren();
+    live.done = false;
+  }
+  if (event.stage === "PIPELINE_TIMING") live.done = true;
+  status.textContent = live.done ? "turn done" : "turn running";
   const detail = payload.step ? ` ${payload.step}` : payload.callSite ? ` ${payload.callSite}` : "";
   const item = el("li", { class: `live-event stage-${event.stage.split(" ")[0]}` }, `${event.stage}${detail}`);
   if (event.stage === "STEP_SKIPPED") item.append(` (${payload.reason})`);
@@ -210,15 +214,15 @@ async function openTurn(cid, number) {
     el("h3", {}, `Turn ${t.turn}`),
     el("p", {}, `user: ${t.user ?? ""}`), el("p", {}, `reply: ${text(t.reply)}`),
     el("p", { class: "state-change" }, `state before ${t.before.intent}/${t.before.state} → after ${after.intent}/${after.state} (${after.status ?? "failed"})`),
-    t.error ? el("p", { class: "error" }, `error: ${t.error}`) : null,
+    t.error ? el("p", { class: "error" }, `error: ${t.error}`) : "",
     el("h4", {}, "Steps"), el("div", { id: "steps" }, t.steps.map(stepNode)),
     el("h4", {}, "Rules"), t.rules.length ? el("table", {}, el("tbody", {}, t.rules.map((r) => el("tr", {},
       el("td", {}, r.kind), el("td", {}, r.where), el("td", {}, `rule ${r.ruleId}`), el("td", {}, r.phase),
       el("td", {}, r.pattern || ""), el("td", {}, `${r.action}${r.actionValue ? ` ${r.actionValue}` : ""}`))))) : el("p", { class: "muted" }, "no rule matched"),
-    el("h4", {}, "LLM calls"), t.llmCalls.length ? t.llmCalls.map(llmNode) : el("p", { class: "muted" }, "none"),
-    el("h4", {}, "Tool calls"), t.toolCalls.length ? t.toolCalls.map((c) => el("div", { class: "tool-call" },
+    el("h4", {}, "LLM calls"), el("div", { id: "llm-calls" }, t.llmCalls.length ? t.llmCalls.map(llmNode) : el("p", { class: "muted" }, "none")),
+    el("h4", {}, "Tool calls"), el("div", { id: "tool-calls" }, t.toolCalls.length ? t.toolCalls.map((c) => el("div", { class: "tool-call" },
       el("strong", {}, c.tool), el("pre", {}, `args: ${text(c.args)}`),
-      el("pre", {}, c.error ? `error: ${c.error}` : `result: ${text(c.result)}`))) : el("p", { class: "muted" }, "none"));
+      el("pre", {}, c.error ? `error: ${c.error}` : `result: ${text(c.result)}`))) : el("p", { class: "muted" }, "none")));
 }
 
 function stepNode(step) {
