@@ -124,8 +124,9 @@ async def turn_view(conversation_id: ConversationId, number: int, engine: Engine
     return turns.view(number, cut[number - 1], rows[before:before + mine])
 
 
-@router.get("/console/api/conversations/{conversation_id}/export", tags=["console"], responses=ADMIN,
-            response_class=PlainTextResponse)
+@router.get("/console/api/conversations/{conversation_id}/export", tags=["console"], response_class=Response,
+            responses={**ADMIN, 200: {"content": {"application/yaml": {"schema": {"type": "string"}}},
+                                      "description": "The conversation test (YAML)."}})
 async def export(conversation_id: ConversationId, engine: EngineDep, _: AdminDep, request: Request,
                  upto: Annotated[int | None, Query(ge=1)] = None,
                  pack: Annotated[str | None, Query(max_length=1000)] = None) -> Response:
@@ -146,12 +147,16 @@ async def configuration(engine: EngineDep, _: AdminDep) -> dict[str, Any]:
     return {"version": snapshot.version, "tables": tables, "warnings": list(engine.warnings)}
 
 
-@router.get("/console/api/config/state-graph.svg", tags=["console"], responses=ADMIN)
+SVG: dict[int | str, dict[str, Any]] = {**ADMIN, 200: {"content": {"image/svg+xml": {"schema": {"type": "string"}}},
+                                                    "description": "The graph as an SVG picture."}}
+
+
+@router.get("/console/api/config/state-graph.svg", tags=["console"], response_class=Response, responses=SVG)
 async def state_graph(engine: EngineDep, _: AdminDep) -> Response:
     return Response(graphs.state_graph_svg(engine.snapshot), media_type="image/svg+xml", headers=SECURITY_HEADERS)
 
 
-@router.get("/console/api/config/turn-graph.svg", tags=["console"], responses=ADMIN)
+@router.get("/console/api/config/turn-graph.svg", tags=["console"], response_class=Response, responses=SVG)
 async def turn_graph(engine: EngineDep, _: AdminDep) -> Response:
     return Response(graphs.turn_graph_svg(engine.graph), media_type="image/svg+xml", headers=SECURITY_HEADERS)
 

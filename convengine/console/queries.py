@@ -36,6 +36,8 @@ async def conversations(engine: Any, search: str = "", limit: int = 50) -> list[
                       CONVERSATION.c.created_at, CONVERSATION.c.updated_at, CONVERSATION.c.last_user_text,
                       latest.label("feedback"))
     text = search.strip()[:SEARCH_MAX_CHARS]
+    if "\x00" in text:
+        return []  # no stored text holds NUL (PostgreSQL text cannot), so nothing matches
     if text:
         pattern = "%" + text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         columns = [sa.cast(CONVERSATION.c.conversation_id, sa.Text), CONVERSATION.c.user_id, CONVERSATION.c.intent_code,

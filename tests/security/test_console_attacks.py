@@ -58,6 +58,10 @@ async def test_console_inputs_are_bounded_and_assets_stay_in_the_package(db_url:
         too_long = await client.get("/console/api/conversations", params={"q": "x" * 201})
         assert too_long.status_code == 422 and "q" in too_long.json()["message"]
         assert (await client.get("/console/api/conversations", params={"limit": 100_000})).status_code == 422
+        nul = await client.get("/console/api/conversations", params={"q": "pizza\x00' OR 1=1 --"})
+        assert nul.status_code == 200 and nul.json() == []
+        quote = await client.get("/console/api/conversations", params={"q": "' OR 1=1 --"})
+        assert quote.status_code == 200 and quote.json() == []
         assert (await client.get(f"/console/api/conversations/{cid}/turns/0")).status_code == 404
         assert (await client.get(f"/console/api/conversations/{cid}/turns/99999999999")).status_code == 404
         assert (await client.get("/console/api/conversations/not-a-uuid/turns")).status_code == 422
