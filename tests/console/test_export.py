@@ -9,14 +9,12 @@ import sys
 from pathlib import Path
 
 import httpx
-import pytest
 import yaml
 
 from convengine.testing import run_file
+from tests.cli.test_front_door import DOWN
 from tests.console.support import PACK, console_app
 from tests.servers import in_process, post
-
-pytestmark = pytest.mark.asyncio
 
 
 async def _record(client: httpx.AsyncClient) -> str:
@@ -103,3 +101,12 @@ async def test_cli_export_test_writes_a_passing_test(db_url: str, tmp_path: Path
     unknown = await asyncio.to_thread(cli, "export-test", "not-a-uuid", "--url", db_url, "--pack", str(PACK),
                                       "-o", str(output))
     assert unknown.returncode == 2 and "INVALID_CONVERSATION_ID" in unknown.stderr + unknown.stdout
+
+
+def test_cli_export_test_with_the_database_down_is_one_line(tmp_path: Path) -> None:
+    output = tmp_path / "replay.conv.yaml"
+    done = cli("export-test", "6f1c2a52-0d3e-4c39-9a55-3f4e0b8d2a71", "--url", DOWN, "--pack", str(PACK), "-o",
+               str(output))
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "error [DATABASE_UNAVAILABLE]" in lines[0] and not output.exists()
