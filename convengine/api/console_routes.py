@@ -100,14 +100,10 @@ async def conversation_list(engine: EngineDep, _: AdminDep,
 async def turn_list(conversation_id: ConversationId, engine: EngineDep, _: AdminDep) -> dict[str, Any]:
     """The conversation's turns, oldest first, with whether each was undone (admin)."""
     cid = normalise_conversation_id(conversation_id)
-    events = await _audit(engine, cid)
-    steps = await engine.asteps(cid)
-    undone = iter([bool(s.get("undone")) for s in steps])
-    listed = []
-    for number, turn_events in enumerate(turns.split_turns(events), start=1):
-        line = turns.summary(number, turn_events)
-        line["undone"] = next(undone, False) if line["after"] is not None else False
-        listed.append(line)
+    cut = turns.split_turns(await _audit(engine, cid))
+    undone = turns.undone_marks(cut, await engine.asteps(cid))
+    listed = [{**turns.summary(number, events), "undone": mark}
+              for number, (events, mark) in enumerate(zip(cut, undone, strict=True), start=1)]
     return {"conversationId": cid, "turns": listed}
 
 

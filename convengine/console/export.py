@@ -19,7 +19,7 @@ import yaml
 
 from convengine.audit.events import AuditEvent
 from convengine.console.queries import llm_log
-from convengine.console.turns import logged_llm_call, split_turns, tool_calls
+from convengine.console.turns import completed, logged_llm_call, split_turns, tool_calls, undone_marks
 from convengine.errors import InvalidInputError
 
 HEADER = "# Recorded from conversation {cid}; replays its inputs with the LLM replies and tool results it got.\n"
@@ -50,16 +50,10 @@ async def export_conversation(engine: Any, conversation_id: str, *, pack: str, t
 
 
 def _replayable(turns: list[list[AuditEvent]], steps: list[dict[str, Any]]) -> list[tuple[int, list[AuditEvent]]]:
-    """(turn number, events) of the turns that completed and were not undone."""
-    undone = iter([bool(s.get("undone")) for s in steps])
-    kept = []
-    for number, events in enumerate(turns, start=1):
-        if _result(events) is None:
-            continue  # failed: rolled back
-        if next(undone, False):
-            continue
-        kept.append((number, events))
-    return kept
+    """(turn number, events) of the turns that completed (a failed one was rolled back) and were not undone."""
+    marks = undone_marks(turns, steps)
+    return [(number, events) for number, (events, undone) in enumerate(zip(turns, marks, strict=True), start=1)
+            if completed(events) and not undone]
 
 
 def _rows_by_turn(turns: list[list[AuditEvent]], rows: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:

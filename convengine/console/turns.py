@@ -30,6 +30,17 @@ def split_turns(events: Sequence[AuditEvent]) -> list[list[AuditEvent]]:
     return turns
 
 
+def completed(events: Sequence[AuditEvent]) -> bool:
+    """Whether the turn returned a result (a failed turn is rolled back and leaves no step row)."""
+    return any(event.stage == "ENGINE_RETURN" for event in events)
+
+
+def undone_marks(turns: Sequence[Sequence[AuditEvent]], steps: Sequence[dict[str, Any]]) -> list[bool]:
+    """Per turn, whether undo took it back: completed turns match the conversation's step rows in order."""
+    rows = iter([bool(step.get("undone")) for step in steps])
+    return [next(rows, False) if completed(events) else False for events in turns]
+
+
 def logged_llm_call(event: AuditEvent) -> bool:
     """Whether an LLM audit event has a ``ce_llm_call_log`` row (a reply that failed validation
     after the call succeeded is audited twice but logged once)."""
