@@ -22,6 +22,8 @@ INJECTED = '{"size": null, "note": "<img src=x onerror=\\"window.__xss=3\\"><scr
 def _size(call: LlmCall) -> Any:
     if "inject" in call.user:
         return INJECTED
+    if "explode" in call.user:
+        return RuntimeError("the model is down")  # raised: the turn fails
     reply = _module.extract_size(call)
     return Delay(SLOW_SECONDS, reply) if "slowly" in call.user else reply
 

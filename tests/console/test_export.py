@@ -81,6 +81,29 @@ async def test_undone_turns_are_left_out_and_upto_cuts_the_replay(db_url: str, t
     assert outcome.passed, outcome.report()
 
 
+async def test_a_failed_turn_is_listed_with_its_error_and_left_out_of_the_export(db_url: str, tmp_path: Path) -> None:
+    async with in_process(console_app(db_url)) as client:
+        cid = (await post(client, "I'd like a pizza"))["conversationId"]
+        failed = await post(client, "explode please", cid)
+        assert failed["success"] is False and failed["errorCode"] == "LLM_CALL_FAILED"
+        await post(client, "small", cid)
+        listed = (await client.get(f"/console/api/conversations/{cid}/turns")).json()["turns"]
+        view = (await client.get(f"/console/api/conversations/{cid}/turns/2")).json()
+        exported = (await client.get(f"/console/api/conversations/{cid}/export")).text
+    assert [(t["user"], t["after"] and t["after"]["state"]) for t in listed] == [
+        ("I'd like a pizza", "CHOOSE_SIZE"), ("explode please", None), ("small", "ORDERED")]
+    assert "the model is down" in listed[1]["error"]
+    assert [(c["callSite"], c["ok"]) for c in view["llmCalls"]] == [("SCHEMA_EXTRACTION", False)]
+    assert all(c["logged"] and c["reply"] is None for c in view["llmCalls"])
+    test = yaml.safe_load(exported)["tests"][0]
+    assert [t["user"] for t in test["turns"]] == ["I'd like a pizza", "small"]
+    assert test["llm"] == {"SCHEMA_EXTRACTION": [{"size": None}, {"size": "small"}]}
+    path = tmp_path / "replay.conv.yaml"
+    path.write_text(exported, encoding="utf-8")
+    [outcome] = run_file(path)
+    assert outcome.passed, outcome.report()
+
+
 async def test_export_needs_the_llm_calls_logged(db_url: str) -> None:
     async with in_process(console_app(db_url, llm={"log_calls": False})) as client:
         cid = (await post(client, "I'd like a pizza"))["conversationId"]
