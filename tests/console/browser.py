@@ -12,7 +12,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.conftest import REQUIRE_PG, new_postgres_database
+from tests.conftest import REQUIRE_PG, drop_postgres_database, new_postgres_database
 from tests.console.support import PACK, SCRIPTED
 from tests.servers import Server
 
@@ -40,6 +40,8 @@ def console_server(backend: str, workdir: Path) -> Iterator[Server]:
         yield server
     finally:
         server.stop()
+        if backend != "sqlite":
+            drop_postgres_database(url)
 
 
 class Browser:
