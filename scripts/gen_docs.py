@@ -453,8 +453,8 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      ("nodes", "graph", "llm", "tools", "schema", "adoption", "flows", "memory")),
     ("Engine", "opening, running turns, reloads, locks, feedback, cache report",
      ("engine", "owners", "_portal", "feedback", "cache_report")),
-    ("Front ends", "Python package API, HTTP, CLI, Studio, conversation tests",
-     ("__init__", "api", "cli", "studio", "testing")),
+    ("Front ends", "Python package API, HTTP, CLI, web console, Studio, conversation tests",
+     ("__init__", "api", "cli", "console", "studio", "testing")),
 )
 
 

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from convengine.cli.export import export_test
 from convengine.cli.guard import SETUP_FAILED, guarded, report, state
 from convengine.cli.knowledge import knowledge_app
 from convengine.defaults import DEFAULT_DATABASE_URL
@@ -24,6 +25,7 @@ pack_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
 app.add_typer(db_app, name="db")
 app.add_typer(pack_app, name="pack")
 app.add_typer(knowledge_app, name="knowledge")
+app.command("export-test")(export_test)
 
 err = Console(stderr=True)
 out = Console()
