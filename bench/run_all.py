@@ -1,4 +1,4 @@
-"""Every benchmark in one run (under 10 minutes on 2 cores): prints each table, writes JSON, and a
+"""Every benchmark in one run (about 10 minutes on 2 quiet cores): prints each table, writes JSON, and a
 Markdown summary; ``--update-docs`` also puts the summary into docs/performance.md.
 
     python bench/run_all.py [--quick] [--update-docs]
@@ -19,7 +19,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import growth, llm_economy, retrieval, security_overhead, throughput, turn_overhead
+from bench import (
+    bytes_per_turn,
+    growth,
+    llm_economy,
+    retrieval,
+    security_overhead,
+    serving,
+    throughput,
+    turn_overhead,
+)
 from bench.common import RESULTS, ROOT, machine, postgres_server, print_table, write_results
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
@@ -33,9 +42,9 @@ def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
 
 async def run(args: argparse.Namespace, pg_url: str | None, folder: Path) -> list[tuple[str, list[str], list[list[Any]]]]:
     sizes = {"turns": 100, "growth": 300, "window": 50, "seconds": 2.0, "conversations": 5, "chunks": 2000,
-             "queries": 50} if args.quick else \
+             "queries": 50, "bytes_turns": 12} if args.quick else \
             {"turns": 300, "growth": 1000, "window": 100, "seconds": 5.0, "conversations": 20, "chunks": 10_000,
-             "queries": 200}
+             "queries": 200, "bytes_turns": 23}
     tables = []
     steps: list[tuple[str, Any, list[str], str]] = [
         ("turn_overhead", lambda: turn_overhead.measure(sizes["turns"], pg_url, folder), turn_overhead.HEADER,
@@ -48,6 +57,10 @@ async def run(args: argparse.Namespace, pg_url: str | None, folder: Path) -> lis
          llm_economy.TITLE),
         ("security_overhead", lambda: security_overhead.measure(sizes["turns"], pg_url, folder),
          security_overhead.HEADER, security_overhead.TITLE),
+        ("serving", lambda: serving.measure([1, 4, 16, 64], sizes["seconds"], pg_url, folder), serving.HEADER,
+         serving.TITLE),
+        ("bytes_per_turn", lambda: bytes_per_turn.measure(sizes["bytes_turns"], pg_url, folder), bytes_per_turn.HEADER,
+         bytes_per_turn.TITLE),
         ("retrieval", lambda: retrieval.measure(sizes["chunks"], sizes["queries"], sizes["turns"], pg_url, folder),
          retrieval.HEADER, retrieval.TITLE),
     ]

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from convengine.audit.events import AuditEvent
+from convengine.audit.events import AuditEvent, expand_meta
 from convengine.checkpointing.bound import commit_turn_connection
 from convengine.db.models import CeAudit, CeConversation, CeConversationHistory, CeLlmCallLog
 from convengine.jsontext import dumps
@@ -89,7 +89,11 @@ def insert_conversation(conn: sa.Connection, conversation_id: str, user_text: st
 
 
 def _events_json(events: Sequence[AuditEvent]) -> str:
-    return _dumps([{"stage": e.stage, "payload": e.stored_payload(), "at": e.created_at.isoformat()} for e in events])
+    return _dumps([_event_item(e, e.created_at.astimezone(UTC).isoformat()) for e in events])
+
+
+def _event_item(event: AuditEvent, at: str) -> dict[str, Any]:
+    return {"stage": event.stage, "payload": event.row_payload(at), "at": at}
 
 
 def insert_events(conn: sa.Connection, events: Sequence[AuditEvent]) -> None:
@@ -99,7 +103,7 @@ def insert_events(conn: sa.Connection, events: Sequence[AuditEvent]) -> None:
     if conn.dialect.name == "postgresql":
         conn.exec_driver_sql(_AUDIT_INSERT_PG, {"cid": events[0].conversation_id, "events": _events_json(events)})
         return
-    rows = [(e.conversation_id, e.stage, _dumps(e.stored_payload()), _sqlite_time(e.created_at)) for e in events]
+    rows = [(e.conversation_id, e.stage, _dumps(e.row_payload()), _sqlite_time(e.created_at)) for e in events]
     conn.exec_driver_sql(_AUDIT_INSERT_SQLITE, rows)
 
 
@@ -241,8 +245,9 @@ class ConversationStore:
 
 def _event(row: Any) -> AuditEvent:
     payload = dict(row["payload_json"] or {})
-    meta = payload.pop("_meta", None)
-    known = meta if isinstance(meta, dict) else {}
-    turn_id = known.get("turnId")
-    return AuditEvent(str(row["conversation_id"]), row["stage"], payload, row["created_at"],
-                      known.get("step"), meta, row["audit_id"], turn_id if isinstance(turn_id, str) else None)
+    stored = payload.pop("_meta", None)
+    cid, created = str(row["conversation_id"]), row["created_at"]
+    meta = None if stored is None else expand_meta(stored, row["stage"], cid, created, payload)
+    turn_id = (meta or {}).get("turnId")
+    return AuditEvent(cid, row["stage"], payload, created, (meta or {}).get("step"), meta, row["audit_id"],
+                      turn_id if isinstance(turn_id, str) else None)

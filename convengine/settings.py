@@ -17,12 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from convengine import ce_config
+from convengine.defaults import DEFAULT_DATABASE_URL
 from convengine.errors import ConfigError, ErrorCode
 from convengine.graph.names import PIPELINE_END_GUARD
 from convengine.security.env_refs import resolve_env_refs
 from convengine.security.redact import remember_settings_secrets
 
-DEFAULT_DATABASE_URL = "sqlite:///convengine.db"
 DEFAULT_MAX_PASSES = 5
 DEFAULT_TURN_LOCK_TIMEOUT_S = 30.0
 DEFAULT_MAX_MESSAGE_CHARS = 100_000

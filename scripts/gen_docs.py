@@ -440,8 +440,8 @@ def turn_svg() -> str:
 # tests/test_docs.py checks every module of convengine/ against this list.
 LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Foundation", "errors, settings, vocabularies, audit events, the state's shape",
-     ("errors", "security", "settings", "vocab", "state", "textmatch", "jsontext", "jsonschemas", "audit", "registry",
-      "booleans", "ce_config", "param_keys", "graph.names",
+     ("errors", "defaults", "security", "settings", "vocab", "state", "textmatch", "jsontext", "jsonschemas", "audit",
+      "registry", "booleans", "ce_config", "param_keys", "graph.names",
       "memory.users", "memory.catalogue", "memory.timeline", "memory.namespaces",
       "engine_io")),
     ("Storage", "ce_* tables, migrations, checkpoints, the turn's commit, knowledge bases",
@@ -453,8 +453,8 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      ("nodes", "graph", "llm", "tools", "schema", "adoption", "flows", "memory")),
     ("Engine", "opening, running turns, reloads, locks, feedback, cache report",
      ("engine", "owners", "_portal", "feedback", "cache_report")),
-    ("Front ends", "Python package API, HTTP, CLI, Studio, conversation tests",
-     ("__init__", "api", "cli", "studio", "testing")),
+    ("Front ends", "Python package API, HTTP, CLI, web console, Studio, conversation tests",
+     ("__init__", "api", "cli", "console", "studio", "testing")),
 )
 
 

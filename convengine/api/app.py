@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import convengine
+from convengine.api import console_routes
 from convengine.api.auth import Authenticate
 from convengine.api.config import DEFAULT_HOST, ApiConfig, resolve_api
 from convengine.api.flow_routes import router as flow_router
@@ -60,7 +61,7 @@ def create_app(url: str = DEFAULT_DATABASE_URL, *, engine: Engine | None = None,
         try:
             app.state.api = _resolve(served, host, authenticate, cors_origins)
             app.state.engine = served
-            bridge = await _start_bridge(served)
+            bridge = app.state.bridge = await _start_bridge(served)
             try:
                 yield
             finally:
@@ -70,11 +71,13 @@ def create_app(url: str = DEFAULT_DATABASE_URL, *, engine: Engine | None = None,
             if owned:
                 await served.aclose()
 
-    app = FastAPI(title="convengine", version=convengine.__version__, lifespan=lifespan,
+    app = FastAPI(title="convengine", version=convengine.__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="ConvEngine-compatible conversation API (message, audit, trace, SSE stream, cache).")
     app.include_router(router)
     app.include_router(flow_router)
     app.include_router(memory_router)
+    console_routes.install(app)  # the web console and /docs served offline
+    app.state.console_pack = options.get("pack")
     app.state.streams = StreamRegistry()
     _middleware(app)
     _handlers(app)
@@ -94,9 +97,7 @@ def _middleware(app: FastAPI) -> None:
     def config() -> ApiConfig | None:
         return getattr(app.state, "api", None)
 
-    public = [*PUBLIC_PATHS, *(p for p in (app.openapi_url, app.docs_url, app.redoc_url) if p)]
-    if app.docs_url:
-        public.append(app.docs_url + "/oauth2-redirect")
+    public = [*PUBLIC_PATHS, *(p for p in (app.openapi_url, app.redoc_url) if p), *console_routes.public_paths()]
     app.add_middleware(BodyLimit, limit=lambda: _body_limit(app))
     app.add_middleware(Authentication, config=config, public=public)
     app.add_middleware(Cors, config=config)

@@ -53,7 +53,9 @@ Warmup = Annotated[Literal["true", "false", "1", "0", "yes", "no", "on", "off"],
                    Query(description="Also read every control table from the database and time it (default true).")]
 
 
-def engine_of(request: Request) -> Engine:
+# Dependencies are ``async def``: FastAPI runs a plain ``def`` dependency in its thread pool, a thread
+# hop per dependency per request that cost an HTTP turn more than the rest of its HTTP handling.
+async def engine_of(request: Request) -> Engine:
     return request.app.state.engine
 
 
@@ -64,15 +66,19 @@ class Caller:
     """What the engine checks conversations against; None: any conversation (admin, or ownership off)."""
 
 
-def caller_of(request: Request) -> Caller:
+async def caller_of(request: Request) -> Caller:
+    return _caller(request)
+
+
+def _caller(request: Request) -> Caller:
     principal: Principal = request.state.principal
     config: ApiConfig = request.app.state.api
     owner = principal.identity if config.ownership and not principal.admin else None
     return Caller(principal, owner)
 
 
-def admin_of(request: Request) -> Caller:
-    caller = caller_of(request)
+async def admin_of(request: Request) -> Caller:
+    caller = _caller(request)
     if not caller.principal.admin:
         raise ApiRefusal(403, ErrorCode.FORBIDDEN, "this endpoint needs an admin key (settings api.auth.admin_keys)")
     return caller
@@ -221,6 +227,9 @@ async def _events(engine: Engine, request: Request, cid: str, caller: Caller,
     settings = engine.settings
     subscription = engine.subscribe(cid)
     try:
+        bridge = getattr(request.app.state, "bridge", None)
+        if bridge is not None:
+            await bridge.announced()  # other processes now send this conversation's events here
         yield {"event": "CONNECTED", "data": json.dumps({"conversationId": cid, "transport": "SSE"})}
         watch = Watch(subscription.queue, settings.transport.sse.emitter_timeout_ms / 1000,
                       None if exists else settings.api.streams.idle_timeout_s,

@@ -47,29 +47,47 @@ class AuditBus:
     def __init__(self) -> None:
         self._subs: list[Subscription] = []
         self._lock = threading.Lock()
-        self._forwarders: list[Callable[[AuditEvent], None]] = []
+        self._forwarders: list[tuple[Callable[[AuditEvent], None], Callable[[str], bool] | None]] = []
+        self._watchers: list[Callable[[], None]] = []
 
     def subscribe(self, conversation_id: str | None = None, *, maxsize: int = DEFAULT_QUEUE_SIZE) -> Subscription:
         """Start receiving events (of one conversation, or all); call from the consumer's loop."""
         sub = Subscription(conversation_id, asyncio.Queue(maxsize), asyncio.get_running_loop())
         with self._lock:
             self._subs.append(sub)
+        self._changed()
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
         with self._lock:
-            if sub in self._subs:
-                self._subs.remove(sub)
+            if sub not in self._subs:
+                return
+            self._subs.remove(sub)
+        self._changed()
 
-    def add_forwarder(self, forward: Callable[[AuditEvent], None]) -> None:
-        """Also hand every locally produced event to ``forward`` (e.g. cross-process NOTIFY)."""
-        self._forwarders.append(forward)
+    def add_forwarder(self, forward: Callable[[AuditEvent], None],
+                      wants: Callable[[str], bool] | None = None) -> None:
+        """Also hand locally produced events to ``forward`` (e.g. cross-process NOTIFY): every event, or
+        those of the conversations ``wants(conversation_id)`` names (someone elsewhere is watching them)."""
+        self._forwarders.append((forward, wants))
+
+    def on_subscriptions_changed(self, watcher: Callable[[], None]) -> None:
+        """Call ``watcher`` after each subscribe and unsubscribe (e.g. to tell other processes)."""
+        self._watchers.append(watcher)
+
+    def watched(self) -> set[str | None]:
+        """The conversations local subscribers watch (None: a subscriber to every conversation)."""
+        with self._lock:
+            return {s.conversation_id for s in self._subs}
 
     def subscriber_count(self) -> int:
         return len(self._subs)
 
-    def has_subscribers(self) -> bool:
-        return bool(self._subs) or bool(self._forwarders)
+    def has_subscribers(self, conversation_id: str | None = None) -> bool:
+        """Whether anyone would receive an event (of ``conversation_id``; None: of any conversation)."""
+        if any(conversation_id is None or s.conversation_id in (None, conversation_id) for s in self._subs):
+            return True
+        return any(wants is None or conversation_id is None or wants(conversation_id) for _, wants in self._forwarders)
 
     def publish(self, event: AuditEvent, *, forward: bool = True) -> None:
         with self._lock:
@@ -77,5 +95,10 @@ class AuditBus:
         for sub in targets:
             sub.deliver(event)
         if forward:
-            for fwd in self._forwarders:
-                fwd(event)
+            for fwd, wants in self._forwarders:
+                if wants is None or wants(event.conversation_id):
+                    fwd(event)
+
+    def _changed(self) -> None:
+        for watcher in self._watchers:
+            watcher()

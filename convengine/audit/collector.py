@@ -104,7 +104,7 @@ class TurnAudit:
 
     def _speak(self, stage: str, payload: dict[str, Any] | None, intent: str | None, state: str | None) -> None:
         """Stream the stage's verbose message, if a ce_verbose row has one (and anyone listens)."""
-        if self.verbose is None or self._bus is None or not self._step_names or not self._bus.has_subscribers():
+        if self.verbose is None or self._bus is None or not self._step_names or not self._bus.has_subscribers(self.conversation_id):
             return
         try:
             body = self.verbose.resolve(stage, payload or {}, conversation_id=self.conversation_id, intent=intent,

@@ -39,6 +39,16 @@ class AuditEvent:
             return self.payload
         return {**self.payload, "_meta": self.meta}
 
+    def row_payload(self, at: str | None = None) -> dict[str, Any]:
+        """The payload as ``ce_audit.payload_json`` holds it: ``_meta`` without what the row already says
+        (its stage, conversation and time columns, and the payload's own intent, state and step; a key
+        absent from both is null); :func:`expand_meta` restores it on reading."""
+        if self.meta is None:
+            return self.payload
+        implied = _implied_meta(self.stage, self.conversation_id, self.created_at, self.payload, at)
+        compact = {k: v for k, v in self.meta.items() if k not in implied or implied[k] != v}
+        return {**self.payload, "_meta": compact}
+
     def to_dict(self) -> dict[str, Any]:
         """ConvEngine's audit-row shape: ``{auditId, conversationId, stage, payloadJson, createdAt}``,
         ``payloadJson`` being the stored JSON as a string (its clients ``JSON.parse`` it)."""
@@ -49,3 +59,21 @@ class AuditEvent:
             "payloadJson": json.dumps(self.stored_payload(), ensure_ascii=False, default=str),
             "createdAt": self.created_at.isoformat(),
         }
+
+
+_FROM_PAYLOAD = ("intent", "state", "step")
+
+
+def _implied_meta(stage: str, conversation_id: str, created_at: datetime, payload: dict[str, Any],
+                  at: str | None = None) -> dict[str, Any]:
+    """The ``_meta`` a row implies: its columns (``at``: ``created_at`` in ISO form, when known), and the
+    payload's own intent, state and step."""
+    return {"stage": stage, "conversationId": conversation_id,
+            "emittedAt": at or created_at.astimezone(UTC).isoformat(),
+            **{key: payload.get(key) for key in _FROM_PAYLOAD}}
+
+
+def expand_meta(stored: dict[str, Any], stage: str, conversation_id: str, created_at: datetime,
+                payload: dict[str, Any]) -> dict[str, Any]:
+    """The full ``_meta`` of a stored row (the inverse of :meth:`AuditEvent.row_payload`)."""
+    return {**_implied_meta(stage, conversation_id, created_at, payload), **stored}

@@ -25,8 +25,12 @@ def build_trace(conversation_id: str, events: Sequence[AuditEvent]) -> dict[str,
     return trace
 
 
-def step_tree(events: Sequence[AuditEvent]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The steps of ``events`` (each with the stages emitted while it ran) and every stage, in order."""
+def step_tree(events: Sequence[AuditEvent], *, skipped: bool = False
+              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The steps of ``events`` (each with the stages emitted while it ran) and every stage, in order.
+
+    With ``skipped``, a step routed past is a step of its own (status ``SKIPPED``, ``skipped``: the
+    reason) instead of a stage of the step around it; ConvEngine's trace shape has no such steps."""
     steps: list[dict[str, Any]] = []
     stages: list[dict[str, Any]] = []
     open_steps: list[dict[str, Any]] = []
@@ -42,6 +46,9 @@ def step_tree(events: Sequence[AuditEvent]) -> tuple[list[dict[str, Any]], list[
             open_steps.append(step)
         elif event.stage in (audit_stages.STEP_EXIT, audit_stages.STEP_ERROR) and open_steps:
             _close(open_steps, event, stage)
+        elif skipped and event.stage == audit_stages.STEP_SKIPPED:
+            steps.append({"step": event.payload.get("step"), "status": "SKIPPED", "skipped": event.payload.get("reason"),
+                          "durationMs": None, "error": None, "stages": []})
         elif open_steps:
             open_steps[-1]["stages"].append(stage)
     return steps, stages

@@ -10,18 +10,11 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from convengine.api.serving import serve as serve_api
-from convengine.cli.chat import open_chat_engine, run_chat
-from convengine.cli.guard import SETUP_FAILED, guarded, report, require_existing_sqlite, state
+from convengine.cli.export import export_test
+from convengine.cli.guard import SETUP_FAILED, guarded, report, state
 from convengine.cli.knowledge import knowledge_app
-from convengine.cli.support import choose_llm, pack_options, pack_warnings
-from convengine.config_loader import dump_pack, export_pack, import_pack, validate_pack
-from convengine.config_loader.packs import redact_pack
-from convengine.db import create_sync_engine, parse_database_url, upgrade
+from convengine.defaults import DEFAULT_DATABASE_URL
 from convengine.errors import ConvEngineError
-from convengine.settings import DEFAULT_DATABASE_URL
-from convengine.testing import FileRun, discover, load_test_file
-from convengine.testing.report import junit_xml as render_junit
 
 # rich_markup_mode=None: typer's rich help shows flags as "--trace <bool>"; the plain help does not.
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -32,6 +25,7 @@ pack_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
 app.add_typer(db_app, name="db")
 app.add_typer(pack_app, name="pack")
 app.add_typer(knowledge_app, name="knowledge")
+app.command("export-test")(export_test)
 
 err = Console(stderr=True)
 out = Console()
@@ -58,6 +52,8 @@ def fail(exc: ConvEngineError) -> None:
 @guarded
 def db_upgrade(url: UrlOption = DEFAULT_DATABASE_URL) -> None:
     """Create or upgrade the ce_* tables (safe to run again)."""
+    from convengine.db import parse_database_url, upgrade
+
     try:
         parsed = parse_database_url(url)
         changes = upgrade(parsed)
@@ -77,6 +73,9 @@ def pack_validate(
 ) -> None:
     """Check a pack: every violation is listed with table, row, column and reason; warnings name
     what is accepted but will not work (unknown variables, settings nothing reads, tasks not defined)."""
+    from convengine.cli.support import pack_warnings
+    from convengine.config_loader import validate_pack
+
     try:
         snapshot = validate_pack(file)
     except ConvEngineError as exc:
@@ -94,6 +93,9 @@ def pack_import(
     url: UrlOption = DEFAULT_DATABASE_URL,
 ) -> None:
     """Replace the control tables with a pack's rows, all or nothing."""
+    from convengine.config_loader import import_pack
+    from convengine.db import create_sync_engine, parse_database_url, upgrade
+
     try:
         parsed = parse_database_url(url)
         engine = create_sync_engine(parsed)
@@ -116,6 +118,11 @@ def pack_export(
                                   "instead of ***; ${env:NAME} references are always kept")] = False,
 ) -> None:
     """Write the control tables as a pack (YAML), secrets masked unless --include-secrets."""
+    from convengine.cli.guard import require_existing_sqlite
+    from convengine.config_loader import dump_pack, export_pack
+    from convengine.config_loader.packs import redact_pack
+    from convengine.db import create_sync_engine, parse_database_url
+
     try:
         parsed = parse_database_url(url)
         require_existing_sqlite(parsed)
@@ -153,6 +160,8 @@ def chat(
 
     A database that already holds configuration is used as it is; --pack with a different
     configuration needs --replace. An empty database gets --pack or the bundled support desk."""
+    from convengine.cli.chat import open_chat_engine, run_chat
+
     try:
         engine = open_chat_engine(url, pack, tasks, scripted, llm, replace=replace)
     except ConvEngineError as exc:
@@ -180,16 +189,24 @@ def serve(
     cors_origin: Annotated[list[str] | None, typer.Option(
         "--cors-origin", help="Origin allowed to call the API from a browser (repeatable; also "
                               "api.cors.allowed_origins)")] = None,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Server processes sharing the port and the "
+                                         "database (more than 1 needs PostgreSQL; see docs/deployment.md)")] = 1,
 ) -> None:
     """Serve ConvEngine's REST API (message, audit, trace, SSE stream, cache) with OpenAPI docs at /docs.
 
     Beyond loopback (--host 0.0.0.0) authentication is required: set CONVENGINE_API__AUTH__API_KEYS
     (see docs/security.md)."""
+    from convengine.api.serving import serve as serve_api
+    from convengine.api.workers import ServeSpec, serve_workers
+
+    spec = ServeSpec(url=url, host=host, pack=str(pack) if pack else None, tasks=str(tasks) if tasks else None,
+                     scripted=str(scripted) if scripted else None, llm=llm, cors_origins=tuple(cors_origin or ()))
     try:
-        options = pack_options(pack, tasks, scripted) if pack else {}
-        if "llm" not in options and (chosen := choose_llm(llm)) is not None:
-            options["llm"] = chosen
-        serve_api(url, options, host=host, port=port, log_level=log_level, cors_origins=cors_origin or ())
+        if workers > 1:
+            serve_workers(spec, workers, port=port, log_level=log_level)
+        else:
+            serve_api(url, spec.engine_options(), host=host, port=port, log_level=log_level,
+                      cors_origins=spec.cors_origins)
     except ConvEngineError as exc:
         fail(exc)
 
@@ -202,6 +219,9 @@ def test(
     junit_xml: Annotated[Path | None, typer.Option("--junit-xml", help="Also write JUnit XML here")] = None,
 ) -> None:
     """Run conversation tests; prints each failure with the turn's trace, exits 1 if any failed."""
+    from convengine.testing import FileRun, discover, load_test_file
+    from convengine.testing.report import junit_xml as render_junit
+
     files = discover(list(paths))
     if not files:
         err.print("no *.conv.yaml files found")

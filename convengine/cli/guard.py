@@ -5,18 +5,20 @@ prints one line with the cause and exits with code 2; ``convengine --debug ...``
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
-import sqlalchemy.exc
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from convengine.db.url import DatabaseUrl
 from convengine.errors import ConfigError, ConvEngineError, ErrorCode
 from convengine.security.redact import redact_text
+
+if TYPE_CHECKING:
+    from convengine.db.url import DatabaseUrl
 
 SETUP_FAILED = 2
 """Exit code of a command that could not do its work (database or configuration)."""
@@ -38,6 +40,12 @@ def report(code: str, message: str) -> None:
     """Print ``error [CODE] message`` (secrets masked, rich markup escaped) on stderr."""
     _err.print(f"[red]error[/red] [{code}] {escape(redact_text(message))}", markup=True, highlight=False,
                soft_wrap=True)
+
+
+def is_database_error(exc: BaseException) -> bool:
+    """A SQLAlchemy error (looked up only if SQLAlchemy was imported: the CLI loads it on demand)."""
+    errors = sys.modules.get("sqlalchemy.exc")
+    return errors is not None and isinstance(exc, errors.SQLAlchemyError)
 
 
 def describe_database_error(exc: BaseException) -> str:
@@ -71,11 +79,12 @@ def guarded(command: Callable[P, R]) -> Callable[P, R]:
             if state.debug:
                 raise
             report(exc.code.value, exc.message)
-        except (sqlalchemy.exc.SQLAlchemyError, OSError) as exc:
-            if state.debug:
+        except Exception as exc:
+            database = is_database_error(exc)
+            if state.debug or not (database or isinstance(exc, OSError)):
                 raise
             report(ErrorCode.DATABASE_UNAVAILABLE.value, describe_database_error(exc)
-                   if isinstance(exc, sqlalchemy.exc.SQLAlchemyError) else f"{type(exc).__name__}: {exc}")
+                   if database else f"{type(exc).__name__}: {exc}")
         raise typer.Exit(SETUP_FAILED)
 
     return run

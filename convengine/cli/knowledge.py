@@ -12,11 +12,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from convengine.cli.guard import guarded
+from convengine.defaults import DEFAULT_DATABASE_URL
 from convengine.errors import ErrorCode, InvalidInputError
-from convengine.knowledge import HashingEmbeddings, Knowledge
-from convengine.knowledge.chunking import discover
-from convengine.knowledge.store import check_name
-from convengine.settings import DEFAULT_DATABASE_URL
 
 knowledge_app = typer.Typer(no_args_is_help=True, help="Knowledge bases: ingest documents, list, search, delete.")
 err = Console(stderr=True)
@@ -34,6 +31,8 @@ def load_embeddings(spec: str) -> Any:
     if spec in ("", "none"):
         return None
     if spec == "hashing":
+        from convengine.knowledge import HashingEmbeddings
+
         return HashingEmbeddings()
     module, _, name = spec.partition(":")
     if not name:
@@ -47,6 +46,8 @@ def load_embeddings(spec: str) -> Any:
 
 
 def _open(url: str, embeddings: str) -> Any:
+    from convengine.knowledge import Knowledge
+
     return Knowledge.open(url, embeddings=load_embeddings(embeddings))
 
 
@@ -61,6 +62,9 @@ def ingest(
     description: Annotated[str | None, typer.Option("--description", help="What the base is about")] = None,
 ) -> None:
     """Read documents into a knowledge base; unchanged ones are skipped, changed ones replaced."""
+    from convengine.knowledge.chunking import discover
+    from convengine.knowledge.store import check_name
+
     check_name(kb)
     knowledge = _open(url, embeddings)
     files = discover(list(paths))

@@ -1,0 +1,44 @@
+"""``convengine export-test``: a recorded conversation as a ``.conv.yaml`` test that replays it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from convengine.cli.guard import guarded
+from convengine.settings import DEFAULT_DATABASE_URL
+
+err = Console(stderr=True)
+
+
+@guarded
+def export_test(
+    conversation_id: Annotated[str, typer.Argument(help="The conversation to export")],
+    pack: Annotated[Path, typer.Option("--pack", help="The pack the test runs against (named relative to OUTPUT)")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="The .conv.yaml file to write")],
+    url: Annotated[str, typer.Option("--url", help="Database the conversation was recorded in",
+                                     envvar="CONVENGINE_DATABASE_URL")] = DEFAULT_DATABASE_URL,
+    upto: Annotated[int | None, typer.Option("--upto", min=1, help="Only the first N turns")] = None,
+) -> None:
+    """Write a conversation test that replays a recorded conversation: its inputs, the LLM replies
+    and tool results it got, and what happened as expectations (needs llm.log_calls on when recorded)."""
+    from convengine.console.export import relative_pack
+
+    text = asyncio.run(_export(url, conversation_id, relative_pack(pack, output), upto))
+    output.write_text(text, encoding="utf-8")
+    err.print(f"wrote {output}: run it with convengine test {output}", highlight=False)
+
+
+async def _export(url: str, conversation_id: str, pack: str, upto: int | None) -> str:
+    from convengine.console.export import export_conversation
+    from convengine.engine import Engine
+
+    engine = await Engine.aopen(url)
+    try:
+        return await export_conversation(engine, conversation_id, pack=pack, upto=upto)
+    finally:
+        await engine.aclose()

@@ -1,0 +1,157 @@
+"""Graphs drawn as SVG on the server: the state graph of the configuration and the turn graph.
+
+A small layered layout (longest path from the roots, back edges ignored for layering) is enough
+for graphs of tens of nodes; every label is XML-escaped.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from xml.sax.saxutils import escape
+
+NODE_H = 28
+LAYER_GAP = 70
+NODE_GAP = 24
+CHAR_W = 7.2
+PAD = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    source: str
+    target: str
+    label: str = ""
+    dashed: bool = False
+
+
+def layers(nodes: Sequence[str], edges: Sequence[Edge]) -> dict[str, int]:
+    """Each node's layer: the longest path to it from a root, on the graph without its back edges."""
+    out: dict[str, list[str]] = defaultdict(list)
+    for e in edges:
+        if e.source != e.target:
+            out[e.source].append(e.target)
+    forward = _forward_edges(nodes, out)
+    layer = dict.fromkeys(nodes, 0)
+    for node in _topological(nodes, forward):
+        for target in forward[node]:
+            layer[target] = max(layer[target], layer[node] + 1)
+    return layer
+
+
+def _forward_edges(nodes: Sequence[str], out: dict[str, list[str]]) -> dict[str, list[str]]:
+    forward: dict[str, list[str]] = defaultdict(list)
+    state: dict[str, int] = {}
+    for root in nodes:
+        if root in state:
+            continue
+        stack = [(root, iter(out[root]))]
+        state[root] = 1
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                state[node] = 2
+                stack.pop()
+            elif state.get(child) != 1:  # not a back edge
+                forward[node].append(child)
+                if child not in state:
+                    state[child] = 1
+                    stack.append((child, iter(out[child])))
+    return forward
+
+
+def _topological(nodes: Sequence[str], forward: dict[str, list[str]]) -> list[str]:
+    incoming = dict.fromkeys(nodes, 0)
+    for targets in forward.values():
+        for t in targets:
+            incoming[t] += 1
+    ready = [n for n in nodes if incoming[n] == 0]
+    order = []
+    while ready:
+        node = ready.pop(0)
+        order.append(node)
+        for t in forward[node]:
+            incoming[t] -= 1
+            if incoming[t] == 0:
+                ready.append(t)
+    return order
+
+
+def render_svg(nodes: Sequence[str], edges: Sequence[Edge], *, title: str, highlight: Iterable[str] = ()) -> str:
+    """The graph as an SVG document (top to bottom); ``highlight`` nodes are drawn emphasised."""
+    nodes = list(dict.fromkeys([*nodes, *(e.source for e in edges), *(e.target for e in edges)]))
+    layer = layers(nodes, edges)
+    rows: dict[int, list[str]] = defaultdict(list)
+    for n in nodes:
+        rows[layer[n]].append(n)
+    width = {n: max(60.0, len(n) * CHAR_W + 20) for n in nodes}
+    row_w = {r: sum(width[n] for n in ns) + NODE_GAP * (len(ns) - 1) for r, ns in rows.items()}
+    total_w = max(row_w.values(), default=100) + 2 * PAD
+    pos: dict[str, tuple[float, float]] = {}
+    for r, ns in rows.items():
+        x = (total_w - row_w[r]) / 2
+        for n in ns:
+            pos[n] = (x + width[n] / 2, PAD + r * LAYER_GAP + NODE_H / 2)
+            x += width[n] + NODE_GAP
+    total_h = PAD * 2 + (max(rows, default=0) + 1) * LAYER_GAP
+    marked = set(highlight)
+    parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" class="graph" width="{total_w:.0f}" height="{total_h:.0f}" '
+             f'viewBox="0 0 {total_w:.0f} {total_h:.0f}" role="img" aria-label="{escape(title, _QUOTES)}">'),
+             ('<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
+             'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#667"/></marker></defs>'),
+             f"<title>{escape(title)}</title>"]
+    parts += [_edge(e, pos, layer) for e in edges]
+    parts += [_node(n, pos[n], width[n], n in marked) for n in nodes]
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+_QUOTES = {'"': "&quot;"}
+
+
+def _edge(e: Edge, pos: dict[str, tuple[float, float]], layer: dict[str, int]) -> str:
+    (x1, y1), (x2, y2) = pos[e.source], pos[e.target]
+    dash = ' stroke-dasharray="5 4"' if e.dashed else ""
+    if e.source == e.target:
+        d = f"M {x1 + 20:.1f} {y1 - NODE_H / 2:.1f} c 30 -30 50 10 {10:.1f} {NODE_H / 2 + 4:.1f}"
+    elif layer[e.target] > layer[e.source]:
+        d = f"M {x1:.1f} {y1 + NODE_H / 2:.1f} L {x2:.1f} {y2 - NODE_H / 2:.1f}"
+    else:  # a back edge or one within a layer: curve around
+        bend = 60 + 10 * abs(layer[e.source] - layer[e.target])
+        d = (f"M {x1 + 10:.1f} {y1 - NODE_H / 2:.1f} C {x1 + bend:.1f} {y1 - bend:.1f} "
+             f"{x2 + bend:.1f} {y2 + bend:.1f} {x2 + 10:.1f} {y2 + NODE_H / 2:.1f}")
+    label = ""
+    if e.label:
+        label = (f'<text class="edge-label" x="{(x1 + x2) / 2 + 4:.1f}" y="{(y1 + y2) / 2:.1f}" font-size="10" '
+                 f'fill="#556">{escape(e.label)}</text>')
+    return f'<path d="{d}" fill="none" stroke="#667"{dash} marker-end="url(#arrow)"/>{label}'
+
+
+def _node(name: str, at: tuple[float, float], width: float, marked: bool) -> str:
+    x, y = at
+    fill = "#ffe9a8" if marked else "#eef3ff"
+    return (f'<g class="node" data-node="{escape(name, _QUOTES)}"><rect x="{x - width / 2:.1f}" y="{y - NODE_H / 2:.1f}" '
+            f'width="{width:.1f}" height="{NODE_H}" rx="6" fill="{fill}" stroke="#4a5a8a"/>'
+            f'<text x="{x:.1f}" y="{y + 4:.1f}" font-size="12" text-anchor="middle" '
+            f'font-family="monospace">{escape(name)}</text></g>')
+
+
+def state_graph_svg(snapshot: Any) -> str:
+    """The states and their transitions: ce_state_graph rows (solid) and SET_STATE rules (dashed)."""
+    edges = [Edge(r.from_state, r.to_state, "" if r.intent_code == "ANY" else r.intent_code)
+             for r in snapshot.state_graph if r.enabled]
+    for rule in snapshot.rules:
+        if getattr(rule, "action", None) == "SET_STATE" and getattr(rule, "enabled", True) and rule.action_value:
+            edges.append(Edge(rule.state_code or "ANY", str(rule.action_value).strip(), f"rule {rule.rule_id}", True))
+    states = [s for s in snapshot.known_states if s not in ("ANY", "UNKNOWN")] or ["UNKNOWN"]
+    return render_svg(states, edges, title="state graph")
+
+
+def turn_graph_svg(graph: Any) -> str:
+    """The compiled turn graph (LangGraph's nodes and edges; conditional edges dashed)."""
+    drawable = graph.get_graph()
+    edges = [Edge(e.source, e.target, "", bool(e.conditional)) for e in drawable.edges]
+    return render_svg(list(drawable.nodes), edges, title="turn graph")

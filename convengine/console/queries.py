@@ -1,0 +1,64 @@
+"""What the console reads from the database: the conversation list and the LLM call log."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from convengine.db.models import CeConversation, CeLlmCallLog, CeMcpUserFeedback
+
+CONVERSATION = CeConversation.__table__
+LLM_LOG = CeLlmCallLog.__table__
+FEEDBACK = CeMcpUserFeedback.__table__
+MAX_LIST = 200
+SEARCH_MAX_CHARS = 200
+
+
+def _database(engine: Any) -> Any:
+    """The engine's async SQLAlchemy engine (the one place the console reaches into the runtime)."""
+    return engine.runtime.store.engine
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+async def conversations(engine: Any, search: str = "", limit: int = 50) -> list[dict[str, Any]]:
+    """The latest conversations, newest first; ``search`` matches (case-insensitively) the id,
+    user, intent, state, status, lifecycle or latest feedback type."""
+    limit = max(1, min(int(limit), MAX_LIST))
+    latest = (sa.select(FEEDBACK.c.feedback_type).where(FEEDBACK.c.conversation_id == CONVERSATION.c.conversation_id)
+              .order_by(FEEDBACK.c.feedback_id.desc()).limit(1).scalar_subquery())
+    query = sa.select(CONVERSATION.c.conversation_id, CONVERSATION.c.user_id, CONVERSATION.c.intent_code,
+                      CONVERSATION.c.state_code, CONVERSATION.c.status, CONVERSATION.c.lifecycle,
+                      CONVERSATION.c.created_at, CONVERSATION.c.updated_at, CONVERSATION.c.last_user_text,
+                      latest.label("feedback"))
+    text = search.strip()[:SEARCH_MAX_CHARS]
+    if "\x00" in text:
+        return []  # no stored text holds NUL (PostgreSQL text cannot), so nothing matches
+    if text:
+        pattern = "%" + text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        columns = [sa.cast(CONVERSATION.c.conversation_id, sa.Text), CONVERSATION.c.user_id, CONVERSATION.c.intent_code,
+                   CONVERSATION.c.state_code, CONVERSATION.c.status, CONVERSATION.c.lifecycle, latest]
+        query = query.where(sa.or_(*(sa.func.lower(sa.func.coalesce(c, "")).like(pattern, escape="\\")
+                                     for c in columns)))
+    query = query.order_by(CONVERSATION.c.updated_at.desc().nullslast(), CONVERSATION.c.created_at.desc()).limit(limit)
+    async with _database(engine).connect() as conn:
+        rows = (await conn.execute(query)).all()
+    return [{"conversationId": str(r.conversation_id), "userId": r.user_id, "intent": r.intent_code,
+             "state": r.state_code, "status": r.status, "lifecycle": r.lifecycle, "createdAt": _iso(r.created_at),
+             "updatedAt": _iso(r.updated_at), "lastUserText": r.last_user_text, "feedback": r.feedback}
+            for r in rows]
+
+
+async def llm_log(engine: Any, conversation_id: str) -> list[dict[str, Any]]:
+    """The conversation's ``ce_llm_call_log`` rows in the order they were written (empty when
+    ``llm.log_calls`` is off)."""
+    query = (sa.select(LLM_LOG.c.llm_call_id, LLM_LOG.c.user_context, LLM_LOG.c.prompt_text,
+                       LLM_LOG.c.response_text, LLM_LOG.c.success, LLM_LOG.c.error_message)
+             .where(LLM_LOG.c.conversation_id == conversation_id).order_by(LLM_LOG.c.llm_call_id))
+    async with _database(engine).connect() as conn:
+        rows = (await conn.execute(query)).all()
+    return [dict(r._mapping) for r in rows]

@@ -1,0 +1,296 @@
+// The convengine console: plain ES module, no build step. All text goes in with textContent.
+const $ = (sel) => document.querySelector(sel);
+const KEY = "convengine.console.key";
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (name === "class") node.className = value;
+    else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function headers(extra = {}) {
+  const key = $("#api-key").value.trim();
+  return key ? { ...extra, Authorization: `Bearer ${key}` } : extra;
+}
+
+function showError(message) {
+  const box = $("#error");
+  box.textContent = message;
+  box.hidden = !message;
+}
+
+async function api(path, options = {}) {
+  const response = await fetch(path, { ...options, headers: headers(options.headers || {}) });
+  if (!response.ok) {
+    let message = `${response.status} ${response.statusText}`;
+    try { const body = await response.json(); message = `${body.errorCode || response.status}: ${body.message}`; } catch (_) { /* not JSON */ }
+    showError(message);
+    throw new Error(message);
+  }
+  showError("");
+  return response;
+}
+const getJson = async (path) => (await api(path)).json();
+
+function text(value) {
+  if (value === null || value === undefined) return "";
+  return typeof value === "string" ? value : JSON.stringify(value, null, 2);
+}
+
+// --- tabs ---------------------------------------------------------------------------------
+function showTab(name) {
+  for (const tab of document.querySelectorAll(".tab")) tab.classList.toggle("active", tab.dataset.tab === name);
+  for (const panel of document.querySelectorAll(".panel")) panel.hidden = panel.id !== name;
+  if (name === "conversations") loadConversations();
+  if (name === "configuration") loadConfiguration();
+}
+
+// --- live stream (SSE read through fetch, so the key goes in a header) ----------------------
+let liveAbort = null;
+const live = { cid: null, active: false, connected: null, done: false };
+
+// Follows the conversation's stream; resolves once the server said CONNECTED (or gave up).
+function follow(cid, into, status) {
+  if (liveAbort) liveAbort.abort();
+  let connected;
+  live.connected = new Promise((resolve) => { connected = resolve; });
+  live.cid = cid;
+  live.active = true;
+  read(cid, into, status, connected).finally(() => { if (live.cid === cid) live.active = false; connected(); });
+  return Promise.race([live.connected, new Promise((resolve) => setTimeout(resolve, 3000))]);
+}
+
+async function read(cid, into, status, connected) {
+  const abort = new AbortController();
+  liveAbort = abort;
+  into.replaceChildren();
+  status.textContent = "connecting";
+  try {
+    const response = await fetch(`/api/v1/conversation/stream/${cid}`, { headers: headers(), signal: abort.signal });
+    if (!response.ok) { status.textContent = `stream refused (${response.status})`; return; }
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += value;
+      let end;
+      while ((end = buffer.search(/\r?\n\r?\n/)) >= 0) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end).replace(/^\r?\n\r?\n/, "");
+        liveEvent(block, into, status, connected);
+      }
+    }
+  } catch (error) {
+    if (error.name !== "AbortError") status.textContent = `stream closed: ${error.message}`;
+  }
+}
+
+function liveEvent(block, into, status, connected) {
+  const data = block.split(/\r?\n/).filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim()).join("\n");
+  if (!data) return;
+  let event;
+  try { event = JSON.parse(data); } catch (_) { return; }
+  if (!event.stage) { status.textContent = "connected"; connected(); return; }
+  const payload = event.payload || {};
+  if (event.stage === "STEP_ENTER" && payload.step === "load_or_create_conversation") {
+    into.replaceChildren();
+    live.done = false;
+  }
+  if (event.stage === "PIPELINE_TIMING") live.done = true;
+  status.textContent = live.done ? "turn done" : "turn running";
+  const detail = payload.step ? ` ${payload.step}` : payload.callSite ? ` ${payload.callSite}` : "";
+  const item = el("li", { class: `live-event stage-${event.stage.split(" ")[0]}` }, `${event.stage}${detail}`);
+  if (event.stage === "STEP_SKIPPED") item.append(` (${payload.reason})`);
+  if (payload.durationMs !== undefined) item.append(` ${payload.durationMs} ms`);
+  into.append(item);
+  into.scrollTop = into.scrollHeight;
+}
+
+// --- simulator ------------------------------------------------------------------------------
+const sim = { cid: crypto.randomUUID(), context: {}, exchanges: [] };
+
+function newConversation() {
+  sim.cid = crypto.randomUUID();
+  sim.context = {};
+  sim.exchanges = [];
+  $("#chat").replaceChildren();
+  $("#sim-cid").textContent = sim.cid;
+  follow(sim.cid, $("#live"), $("#live-status"));
+}
+
+function contextDiff(before, after) {
+  const lines = [];
+  const keys = new Set([...Object.keys(before), ...Object.keys(after)]);
+  for (const key of [...keys].sort()) {
+    const a = JSON.stringify(before[key]); const b = JSON.stringify(after[key]);
+    if (a === b) continue;
+    if (a !== undefined) lines.push(el("div", { class: "del" }, `- ${key}: ${a}`));
+    if (b !== undefined) lines.push(el("div", { class: "add" }, `+ ${key}: ${b}`));
+  }
+  return lines.length ? el("div", { class: "diff" }, lines) : el("div", { class: "diff muted" }, "context unchanged");
+}
+
+async function send(event) {
+  event.preventDefault();
+  const message = $("#message").value;
+  let params;
+  try { params = JSON.parse($("#params").value || "{}"); } catch (error) { showError(`input params are not JSON: ${error.message}`); return; }
+  if (!live.active || live.cid !== sim.cid) await follow(sim.cid, $("#live"), $("#live-status"));
+  const userNode = el("div", { class: "msg user" }, message);
+  $("#chat").append(userNode);
+  $("#message").value = "";
+  const started = performance.now();
+  let body;
+  try {
+    body = await (await api("/api/v1/conversation/message", {
+      method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ message, conversationId: sim.cid, inputParams: params }),
+    })).json();
+  } catch (_) { userNode.remove(); return; }
+  const ms = Math.round(performance.now() - started);
+  let context = {};
+  try { context = JSON.parse(body.context || "{}"); } catch (_) { /* keep empty */ }
+  const reply = body.payload ? text(body.payload.value) : "";
+  const botNode = el("div", { class: "msg bot" }, reply,
+    el("div", { class: "meta" }, `intent ${body.intent} · state ${body.state} · ${ms} ms`),
+    contextDiff(sim.context, context));
+  $("#chat").append(botNode);
+  sim.exchanges.push({ userNode, botNode, context: sim.context });
+  sim.context = context;
+  $("#chat").scrollTop = $("#chat").scrollHeight;
+}
+
+async function undo() {
+  const last = sim.exchanges.at(-1);
+  if (!last) { showError("nothing to undo"); return; }
+  await api(`/api/v1/conversation/${sim.cid}/undo`, { method: "POST" });
+  sim.exchanges.pop();
+  last.userNode.classList.add("undone");
+  last.botNode.classList.add("undone");
+  sim.context = last.context;
+}
+
+// --- conversations --------------------------------------------------------------------------
+async function loadConversations(event) {
+  if (event) event.preventDefault();
+  const q = encodeURIComponent($("#search").value);
+  const rows = await getJson(`/console/api/conversations?q=${q}`);
+  const body = $("#conversation-list tbody");
+  body.replaceChildren(...rows.map((r) => el("tr", { "data-cid": r.conversationId, onclick: () => openConversation(r.conversationId) },
+    el("td", {}, el("code", {}, r.conversationId)), el("td", {}, r.userId || ""), el("td", {}, r.intent),
+    el("td", {}, r.state), el("td", {}, r.status), el("td", {}, r.updatedAt || r.createdAt || ""), el("td", {}, r.feedback || ""))));
+}
+
+let openCid = null;
+
+async function openConversation(cid) {
+  openCid = cid;
+  showTab("conversations");
+  $("#conversation").hidden = false;
+  $("#conv-id").textContent = cid;
+  $("#export-text").hidden = true;
+  const data = await getJson(`/console/api/conversations/${cid}/turns`);
+  $("#turns").replaceChildren(...data.turns.map((t) => el("li", {
+    class: t.undone ? "undone" : "", "data-turn": t.turn, onclick: () => openTurn(cid, t.turn),
+  }, `turn ${t.turn}: “${t.user ?? ""}” → ${t.after ? `${t.after.intent}/${t.after.state}` : "failed"}`,
+    t.undone ? " (undone)" : "", t.totalMs ? ` · ${t.totalMs} ms` : "")));
+  if (data.turns.length) openTurn(cid, data.turns.at(-1).turn);
+}
+
+async function openTurn(cid, number) {
+  for (const li of document.querySelectorAll("#turns li")) li.classList.toggle("selected", li.dataset.turn === String(number));
+  const t = await getJson(`/console/api/conversations/${cid}/turns/${number}`);
+  const after = t.after || {};
+  $("#turn").replaceChildren(
+    el("h3", {}, `Turn ${t.turn}`),
+    el("p", {}, `user: ${t.user ?? ""}`), el("p", {}, `reply: ${text(t.reply)}`),
+    el("p", { class: "state-change" }, `state before ${t.before.intent}/${t.before.state} → after ${after.intent}/${after.state} (${after.status ?? "failed"})`),
+    t.error ? el("p", { class: "error" }, `error: ${t.error}`) : "",
+    el("h4", {}, "Steps"), el("div", { id: "steps" }, t.steps.map(stepNode)),
+    el("h4", {}, "Rules"), t.rules.length ? el("table", {}, el("tbody", {}, t.rules.map((r) => el("tr", {},
+      el("td", {}, r.kind), el("td", {}, r.where), el("td", {}, `rule ${r.ruleId}`), el("td", {}, r.phase),
+      el("td", {}, r.pattern || ""), el("td", {}, `${r.action}${r.actionValue ? ` ${r.actionValue}` : ""}`))))) : el("p", { class: "muted" }, "no rule matched"),
+    el("h4", {}, "LLM calls"), el("div", { id: "llm-calls" }, t.llmCalls.length ? t.llmCalls.map(llmNode) : el("p", { class: "muted" }, "none")),
+    el("h4", {}, "Tool calls"), el("div", { id: "tool-calls" }, t.toolCalls.length ? t.toolCalls.map((c) => el("div", { class: "tool-call" },
+      el("strong", {}, c.tool), el("pre", {}, `args: ${text(c.args)}`),
+      el("pre", {}, c.error ? `error: ${c.error}` : `result: ${text(c.result)}`))) : el("p", { class: "muted" }, "none")));
+}
+
+function stepNode(step) {
+  const classes = `step ${step.status === "SKIPPED" ? "skipped" : ""} ${step.status === "ERROR" ? "error" : ""}`;
+  const label = step.status === "SKIPPED" ? `${step.step} — skipped: ${step.skipped}`
+    : `${step.step} — ${step.durationMs ?? "?"} ms${step.error ? ` — error: ${step.error}` : ""}`;
+  return el("details", { class: classes, "data-step": step.step }, el("summary", {}, label),
+    step.stages.map((s) => el("div", { class: "stage" }, el("strong", {}, s.stage), " ", el("span", {}, JSON.stringify(s.payload)))));
+}
+
+function llmNode(call) {
+  const usage = Object.entries(call.usage || {}).map(([k, v]) => `${k} ${v}`).join(", ") || "no token usage reported";
+  return el("details", { class: "llm-call", open: "" },
+    el("summary", {}, `${call.callSite} in ${call.step} · ${call.latencyMs} ms · ${usage}${call.ok ? "" : ` · failed: ${call.error}`}`),
+    call.logged ? [el("div", {}, "prompt"), el("pre", { class: "prompt" }, call.prompt || ""),
+      el("div", {}, "reply"), el("pre", { class: "reply" }, call.reply ?? "")]
+      : el("p", { class: "muted" }, "prompt and reply not logged: set llm.log_calls=true"));
+}
+
+async function exportConversation() {
+  if (!openCid) return;
+  const yaml = await (await api(`/console/api/conversations/${openCid}/export`)).text();
+  const box = $("#export-text");
+  box.textContent = yaml;
+  box.hidden = false;
+  const link = el("a", { href: URL.createObjectURL(new Blob([yaml], { type: "application/yaml" })),
+    download: `conversation-${openCid.slice(0, 8)}.conv.yaml` });
+  document.body.append(link);
+  link.click();
+  link.remove();
+}
+
+// --- configuration ---------------------------------------------------------------------------
+async function graphImage(img, path) {
+  const blob = await (await api(path)).blob();
+  img.src = URL.createObjectURL(blob);
+}
+
+async function loadConfiguration() {
+  const config = await getJson("/console/api/config");
+  $("#warnings").replaceChildren(...(config.warnings.length ? config.warnings.map((w) => el("li", {}, w)) : [el("li", { class: "muted" }, "none")]));
+  graphImage($("#state-graph"), "/console/api/config/state-graph.svg");
+  graphImage($("#turn-graph"), "/console/api/config/turn-graph.svg");
+  $("#tables").replaceChildren(...Object.entries(config.tables).map(([name, rows]) => {
+    const columns = rows.length ? Object.keys(rows[0]) : [];
+    return el("details", { class: "table", "data-table": name }, el("summary", {}, `${name} (${rows.length})`),
+      el("table", {}, el("thead", {}, el("tr", {}, columns.map((c) => el("th", {}, c)))),
+        el("tbody", {}, rows.map((row) => el("tr", {}, columns.map((c) => el("td", {}, text(row[c]))))))));
+  }));
+}
+
+async function loadInfo() {
+  try {
+    const info = await getJson("/console/api/info");
+    $("#info").textContent = `config ${info.configVersion} · ${info.database}${info.llmCallsLogged ? "" : " · LLM calls not logged"}`;
+  } catch (_) { /* the error line says why */ }
+}
+
+// --- start ------------------------------------------------------------------------------------
+$("#api-key").value = sessionStorage.getItem(KEY) || "";
+$("#api-key").addEventListener("change", () => { sessionStorage.setItem(KEY, $("#api-key").value.trim()); loadInfo(); newConversation(); });
+for (const tab of document.querySelectorAll(".tab")) tab.addEventListener("click", () => showTab(tab.dataset.tab));
+$("#send-form").addEventListener("submit", send);
+$("#undo").addEventListener("click", () => undo().catch(() => {}));
+$("#reset").addEventListener("click", newConversation);
+$("#search-form").addEventListener("submit", loadConversations);
+$("#export").addEventListener("click", () => exportConversation().catch(() => {}));
+$("#open-sim-conversation").addEventListener("click", (event) => { event.preventDefault(); openConversation(sim.cid); });
+newConversation();
+loadInfo();
+document.body.dataset.ready = "true";

@@ -1,0 +1,137 @@
+"""One turn as the console shows it (turns are cut by :mod:`convengine.audit.turns`).
+
+A turn's view holds the step
+tree (durations, skipped steps with their reason, the stages each step emitted), the rule matches
+and actions, the LLM calls (matched in order with ``ce_llm_call_log`` rows when calls are logged),
+the tool calls with their arguments and results, and the intent/state before and after.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from convengine.audit import stages, trace
+from convengine.audit.events import AuditEvent
+from convengine.audit.turns import split_turns
+
+__all__ = ["split_turns", "step_tree", "summary", "view"]
+
+LLM_STAGES = (stages.LLM_CALL, stages.LLM_CALL_ERROR)
+TOOL_CALL_STAGES = (stages.MCP_TOOL_CALL, stages.TOOL_ORCHESTRATION_REQUEST)
+TOOL_RESULT_STAGES = (stages.MCP_TOOL_RESULT, stages.MCP_TOOL_ERROR, stages.TOOL_ORCHESTRATION_RESULT, stages.TOOL_ORCHESTRATION_ERROR)
+
+
+def completed(events: Sequence[AuditEvent]) -> bool:
+    """Whether the turn returned a result (a failed turn is rolled back and leaves no step row)."""
+    return any(event.stage == stages.ENGINE_RETURN for event in events)
+
+
+def undone_marks(turns: Sequence[Sequence[AuditEvent]], steps: Sequence[dict[str, Any]]) -> list[bool]:
+    """Per turn, whether undo took it back: completed turns match the conversation's step rows in order."""
+    rows = iter([bool(step.get("undone")) for step in steps])
+    return [next(rows, False) if completed(events) else False for events in turns]
+
+
+def logged_llm_call(event: AuditEvent) -> bool:
+    """Whether an LLM audit event has a ``ce_llm_call_log`` row (a reply that failed validation
+    after the call succeeded is audited twice but logged once)."""
+    return event.stage in LLM_STAGES and "latencyMs" in event.payload
+
+
+def summary(index: int, events: Sequence[AuditEvent]) -> dict[str, Any]:
+    """One line of a conversation's turn list: input, reply, intent/state, time."""
+    first = events[0]
+    meta = first.stored_payload().get("_meta") or {}
+    result = _last(events, stages.ENGINE_RETURN)
+    user = _last(events, stages.USER_INPUT)
+    timing = _last(events, stages.PIPELINE_TIMING)
+    error = _last(events, stages.STEP_ERROR)
+    return {
+        "turn": index, "startedAt": first.created_at.isoformat(),
+        "user": user.get("text") if user else None,
+        "reply": (result.get("payload") or {}).get("value") if result else None,
+        "before": {"intent": meta.get("intent"), "state": meta.get("state")},
+        "after": {"intent": result.get("intent"), "state": result.get("state"),
+                  "status": result.get("status")} if result else None,
+        "totalMs": timing.get("totalMs") if timing else None,
+        "error": error.get("errorMessage") if error else None,
+    }
+
+
+def view(index: int, events: Sequence[AuditEvent], llm_rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Everything the turn view shows; ``llm_rows`` are this turn's ``ce_llm_call_log`` rows in order."""
+    return {**summary(index, events), "steps": step_tree(events), "rules": rules(events),
+            "llmCalls": llm_calls(events, llm_rows), "toolCalls": tool_calls(events),
+            "events": len(events)}
+
+
+def step_tree(events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
+    """The turn's steps in order: entered steps with their stages and duration, skipped ones with their reason."""
+    return trace.step_tree(events, skipped=True)[0]
+
+
+def _stage(event: AuditEvent) -> dict[str, Any]:
+    return {"auditId": event.audit_id, "stage": event.stage, "createdAt": event.created_at.isoformat(),
+            "payload": event.payload}
+
+
+def rules(events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
+    """Rule matches and the actions they applied, in order."""
+    found = []
+    for event in events:
+        kind = event.stage.split(" ", 1)[0]
+        if kind in (stages.RULE_MATCH, stages.RULE_APPLIED):
+            p = event.payload
+            found.append({"kind": kind, "where": event.stage.partition(" ")[2].strip("()"), "ruleId": p.get("ruleId"),
+                          "phase": p.get("phase"), "ruleType": p.get("ruleType"), "pattern": p.get("matchPattern"),
+                          "action": p.get("action"), "actionValue": p.get("actionValue")})
+    return found
+
+
+def llm_calls(events: Sequence[AuditEvent], rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The turn's LLM calls: call site, latency, tokens and step from the audit; prompt and reply from the log."""
+    calls = []
+    logged = iter(rows)
+    step = None
+    for event in events:
+        if event.stage == stages.STEP_ENTER:
+            step = event.payload.get("step")
+        if event.stage not in LLM_STAGES:
+            continue
+        p = event.payload
+        row = next(logged, None) if logged_llm_call(event) else None
+        calls.append({"callSite": p.get("callSite"), "step": step, "ok": event.stage == stages.LLM_CALL,
+                      "latencyMs": p.get("latencyMs"), "usage": p.get("usage") or {}, "model": p.get("model"),
+                      "attempt": p.get("attempt"), "error": p.get("error"),
+                      "prompt": row.get("prompt_text") if row else None,
+                      "reply": row.get("response_text") if row else None, "logged": row is not None})
+    return calls
+
+
+def tool_calls(events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
+    """Tool calls with their arguments, each followed by its result or error."""
+    calls: list[dict[str, Any]] = []
+    for event in events:
+        p = event.payload
+        if event.stage in TOOL_CALL_STAGES and p.get("tool_code"):
+            calls.append({"tool": p["tool_code"], "args": p.get("args") or {}, "result": None, "error": None})
+        elif event.stage in TOOL_RESULT_STAGES:
+            code = p.get("tool_code")
+            target = next((c for c in reversed(calls) if c["tool"] == code and c["result"] is None
+                           and c["error"] is None), None)
+            if target is None:
+                target = {"tool": code, "args": p.get("args") or {}, "result": None, "error": None}
+                calls.append(target)
+            if event.stage.endswith("ERROR"):
+                target["error"] = p.get("error") or "error"
+            else:
+                target["result"] = p.get("result")
+    return calls
+
+
+def _last(events: Sequence[AuditEvent], stage: str) -> dict[str, Any] | None:
+    for event in reversed(events):
+        if event.stage == stage:
+            return event.payload
+    return None

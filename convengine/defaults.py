@@ -1,0 +1,6 @@
+"""Defaults that light modules (the CLI's option declarations) need without loading the settings model."""
+
+from __future__ import annotations
+
+DEFAULT_DATABASE_URL = "sqlite:///convengine.db"
+"""The database an engine, the API and every CLI command use when no URL is given."""
