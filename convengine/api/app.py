@@ -23,6 +23,7 @@ from convengine.api.notify import PgAuditBridge
 from convengine.api.refusals import ApiRefusal, error_response
 from convengine.api.routes import router
 from convengine.api.streams import StreamRegistry
+from convengine.defaults import DEFAULT_DATABASE_URL
 from convengine.engine import Engine
 from convengine.errors import (
     ConvEngineError,
@@ -31,7 +32,6 @@ from convengine.errors import (
     InvalidInputError,
     MessageTooLargeError,
 )
-from convengine.settings import DEFAULT_DATABASE_URL
 
 logger = logging.getLogger(__name__)
 DEFAULT_MAX_BODY = 2_000_000

@@ -159,7 +159,7 @@ async def turn_graph(engine: EngineDep, _: AdminDep) -> Response:
 
 async def _audit(engine: Any, cid: str) -> list[Any]:
     try:
-        return await engine.aaudit(cid)  # type: ignore[no-any-return]
+        return await engine.aaudit(cid)
     except ConversationNotFoundError:
         raise ApiRefusal(404, ErrorCode.CONVERSATION_NOT_FOUND, f"no conversation {cid}") from None
 

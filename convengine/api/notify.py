@@ -181,10 +181,13 @@ class PgAuditBridge:
                             continue
                         batch = [first]
                         await asyncio.sleep(LINGER_S)  # let the turn's next events join this batch
-                        markers = []
+                        markers: list[_Announce] = []
                         while not self._outbox.empty() and len(batch) < MAX_BATCH:
                             item = self._outbox.get_nowait()
-                            (markers if isinstance(item, _Announce) else batch).append(item)
+                            if isinstance(item, _Announce):
+                                markers.append(item)
+                            else:
+                                batch.append(item)
                         for chunk in self._chunks(batch):
                             await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, chunk))
                         for marker in markers:

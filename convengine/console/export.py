@@ -76,9 +76,9 @@ def _test(cid: str, turns: list[tuple[int, list[AuditEvent]]],
     for number, events in turns:
         for call, row in _llm_replies(number, events, rows.get(number, [])):
             llm[call].append(row)
-        for call in tool_calls(events):
-            stub = {"error": call["error"]} if call["error"] else {"result": call["result"]}
-            tools[str(call["tool"])].append(stub)
+        for tool_call in tool_calls(events):
+            stub = {"error": tool_call["error"]} if tool_call["error"] else {"result": tool_call["result"]}
+            tools[str(tool_call["tool"])].append(stub)
         steps.append(_turn(events))
     test: dict[str, Any] = {"name": f"replay of conversation {cid}"}
     if llm:

@@ -21,6 +21,7 @@ from convengine.audit.trace import build_trace
 from convengine.cache_report import cache_report
 from convengine.config_loader import ConfigSnapshot
 from convengine.config_loader.requirements import unregistered_tasks, unregistered_tools
+from convengine.defaults import DEFAULT_DATABASE_URL
 from convengine.engine.results import EngineOptions, TurnResult
 from convengine.engine.runtime import EngineRuntime, TurnGraph
 from convengine.engine_io import check_params, check_request, normalise_conversation_id
@@ -30,7 +31,7 @@ from convengine.flows.control import event_request
 from convengine.knowledge import Knowledge
 from convengine.memory.timeline import UndoResult
 from convengine.memory.users import check_user_id
-from convengine.settings import DEFAULT_DATABASE_URL, EngineSettings
+from convengine.settings import EngineSettings
 from convengine.state import EngineState
 from convengine.tools.db import RAW_SQL_TOOLS
 
