@@ -29,9 +29,11 @@ from convengine.nodes.common import Step
 from convengine.nodes.context import StepHook
 from convengine.settings import DEFAULT_DATABASE_URL
 from convengine.state import EngineState
+from convengine.versions.serving import pick_of  # [versions hook]
 
 if TYPE_CHECKING:
     from convengine.knowledge import Knowledge
+    from convengine.versions import Versions
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +87,11 @@ class EngineOptions:
     embeddings: Any = None
     """A LangChain ``Embeddings`` model for knowledge search and SEMANTIC classifiers."""
     settings: dict[str, Any] = field(default_factory=dict)
+    # [versions hook] the channel this engine serves and the tests every publish runs
+    channel: str = "production"
+    """The configuration channel new conversations get (``production``: the published version)."""
+    conversation_tests: tuple[str | Path, ...] = ()
+    """``*.conv.yaml`` files or directories ``engine.versions.publish()`` runs against the draft."""
 
 
 class Engine:
@@ -167,8 +174,13 @@ class Engine:
     # --- turns ------------------------------------------------------------------------
 
     def process(self, message: str, conversation_id: str | None = None, input_params: Mapping[str, Any] | None = None,
-                reset: bool = False, *, owner: str | None = None, user_id: str | None = None) -> TurnResult:
+                reset: bool = False, *, owner: str | None = None, user_id: str | None = None,
+                draft: bool = False, version: int | None = None) -> TurnResult:
         """Process one user message; returns the turn's result or raises a ConvEngineError.
+
+        The turn runs on the configuration version the conversation is pinned to (a new or reset
+        conversation: the version of the engine's channel). ``draft=True`` runs it on the draft (the
+        simulator) and ``version=N`` on version N, pinning the conversation there; neither publishes.
 
         ``owner`` (an opaque caller identity, e.g. from the HTTP API's authentication) is stored with a
         new conversation; a turn by another owner on an existing conversation raises
@@ -178,14 +190,17 @@ class Engine:
         A message to an ENDED conversation raises ConversationEndedError unless it resets.
         """
         request = check_request(message, conversation_id, input_params, reset, self.settings, user_id)
-        return self._portal.call(self._runtime.process(request, _owner(owner)))
+        pick = pick_of(draft, version)  # [versions hook]
+        return self._portal.call(self._runtime.process(request, _owner(owner), pick))
 
     async def aprocess(self, message: str, conversation_id: str | None = None,
                        input_params: Mapping[str, Any] | None = None, reset: bool = False, *,
-                       owner: str | None = None, user_id: str | None = None) -> TurnResult:
+                       owner: str | None = None, user_id: str | None = None,
+                       draft: bool = False, version: int | None = None) -> TurnResult:
         """Async :meth:`process`."""
         request = check_request(message, conversation_id, input_params, reset, self.settings, user_id)
-        return await self._portal.acall(self._runtime.process(request, _owner(owner)))
+        pick = pick_of(draft, version)  # [versions hook]
+        return await self._portal.acall(self._runtime.process(request, _owner(owner), pick))
 
     def start(self, conversation_id: str | None = None, input_params: Mapping[str, Any] | None = None, *,
               owner: str | None = None) -> TurnResult:
@@ -375,6 +390,11 @@ class Engine:
     def subscribe(self, conversation_id: str | None = None) -> Subscription:
         """Live audit events (call from the consuming event loop)."""
         return self.bus.subscribe(conversation_id)
+
+    @property
+    def versions(self) -> Versions:
+        """Versioned configuration: list, diff, draft, edit, publish, rollback, channels."""
+        return self._runtime.versions_api  # type: ignore[no-any-return]  # [versions hook]
 
     @property
     def snapshot(self) -> ConfigSnapshot:

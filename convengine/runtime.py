@@ -42,6 +42,7 @@ from convengine.registry import Registries, TaskRegistry
 from convengine.rules.engine import RuleRegistry
 from convengine.settings import EngineSettings
 from convengine.state import EngineState
+from convengine.versions.serving import VERSION_STAGE  # [versions hook]
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +68,9 @@ class EngineRuntime:
     """LangGraph's store (SQLite or PostgreSQL) holding users' long-term properties, opened (and its
     tables set up) the first time a memory feature needs it: importing it costs startup time."""
     _store_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    versions: Any = None
+    """[versions hook] VersionServing: the version each turn runs on (convengine.versions.serving)."""
+    versions_api: Any = None
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -94,8 +98,14 @@ class EngineRuntime:
         locks = TurnLocks(url, async_engine, holder.current.settings.turn_lock_timeout_s)
         if not url.is_postgres:
             await asyncio.to_thread(locks._lock_folder)
-        return cls(url, holder, sync_engine, async_engine, services.store, saver, stack, graph, locks,  # type: ignore[arg-type]
-                   services, bus, AuditFilter(holder.current.settings.audit))
+        runtime = cls(url, holder, sync_engine, async_engine, services.store, saver, stack, graph, locks,  # type: ignore[arg-type]
+                      services, bus, AuditFilter(holder.current.settings.audit))
+        try:
+            await asyncio.to_thread(_versions_hook, runtime, options, extensions)  # [versions hook]
+        except BaseException:
+            await runtime.stop()
+            raise
+        return runtime
 
     async def stop(self) -> None:
         if self.services.tools is not None:
@@ -106,12 +116,21 @@ class EngineRuntime:
 
     async def reload(self) -> ConfigSnapshot:
         """Reload the configuration here and in every other process (cache refresh)."""
+        from convengine.versions.lifecycle import sync_live
+
+        await asyncio.to_thread(sync_live, self.sync_engine)  # [versions hook] direct table edits become a version
         return self._apply(await asyncio.to_thread(self.holder.refresh))
 
     def _apply(self, snapshot: ConfigSnapshot) -> ConfigSnapshot:
+        if self.versions is not None:  # [versions hook] re-read the channel before the next turn
+            self.versions.changed()
         self.audit_filter.settings = snapshot.settings.audit
         self.locks.timeout_s = snapshot.settings.turn_lock_timeout_s
         return snapshot
+
+    def look_for_changes(self) -> None:
+        """[versions hook] Check the configuration stamp before the next turn (a change was just made)."""
+        self.stamp_checked_at = 0.0
 
     async def _follow_changes(self) -> None:
         """Reload when another process imported or refreshed the configuration (checked at most
@@ -128,13 +147,15 @@ class EngineRuntime:
 
     # --- a turn -----------------------------------------------------------------------
 
-    async def process(self, request: TurnRequest, owner: str | None = None) -> Any:
+    async def process(self, request: TurnRequest, owner: str | None = None, pick: Any = None) -> Any:
         """One turn; with an ``owner``, only on a conversation that is new or belongs to that owner
         (checked under the turn lock: another owner's turn raises ConversationNotFoundError unrun)."""
         from convengine.engine import TurnResult
 
         await self._follow_changes()
-        snapshot = self.holder.current
+        # [versions hook] the version the conversation is pinned to (or the draft / a version asked for)
+        choice = await self.versions.choose(request.conversation_id, request.reset, pick)
+        snapshot = choice.snapshot
         ctx = self._context(request, snapshot, owner)
         if snapshot.settings.conversation_memory.long_term:
             # Set up before the turn's transaction: the PostgreSQL store's setup builds indexes
@@ -146,10 +167,11 @@ class EngineRuntime:
                 admission = await memory_service.admit(conn, request)
                 refused = await self._refusal(conn, request.conversation_id, owner) or admission.refused
                 if refused is None:
-                    final = await self._run(conn, request, ctx, snapshot, admission)
+                    final = await self._run(conn, request, ctx, snapshot, admission, choice)
         except ConversationBusyError:
             raise
         except Exception as exc:
+            self._audit_version(ctx, choice)  # [versions hook] a failed turn's audit names its version too
             error = await self._failed(request, ctx, exc)
             if error is exc:
                 raise
@@ -163,7 +185,7 @@ class EngineRuntime:
                           memory_service.lifecycle_of(final.get("state"), snapshot.settings))
 
     async def _run(self, conn: AsyncConnection, request: TurnRequest, ctx: TurnContext,
-                   snapshot: ConfigSnapshot, admission: Any) -> dict[str, Any]:
+                   snapshot: ConfigSnapshot, admission: Any, choice: Any = None) -> dict[str, Any]:
         """The graph run and its commit, under the conversation's lock."""
         config = {"configurable": {"thread_id": request.conversation_id},
                   "metadata": {"convengine_turn": request.turn_id},
@@ -174,11 +196,17 @@ class EngineRuntime:
         async with self.saver.bind(conn):
             await memory_service.before_run(conn, admission, ctx, snapshot.settings)
             final: dict[str, Any] = await self.graph.ainvoke(graph_input, config, context=ctx, durability="exit")
+            self._audit_version(ctx, choice)  # [versions hook]
             await self._commit(conn, ctx, await memory_service.after_run(conn, request, final, ctx,
                                                                          snapshot.settings))
         memory_service.publish_deferred(ctx, self.bus)
         await self._prune(request.conversation_id, int(final.get("turn") or 0), snapshot.settings)
         return final
+
+    def _audit_version(self, ctx: TurnContext, choice: Any) -> None:
+        """[versions hook] The turn's last audit event: the configuration version it ran on, and why."""
+        if choice is not None and not any(e.stage == VERSION_STAGE for e in ctx.audit.events):
+            ctx.audit.emit(VERSION_STAGE, choice.audit_payload(self.versions.channel))
 
     async def _refusal(self, conn: AsyncConnection | None, conversation_id: str,
                        owner: str | None) -> ConversationNotFoundError | None:
@@ -403,6 +431,21 @@ def _payload(payload: dict[str, Any]) -> Any:
 
 def _not_found(conversation_id: str) -> ConversationNotFoundError:
     return ConversationNotFoundError(f"no conversation {conversation_id}")
+
+
+def _versions_hook(runtime: EngineRuntime, options: Any, extensions: Extensions) -> None:
+    """[versions hook] Serve the engine's channel; ``engine.versions`` for list/draft/publish/rollback."""
+    from convengine.versions import Versions
+    from convengine.versions.lifecycle import sync_live
+    from convengine.versions.serving import VersionServing
+
+    sync_live(runtime.sync_engine)
+    runtime.versions = VersionServing(runtime.sync_engine, runtime.async_engine, options.channel,
+                                      options.settings, extensions)
+    runtime.versions.start()
+    runtime.versions_api = Versions(runtime.sync_engine, tests=options.conversation_tests,
+                                    settings_overrides=options.settings, extensions=extensions,
+                                    on_change=runtime.look_for_changes)
 
 
 def _check_tables(settings: EngineSettings) -> None:

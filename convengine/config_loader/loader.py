@@ -144,6 +144,10 @@ def _import_rows(conn: sa.Connection, rows: Mapping[str, list[dict[str, Any]]], 
         raise ConfigurationExistsError(_replacement(before, after))
     if before != after:
         stamp.publish(conn, stamp.new_stamp())  # every process reloads before its next turn
+        # [versions hook] the imported rows become a version, published on the live channel
+        from convengine.versions.lifecycle import record_import
+
+        record_import(conn, after)
     return before != after
 
 
