@@ -14,6 +14,7 @@ from convengine.cli.guard import SETUP_FAILED, guarded, report, state
 from convengine.cli.knowledge import knowledge_app
 from convengine.errors import ConvEngineError
 from convengine.settings import DEFAULT_DATABASE_URL
+from convengine.versions.cli import register as register_version_commands
 
 # rich_markup_mode=None: typer's rich help shows flags as "--trace <bool>"; the plain help does not.
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -24,6 +25,7 @@ pack_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
 app.add_typer(db_app, name="db")
 app.add_typer(pack_app, name="pack")
 app.add_typer(knowledge_app, name="knowledge")
+register_version_commands(pack_app)  # [versions hook] pack versions|draft|diff|publish|rollback|channel
 
 err = Console(stderr=True)
 out = Console()
@@ -153,6 +155,8 @@ def chat(
                                                    "openai, or none")] = "auto",
     replace: Annotated[bool, typer.Option("--replace", help="Replace the configuration stored in the database "
                                                             "with --pack")] = False,
+    draft: Annotated[bool, typer.Option("--draft", help="Run on the draft configuration (the simulator): "
+                                                        "nothing is published")] = False,
 ) -> None:
     """Talk to the engine in the terminal (also reads piped stdin, one message per line).
 
@@ -167,7 +171,7 @@ def chat(
     for warning in engine.warnings:
         err.print(f"[yellow]warning[/yellow] {escape(warning)}", highlight=False, soft_wrap=True)
     try:
-        code = run_chat(engine, conversation_id=conversation, trace=trace, console=out)
+        code = run_chat(engine, conversation_id=conversation, trace=trace, console=out, draft=draft)
     finally:
         engine.close()
     raise typer.Exit(code)

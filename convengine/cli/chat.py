@@ -79,6 +79,8 @@ class ChatSession:
     conversation_id: str | None
     trace: bool
     failed: bool = False
+    draft: bool = False
+    """[versions hook] every turn runs on the draft configuration (``chat --draft``)."""
 
     def command(self, text: str) -> bool:
         """Run a /command; False when ``text`` is not one."""
@@ -96,7 +98,7 @@ class ChatSession:
 
     def send(self, message: str, *, reset: bool = False) -> None:
         try:
-            result = self.engine.process(message, self.conversation_id, reset=reset)
+            result = self.engine.process(message, self.conversation_id, reset=reset, draft=self.draft)
         except ConvEngineError as exc:
             self.failed = True
             self.console.print(f"[red]error[/red] [{exc.code.value}] {escape(exc.message)}", highlight=False)
@@ -107,10 +109,11 @@ class ChatSession:
             print_trace(self.console, self.engine, result)
 
 
-def run_chat(engine: Engine, *, conversation_id: str | None, trace: bool, console: Console) -> int:
+def run_chat(engine: Engine, *, conversation_id: str | None, trace: bool, console: Console,
+             draft: bool = False) -> int:
     """Read messages until EOF or /quit; returns the exit code (1 if any turn failed)."""
     interactive = sys.stdin.isatty()
-    session = ChatSession(engine, console, conversation_id, trace)
+    session = ChatSession(engine, console, conversation_id, trace, draft=draft)
     if interactive:
         enable_line_editing()
         console.print("[dim]Type a message; /help for commands, /quit to leave.[/dim]")
