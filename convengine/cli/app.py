@@ -191,6 +191,9 @@ def serve(
     cors_origin: Annotated[list[str] | None, typer.Option(
         "--cors-origin", help="Origin allowed to call the API from a browser (repeatable; also "
                               "api.cors.allowed_origins)")] = None,
+    tests: Annotated[list[Path] | None, typer.Option(
+        "--tests", help="Conversation tests every publish through the API must pass (repeatable)")] = None,
+    channel: Annotated[str, typer.Option("--channel", help="The configuration channel to serve")] = "production",
 ) -> None:
     """Serve ConvEngine's REST API (message, audit, trace, SSE stream, cache) with OpenAPI docs at /docs.
 
@@ -203,6 +206,7 @@ def serve(
         options = pack_options(pack, tasks, scripted) if pack else {}
         if "llm" not in options and (chosen := choose_llm(llm)) is not None:
             options["llm"] = chosen
+        options.update(conversation_tests=tuple(tests or ()), channel=channel)  # [versions hook]
         serve_api(url, options, host=host, port=port, log_level=log_level, cors_origins=cors_origin or ())
     except ConvEngineError as exc:
         fail(exc)

@@ -111,9 +111,17 @@ def sync_live(engine: sa.Engine) -> store.VersionInfo:
 
 
 def create_draft(engine: sa.Engine, source: str | Path | Mapping[str, Any], *, author: str,
-                 message: str | None) -> store.VersionInfo:
-    """A new version holding the pack ``source``, made the draft (nothing users get changes)."""
+                 message: str | None, settings_overrides: Mapping[str, Any] | None = None,
+                 extensions: Extensions | None = None) -> store.VersionInfo:
+    """A new version holding the pack ``source``, made the draft (nothing users get changes).
+
+    Raises:
+        PackError: the pack cannot be read or its rows break the tables' constraints.
+        ConfigValidationError: the pack is invalid (every violation listed); nothing is stored.
+    """
+    validate_pack(source, settings_overrides=settings_overrides, extensions=extensions)  # the rows as written
     content = _locked(engine, lambda conn: normalise(conn, source), commit=False)
+    build(content, settings_overrides=settings_overrides, extensions=extensions)  # and as stored
 
     def write(conn: sa.Connection) -> store.VersionInfo:
         draft = store.channel(conn, DRAFT_CHANNEL)
@@ -126,14 +134,15 @@ def create_draft(engine: sa.Engine, source: str | Path | Mapping[str, Any], *, a
 
 def edit_draft(engine: sa.Engine, *, upsert: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
                delete: Mapping[str, Sequence[Any]] | None = None, author: str,
-               message: str | None) -> store.VersionInfo:
+               message: str | None, **build_options: Any) -> store.VersionInfo:
     """A new draft: the current draft with rows added or changed (``upsert``: rows matched by primary key;
     given columns replace the stored ones) and rows removed (``delete``: primary keys), per table."""
     from convengine.versions.edits import apply_edits
 
     with engine.connect() as conn:
         base = store.content(conn, store.require_channel(conn, DRAFT_CHANNEL).version)
-    return create_draft(engine, apply_edits(base, upsert or {}, delete or {}), author=author, message=message)
+    return create_draft(engine, apply_edits(base, upsert or {}, delete or {}), author=author, message=message,
+                        **build_options)
 
 
 # --- publishing ---------------------------------------------------------------------------------

@@ -101,14 +101,16 @@ class Versions:
 
     def draft(self, source: str | Path | Mapping[str, Any], *, author: str = "python",
               message: str | None = None) -> store.VersionInfo:
-        """A new draft holding a whole pack (path, YAML text or mapping); users get nothing new yet."""
-        return lifecycle.create_draft(self.engine, source, author=author, message=message)
+        """A new draft holding a whole pack (path, YAML text or mapping), validated (ConfigValidationError
+        lists every violation and nothing is stored); users get nothing new until it is published."""
+        return lifecycle.create_draft(self.engine, source, author=author, message=message, **self._build)
 
     def edit(self, *, upsert: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
              delete: Mapping[str, Sequence[Any]] | None = None, author: str = "python",
              message: str | None = None) -> store.VersionInfo:
         """A new draft: the draft's rows with ``upsert`` rows (by primary key) and without ``delete`` keys."""
-        return lifecycle.edit_draft(self.engine, upsert=upsert, delete=delete, author=author, message=message)
+        return lifecycle.edit_draft(self.engine, upsert=upsert, delete=delete, author=author, message=message,
+                                    **self._build)
 
     def publish(self, *, channel: str = LIVE_CHANNEL, version: int | None = None,
                 tests: Sequence[str | Path] | None = None, author: str = "python",

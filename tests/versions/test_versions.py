@@ -14,7 +14,7 @@ import yaml
 from convengine.config_loader import export_pack
 from convengine.db import create_sync_engine, parse_database_url
 from convengine.engine import Engine
-from convengine.errors import ErrorCode, InvalidInputError
+from convengine.errors import ConfigValidationError, ErrorCode, InvalidInputError
 from convengine.versions import PublishRefusedError, VersionNotFoundError
 from convengine.versions.serving import VERSION_STAGE
 from tests.helpers import pack
@@ -120,16 +120,15 @@ def test_publish_is_refused_naming_the_failing_conversation_test(db_url: str, tm
         assert engine.versions.history("production")[-1]["testsRun"] == 2
 
 
-def test_publish_is_refused_for_an_invalid_draft_listing_the_violations(db_url: str) -> None:
+def test_an_invalid_draft_is_refused_whole_listing_the_violations(db_url: str) -> None:
     broken = pack(ce_rule=[{"phase": "POST_AGENT_INTENT", "intent_code": "GREETING", "rule_type": "EXACT",
                             "match_pattern": "x", "action": "NO_SUCH_ACTION", "priority": 1}])
     with Engine.open(db_url, pack=pack()) as engine:
-        v1 = engine.versions.published_version
-        engine.versions.draft(broken, author="ann")
-        with pytest.raises(PublishRefusedError) as refused:
-            engine.versions.publish(author="ann")
-        assert "NO_SUCH_ACTION" in refused.value.message and refused.value.details["violations"]
-        assert engine.versions.published_version == v1
+        before = engine.versions.list()
+        with pytest.raises(ConfigValidationError) as refused:
+            engine.versions.draft(broken, author="ann")
+        assert "NO_SUCH_ACTION" in refused.value.message
+        assert engine.versions.list() == before and engine.process("hello").text == "Hello there"
 
 
 def test_rollback_restores_the_earlier_behaviour_for_new_conversations(db_url: str) -> None:
@@ -179,19 +178,19 @@ def test_diff_lists_the_changed_rows_table_by_table(db_url: str) -> None:
         v1 = engine.versions.published_version
         content = engine.versions.content(v1)
         greeting = next(r for r in content["ce_response"] if r.get("intent_code") == "GREETING")
-        loan = next(r for r in content["ce_intent_classifier"] if r["intent_code"] == "LOAN")
+        fallback = next(r for r in content["ce_response"] if r.get("priority") == 500)
         edited = engine.versions.edit(
             upsert={"ce_response": [{"response_id": greeting["response_id"], "exact_text": WARM}],
                     "ce_intent": [{"intent_code": "BYE", "description": "goodbye"}]},
-            delete={"ce_intent_classifier": [loan["classifier_id"]]}, author="ann", message="three edits")
+            delete={"ce_response": [fallback["response_id"]]}, author="ann", message="three edits")
         tables = {d.table: d for d in engine.versions.diff(v1, edited.number)}
-        assert set(tables) == {"ce_response", "ce_intent", "ce_intent_classifier"}
-        (changed,) = tables["ce_response"].changes
+        assert set(tables) == {"ce_response", "ce_intent"}
+        changed, removed = tables["ce_response"].changes
         assert (changed.kind, changed.key) == ("changed", greeting["response_id"])
         assert dict(changed.columns) == {"exact_text": ("Hello there", WARM)}
+        assert (removed.kind, removed.key, removed.before["exact_text"]) == (
+            "removed", fallback["response_id"], "Fallback in {{state}}")
         assert [(c.kind, c.key) for c in tables["ce_intent"].changes] == [("added", "BYE")]
-        assert [(c.kind, c.key) for c in tables["ce_intent_classifier"].changes] == [
-            ("removed", loan["classifier_id"])]
         assert engine.versions.diff(v1, v1) == []
 
         with pytest.raises(InvalidInputError, match="no row"):
