@@ -19,7 +19,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import growth, llm_economy, retrieval, security_overhead, throughput, turn_overhead
+from bench import (
+    growth,
+    llm_economy,
+    retrieval,
+    security_overhead,
+    throughput,
+    turn_overhead,
+    versions_overhead,
+)
 from bench.common import RESULTS, ROOT, machine, postgres_server, print_table, write_results
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
@@ -50,6 +58,8 @@ async def run(args: argparse.Namespace, pg_url: str | None, folder: Path) -> lis
          security_overhead.HEADER, security_overhead.TITLE),
         ("retrieval", lambda: retrieval.measure(sizes["chunks"], sizes["queries"], sizes["turns"], pg_url, folder),
          retrieval.HEADER, retrieval.TITLE),
+        ("versions_overhead", lambda: versions_overhead.measure(sizes["turns"], pg_url, folder),
+         versions_overhead.HEADER, versions_overhead.TITLE),
     ]
     for name, measure, header, title in steps:
         began = time.perf_counter()

@@ -441,13 +441,13 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Storage", "ce_* tables, migrations, checkpoints, the turn's commit, knowledge bases",
      ("db", "checkpointing", "persistence", "knowledge")),
     ("Configuration and rules", "packs, validation, snapshots, templates; rule matching (pure); flow checks",
-     ("config_loader", "rules", "templates", "flows.validate", "flows.expr", "flows.vocab")),
+     ("config_loader", "rules", "templates", "flows.validate", "flows.expr", "flows.vocab", "versions")),
     ("Turn", "the steps, the graph, LLM call sites, tools, flows, memory",
      ("nodes", "graph", "llm", "tools", "schema", "adoption", "flows", "memory")),
     ("Engine", "opening, running turns, reloads, locks, feedback, cache report",
      ("engine", "runtime", "owners", "_portal", "feedback", "cache_report")),
     ("Front ends", "Python package API, HTTP, CLI, Studio, conversation tests",
-     ("__init__", "api", "cli", "studio", "testing")),
+     ("__init__", "api", "cli", "studio", "testing", "versions.gate", "versions.routes", "versions.cli")),
 )
 
 
