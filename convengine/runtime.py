@@ -42,7 +42,6 @@ from convengine.registry import Registries, TaskRegistry
 from convengine.rules.engine import RuleRegistry
 from convengine.settings import EngineSettings
 from convengine.state import EngineState
-from convengine.versions.serving import VERSION_STAGE  # [versions hook]
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +154,7 @@ class EngineRuntime:
         await self._follow_changes()
         # [versions hook] the version the conversation is pinned to (or the draft / a version asked for)
         choice = await self.versions.choose(request.conversation_id, request.reset, pick)
+        self.versions.remember(request.turn_id, choice)  # audited as the turn's first step starts
         snapshot = choice.snapshot
         ctx = self._context(request, snapshot, owner)
         if snapshot.settings.conversation_memory.long_term:
@@ -167,11 +167,10 @@ class EngineRuntime:
                 admission = await memory_service.admit(conn, request)
                 refused = await self._refusal(conn, request.conversation_id, owner) or admission.refused
                 if refused is None:
-                    final = await self._run(conn, request, ctx, snapshot, admission, choice)
+                    final = await self._run(conn, request, ctx, snapshot, admission)
         except ConversationBusyError:
             raise
         except Exception as exc:
-            self._audit_version(ctx, choice)  # [versions hook] a failed turn's audit names its version too
             error = await self._failed(request, ctx, exc)
             if error is exc:
                 raise
@@ -185,7 +184,7 @@ class EngineRuntime:
                           memory_service.lifecycle_of(final.get("state"), snapshot.settings))
 
     async def _run(self, conn: AsyncConnection, request: TurnRequest, ctx: TurnContext,
-                   snapshot: ConfigSnapshot, admission: Any, choice: Any = None) -> dict[str, Any]:
+                   snapshot: ConfigSnapshot, admission: Any) -> dict[str, Any]:
         """The graph run and its commit, under the conversation's lock."""
         config = {"configurable": {"thread_id": request.conversation_id},
                   "metadata": {"convengine_turn": request.turn_id},
@@ -196,17 +195,11 @@ class EngineRuntime:
         async with self.saver.bind(conn):
             await memory_service.before_run(conn, admission, ctx, snapshot.settings)
             final: dict[str, Any] = await self.graph.ainvoke(graph_input, config, context=ctx, durability="exit")
-            self._audit_version(ctx, choice)  # [versions hook]
             await self._commit(conn, ctx, await memory_service.after_run(conn, request, final, ctx,
                                                                          snapshot.settings))
         memory_service.publish_deferred(ctx, self.bus)
         await self._prune(request.conversation_id, int(final.get("turn") or 0), snapshot.settings)
         return final
-
-    def _audit_version(self, ctx: TurnContext, choice: Any) -> None:
-        """[versions hook] The turn's last audit event: the configuration version it ran on, and why."""
-        if choice is not None and not any(e.stage == VERSION_STAGE for e in ctx.audit.events):
-            ctx.audit.emit(VERSION_STAGE, choice.audit_payload(self.versions.channel))
 
     async def _refusal(self, conn: AsyncConnection | None, conversation_id: str,
                        owner: str | None) -> ConversationNotFoundError | None:
@@ -435,6 +428,8 @@ def _not_found(conversation_id: str) -> ConversationNotFoundError:
 
 def _versions_hook(runtime: EngineRuntime, options: Any, extensions: Extensions) -> None:
     """[versions hook] Serve the engine's channel; ``engine.versions`` for list/draft/publish/rollback."""
+    from convengine.graph.names import LOAD_OR_CREATE_CONVERSATION
+    from convengine.nodes.context import StepHook
     from convengine.versions import Versions
     from convengine.versions.lifecycle import sync_live
     from convengine.versions.serving import VersionServing
@@ -443,6 +438,8 @@ def _versions_hook(runtime: EngineRuntime, options: Any, extensions: Extensions)
     runtime.versions = VersionServing(runtime.sync_engine, runtime.async_engine, options.channel,
                                       options.settings, extensions)
     runtime.versions.start()
+    audit = StepHook(before=runtime.versions.audit_turn, steps=(LOAD_OR_CREATE_CONVERSATION,))
+    runtime.services.hooks = (*runtime.services.hooks, audit)  # CONFIG_VERSION in each turn's first step
     runtime.versions_api = Versions(runtime.sync_engine, tests=options.conversation_tests,
                                     settings_overrides=options.settings, extensions=extensions,
                                     on_change=runtime.look_for_changes)

@@ -30,8 +30,9 @@ from convengine.versions.lifecycle import build
 
 PIN = CeConversationVersion.__table__
 VERSION_STAGE = "CONFIG_VERSION"
-"""The audit stage each turn records first: the version it ran on and why that one."""
+"""The audit stage each turn records in its first step: the version it ran on and why that one."""
 CACHE_SIZE = 8
+MAX_RUNNING_TURNS = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,9 @@ class VersionServing:
         self._cache: OrderedDict[int, tuple[str, ConfigSnapshot]] = OrderedDict()
         self._served: store.Channel | None = None
         self._build_lock = asyncio.Lock()
+        self._turns: OrderedDict[str, Choice] = OrderedDict()
+        """Each running turn's choice, until its first step audits it (bounded: a turn refused before
+        its first step leaves its entry to be dropped)."""
 
     def start(self) -> None:
         """Read the channel (synchronously, while the engine opens); a channel never pointed is an error."""
@@ -144,6 +148,20 @@ class VersionServing:
     @property
     def cached_versions(self) -> tuple[int, ...]:
         return tuple(self._cache)
+
+    # --- audit ---------------------------------------------------------------------------
+
+    def remember(self, turn_id: str, choice: Choice) -> None:
+        self._turns[turn_id] = choice
+        while len(self._turns) > MAX_RUNNING_TURNS:
+            self._turns.popitem(last=False)
+
+    def audit_turn(self, step: str, turn: Any) -> None:
+        """Step hook of the turn's first step: the ``CONFIG_VERSION`` audit event."""
+        del step
+        choice = self._turns.pop(turn.ctx.turn_id, None)
+        if choice is not None:
+            turn.audit(VERSION_STAGE, choice.audit_payload(self.channel))
 
     # --- pins ------------------------------------------------------------------------------
 
