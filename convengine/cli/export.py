@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from convengine.cli.guard import guarded
-from convengine.settings import DEFAULT_DATABASE_URL
+from convengine.defaults import DEFAULT_DATABASE_URL
 
 err = Console(stderr=True)
 

@@ -8,7 +8,7 @@ import functools
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -87,3 +87,11 @@ def guarded(command: F) -> F:
         raise typer.Exit(SETUP_FAILED)
 
     return run  # type: ignore[return-value]
+
+
+def fail(exc: ConvEngineError) -> NoReturn:
+    """One line naming the code and the cause; exit code 2 (the command could not do its work)."""
+    if state.debug:
+        raise exc
+    report(exc.code.value, exc.message)
+    raise typer.Exit(SETUP_FAILED)
