@@ -64,7 +64,7 @@ __all__ = [
 
 
 class ErrorCode(str, enum.Enum):
-    """ConvEngine's error codes (reference §2.4) plus the ones this project adds.
+    """ConvEngine's error codes plus the ones this project adds.
 
     Each member's value is its name; :attr:`default_message` and :attr:`recoverable`
     give ConvEngine's defaults.
