@@ -28,6 +28,7 @@ from bench import (
     serving,
     throughput,
     turn_overhead,
+    versions_overhead,
 )
 from bench.common import RESULTS, ROOT, machine, postgres_server, print_table, write_results
 
@@ -63,6 +64,8 @@ async def run(args: argparse.Namespace, pg_url: str | None, folder: Path) -> lis
          bytes_per_turn.TITLE),
         ("retrieval", lambda: retrieval.measure(sizes["chunks"], sizes["queries"], sizes["turns"], pg_url, folder),
          retrieval.HEADER, retrieval.TITLE),
+        ("versions_overhead", lambda: versions_overhead.measure(sizes["turns"], pg_url, folder),
+         versions_overhead.HEADER, versions_overhead.TITLE),
     ]
     for name, measure, header, title in steps:
         began = time.perf_counter()

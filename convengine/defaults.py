@@ -4,3 +4,7 @@ from __future__ import annotations
 
 DEFAULT_DATABASE_URL = "sqlite:///convengine.db"
 """The database an engine, the API and every CLI command use when no URL is given."""
+
+LIVE_CHANNEL = "production"
+"""The channel served unless another is chosen; the ce_* control tables mirror its version (what
+ConvEngine's own readers see)."""

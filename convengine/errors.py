@@ -64,7 +64,7 @@ __all__ = [
 
 
 class ErrorCode(str, enum.Enum):
-    """ConvEngine's error codes (reference §2.4) plus the ones this project adds.
+    """ConvEngine's error codes plus the ones this project adds.
 
     Each member's value is its name; :attr:`default_message` and :attr:`recoverable`
     give ConvEngine's defaults.
@@ -136,6 +136,9 @@ class ErrorCode(str, enum.Enum):
     NOTHING_TO_REDO = "NOTHING_TO_REDO"
     UNDO_FORBIDDEN = "UNDO_FORBIDDEN"
     CONVERSATION_ENDED = "CONVERSATION_ENDED"
+    # Versioned configuration (convengine.versions)
+    VERSION_NOT_FOUND = "VERSION_NOT_FOUND"
+    PUBLISH_REFUSED = "PUBLISH_REFUSED"
     # HTTP API refusals (never raised by the engine itself)
     UNAUTHORIZED = "UNAUTHORIZED"
     FORBIDDEN = "FORBIDDEN"
@@ -186,6 +189,8 @@ _MESSAGES = {
     ErrorCode.NOTHING_TO_UNDO: "There is no turn to undo",
     ErrorCode.NOTHING_TO_REDO: "There is no undone turn to redo",
     ErrorCode.CONVERSATION_ENDED: "The conversation has ended; send a reset to start it again",
+    ErrorCode.VERSION_NOT_FOUND: "No such configuration version or channel",
+    ErrorCode.PUBLISH_REFUSED: "The draft was not published: it failed validation or a conversation test",
 }
 
 

@@ -76,7 +76,7 @@ def _field_complete(spec: Mapping[str, Any], value: Any) -> bool:
 
 
 def compute_facts(record: OutputSchemaRecord, context: Mapping[str, Any]) -> dict[str, Any]:
-    """Completeness facts of ``context`` against the schema (reference §5.2 step 9)."""
+    """Completeness facts of ``context`` against the schema."""
     schema = schema_dict(record)
     props: Mapping[str, Any] = schema.get("properties") or {}
     required = [r for r in schema.get("required") or [] if isinstance(r, str)]

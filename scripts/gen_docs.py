@@ -448,13 +448,14 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      ("db", "checkpointing", "persistence", "knowledge")),
     ("Configuration and rules", "packs, validation, snapshots, templates, verbose messages; rules (pure); flow checks",
      ("config_loader", "rules", "templates", "audit.verbose", "flows.validate", "flows.expr", "flows.vocab",
-      "flows.handoff")),
+      "flows.handoff", "versions")),
     ("Turn", "the steps, the graph, the LLM gateway, tool executors, flows, memory",
      ("nodes", "graph", "llm", "tools", "schema", "adoption", "flows", "memory")),
     ("Engine", "opening, running turns, reloads, locks, feedback, cache report",
-     ("engine", "owners", "_portal", "feedback", "cache_report")),
+     ("engine", "owners", "_portal", "feedback", "cache_report", "versions.gate", "testing.runner", "testing.spec",
+      "cli.support")),
     ("Front ends", "Python package API, HTTP, CLI, web console, Studio, conversation tests",
-     ("__init__", "api", "cli", "console", "studio", "testing")),
+     ("__init__", "api", "cli", "console", "studio", "testing", "versions.routes")),
 )
 
 

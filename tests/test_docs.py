@@ -205,9 +205,13 @@ def test_every_page_is_in_the_navigation() -> None:
 
 
 def test_docs_cite_nothing_a_user_does_not_have() -> None:
+    """Docs, docstrings and examples never point at notes outside this repository."""
     banned = re.compile(r"reference §|DESIGN\.md|/work/shared|(?<![.\w])seeds?\b|\bseed \d", re.IGNORECASE)
     texts = {p: p.read_text(encoding="utf-8") for p in [*(ROOT / "docs").rglob("*.md"), ROOT / "README.md"]}
     found = {str(p.relative_to(ROOT)): banned.findall(t) for p, t in texts.items()}
+    in_code = re.compile(r"reference §|DESIGN(?:\.md| §)|/work/shared|\bseed \d{3}\b")
+    code = [*(ROOT / "convengine").rglob("*.py"), *(ROOT / "examples").rglob("*.yaml"), *(ROOT / "bench").rglob("*.py")]
+    found.update({str(p.relative_to(ROOT)): in_code.findall(p.read_text(encoding="utf-8")) for p in code})
     assert not {k: v for k, v in found.items() if v}
 
 

@@ -32,6 +32,7 @@ from convengine.errors import (
     InvalidInputError,
     MessageTooLargeError,
 )
+from convengine.versions.routes import router as versions_router
 
 logger = logging.getLogger(__name__)
 DEFAULT_MAX_BODY = 2_000_000
@@ -78,6 +79,7 @@ def create_app(url: str = DEFAULT_DATABASE_URL, *, engine: Engine | None = None,
     app.include_router(memory_router)
     console_routes.install(app)  # the web console and /docs served offline
     app.state.console_pack = options.get("pack")
+    app.include_router(versions_router)  # /api/v1/versions/* (admin)
     app.state.streams = StreamRegistry()
     _middleware(app)
     _handlers(app)

@@ -1,4 +1,4 @@
-"""Request and response bodies of ConvEngine's REST contract (reference §11.1)."""
+"""Request and response bodies of ConvEngine's REST contract."""
 
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ from convengine.api.app import create_app
 from convengine.api.config import resolve_api
 from convengine.api.serving import BoundedH11Protocol
 from convengine.cli.support import choose_llm, pack_options
+from convengine.defaults import LIVE_CHANNEL
 from convengine.engine import Engine
 from convengine.errors import ConfigError
 from convengine.security.logs import server_log_config
@@ -46,6 +47,10 @@ class ServeSpec:
     scripted: str | None = None
     llm: str = "auto"
     cors_origins: tuple[str, ...] = ()
+    tests: tuple[str, ...] = ()
+    """Conversation tests every publish through the API must pass."""
+    channel: str = LIVE_CHANNEL
+    """The configuration channel served."""
     head_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
 
@@ -58,13 +63,15 @@ class ServeSpec:
         if not raw:
             raise ConfigError(f"{SPEC_ENV} is not set: workers are started by `convengine serve --workers N`")
         data = json.loads(raw)
-        return cls(**{**data, "cors_origins": tuple(data.get("cors_origins") or ())})
+        return cls(**{**data, "cors_origins": tuple(data.get("cors_origins") or ()),
+                      "tests": tuple(data.get("tests") or ())})
 
     def engine_options(self) -> dict[str, Any]:
         """The options ``convengine serve`` opens its engine with: the pack's tasks and scripted LLM, or --llm."""
         options = pack_options(Path(self.pack), _path(self.tasks), _path(self.scripted)) if self.pack else {}
         if "llm" not in options and (chosen := choose_llm(self.llm)) is not None:
             options["llm"] = chosen
+        options.update(conversation_tests=tuple(Path(t) for t in self.tests), channel=self.channel)
         return options
 
 

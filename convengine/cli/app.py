@@ -11,9 +11,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from convengine.cli.export import export_test
-from convengine.cli.guard import SETUP_FAILED, guarded, report, state
+from convengine.cli.guard import fail, guarded, state
 from convengine.cli.knowledge import knowledge_app
-from convengine.defaults import DEFAULT_DATABASE_URL
+from convengine.cli.versions import register as register_version_commands
+from convengine.defaults import DEFAULT_DATABASE_URL, LIVE_CHANNEL
 from convengine.errors import ConvEngineError
 
 # rich_markup_mode=None: typer's rich help shows flags as "--trace <bool>"; the plain help does not.
@@ -26,6 +27,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(pack_app, name="pack")
 app.add_typer(knowledge_app, name="knowledge")
 app.command("export-test")(export_test)
+register_version_commands(pack_app)  # pack versions|draft|diff|publish|rollback|channel
 
 err = Console(stderr=True)
 out = Console()
@@ -38,14 +40,6 @@ UrlOption = Annotated[str, typer.Option("--url", help="Database URL (sqlite:///F
 def options(debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of a failure")] = False) -> None:
     """convengine: a data-driven conversational engine."""
     state.debug = debug
-
-
-def fail(exc: ConvEngineError) -> None:
-    """One line naming the code and the cause; exit code 2 (the command could not do its work)."""
-    if state.debug:
-        raise exc
-    report(exc.code.value, exc.message)
-    raise typer.Exit(SETUP_FAILED)
 
 
 @db_app.command("upgrade")
@@ -95,12 +89,13 @@ def pack_import(
     """Replace the control tables with a pack's rows, all or nothing."""
     from convengine.config_loader import import_pack
     from convengine.db import create_sync_engine, parse_database_url, upgrade
+    from convengine.versions.lifecycle import record_import
 
     try:
         parsed = parse_database_url(url)
         engine = create_sync_engine(parsed)
         upgrade(engine)
-        snapshot = import_pack(engine, file)
+        snapshot = import_pack(engine, file, on_change=record_import)
         engine.dispose()
     except ConvEngineError as exc:
         fail(exc)
@@ -155,6 +150,8 @@ def chat(
                                                    "openai, or none")] = "auto",
     replace: Annotated[bool, typer.Option("--replace", help="Replace the configuration stored in the database "
                                                             "with --pack")] = False,
+    draft: Annotated[bool, typer.Option("--draft", help="Run on the draft configuration (the simulator): "
+                                                        "nothing is published")] = False,
 ) -> None:
     """Talk to the engine in the terminal (also reads piped stdin, one message per line).
 
@@ -169,7 +166,7 @@ def chat(
     for warning in engine.warnings:
         err.print(f"[yellow]warning[/yellow] {escape(warning)}", highlight=False, soft_wrap=True)
     try:
-        code = run_chat(engine, conversation_id=conversation, trace=trace, console=out)
+        code = run_chat(engine, conversation_id=conversation, trace=trace, console=out, draft=draft)
     finally:
         engine.close()
     raise typer.Exit(code)
@@ -191,6 +188,9 @@ def serve(
                               "api.cors.allowed_origins)")] = None,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Server processes sharing the port and the "
                                          "database (more than 1 needs PostgreSQL; see docs/deployment.md)")] = 1,
+    tests: Annotated[list[Path] | None, typer.Option(
+        "--tests", help="Conversation tests every publish through the API must pass (repeatable)")] = None,
+    channel: Annotated[str, typer.Option("--channel", help="The configuration channel to serve")] = LIVE_CHANNEL,
 ) -> None:
     """Serve ConvEngine's REST API (message, audit, trace, SSE stream, cache) with OpenAPI docs at /docs.
 
@@ -200,7 +200,8 @@ def serve(
     from convengine.api.workers import ServeSpec, serve_workers
 
     spec = ServeSpec(url=url, host=host, pack=str(pack) if pack else None, tasks=str(tasks) if tasks else None,
-                     scripted=str(scripted) if scripted else None, llm=llm, cors_origins=tuple(cors_origin or ()))
+                     scripted=str(scripted) if scripted else None, llm=llm, cors_origins=tuple(cors_origin or ()),
+                     tests=tuple(str(t) for t in tests or ()), channel=channel)
     try:
         if workers > 1:
             serve_workers(spec, workers, port=port, log_level=log_level)
@@ -219,6 +220,7 @@ def test(
     junit_xml: Annotated[Path | None, typer.Option("--junit-xml", help="Also write JUnit XML here")] = None,
 ) -> None:
     """Run conversation tests; prints each failure with the turn's trace, exits 1 if any failed."""
+    from convengine.engine import Engine
     from convengine.testing import FileRun, discover, load_test_file
     from convengine.testing.report import junit_xml as render_junit
 
@@ -229,7 +231,7 @@ def test(
     outcomes = []
     for file in files:
         try:
-            results = FileRun(load_test_file(file), url).run()
+            results = FileRun(load_test_file(file), url, open_engine=Engine.open).run()
         except ConvEngineError as exc:
             fail(exc)
         for outcome in results:

@@ -19,6 +19,7 @@ from convengine.config_loader.loader import read_control_rows
 from convengine.db import create_sync_engine, parse_database_url, upgrade
 from convengine.engine import Engine, TurnResult
 from convengine.errors import ConvEngineError
+from convengine.versions.lifecycle import record_import
 
 QUIT = {"/quit", "/exit", "/q"}
 
@@ -78,6 +79,8 @@ class ChatSession:
     conversation_id: str | None
     trace: bool
     failed: bool = False
+    draft: bool = False
+    """[versions hook] every turn runs on the draft configuration (``chat --draft``)."""
 
     def command(self, text: str) -> bool:
         """Run a /command; False when ``text`` is not one."""
@@ -95,7 +98,7 @@ class ChatSession:
 
     def send(self, message: str, *, reset: bool = False) -> None:
         try:
-            result = self.engine.process(message, self.conversation_id, reset=reset)
+            result = self.engine.process(message, self.conversation_id, reset=reset, draft=self.draft)
         except ConvEngineError as exc:
             self.failed = True
             self.console.print(f"[red]error[/red] [{exc.code.value}] {escape(exc.message)}", highlight=False)
@@ -106,10 +109,11 @@ class ChatSession:
             print_trace(self.console, self.engine, result)
 
 
-def run_chat(engine: Engine, *, conversation_id: str | None, trace: bool, console: Console) -> int:
+def run_chat(engine: Engine, *, conversation_id: str | None, trace: bool, console: Console,
+             draft: bool = False) -> int:
     """Read messages until EOF or /quit; returns the exit code (1 if any turn failed)."""
     interactive = sys.stdin.isatty()
-    session = ChatSession(engine, console, conversation_id, trace)
+    session = ChatSession(engine, console, conversation_id, trace, draft=draft)
     if interactive:
         enable_line_editing()
         console.print("[dim]Type a message; /help for commands, /quit to leave.[/dim]")
@@ -162,7 +166,7 @@ def prepare_configuration(url: str, pack: Path | None, *, replace: bool) -> Path
         if pack is None and any(read_control_rows(engine).values()):
             return None
         chosen = pack or default_pack()
-        import_pack(engine, chosen, replace=replace)
+        import_pack(engine, chosen, replace=replace, on_change=record_import)
         return chosen
     finally:
         engine.dispose()

@@ -8,7 +8,7 @@ import functools
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, NoReturn, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
@@ -88,3 +88,11 @@ def guarded(command: Callable[P, R]) -> Callable[P, R]:
         raise typer.Exit(SETUP_FAILED)
 
     return run
+
+
+def fail(exc: ConvEngineError) -> NoReturn:
+    """One line naming the code and the cause; exit code 2 (the command could not do its work)."""
+    if state.debug:
+        raise exc
+    report(exc.code.value, exc.message)
+    raise typer.Exit(SETUP_FAILED)

@@ -9,7 +9,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import convengine
 from convengine.config_loader.requirements import unregistered_tasks
 from convengine.errors import ConfigError
 
@@ -18,7 +17,7 @@ DEFAULT_PACK_NAME = "support_desk.yaml"
 
 def examples_dir() -> Path:
     """The example packs: bundled in the wheel, or the repository's examples/ in a checkout."""
-    package = Path(convengine.__file__).parent
+    package = Path(__file__).resolve().parent.parent  # the convengine package
     for candidate in (package / "_examples", package.parent / "examples"):
         if candidate.is_dir():
             return candidate

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,12 +90,17 @@ def validate_pack(
     )
 
 
+ImportHook = Callable[[sa.Connection, Mapping[str, list[dict[str, Any]]]], None]
+"""Called in an import's transaction with the rows as stored, when the import changed them."""
+
+
 def import_pack(
     engine: sa.Engine,
     source: str | Path | Mapping[str, Any],
     *,
     extensions: Extensions | None = None,
     replace: bool = True,
+    on_change: ImportHook | None = None,
 ) -> ConfigSnapshot:
     """Make the control tables hold the pack's rows, in one transaction.
 
@@ -105,12 +110,14 @@ def import_pack(
     rows is left untouched, so replicas starting together with the same pack all come up.
     With ``replace=False`` a database holding a *different* configuration is refused
     (:class:`ConfigurationExistsError` says what would be replaced) instead of overwritten.
+    ``on_change(conn, rows)`` runs in the import's transaction when the rows changed (the engine and
+    the CLI record the import as a configuration version: :func:`convengine.versions.lifecycle.record_import`).
     """
     snapshot = validate_pack(source, extensions=extensions)
     rowset = coerce_rows(pack_tables(read_pack(source)), origin="pack")
     try:
         with engine.connect() as conn:
-            if _import_rows(conn, rowset.rows, replace=replace):
+            if _import_rows(conn, rowset.rows, replace=replace, on_change=on_change):
                 conn.commit()
             else:  # the same configuration: keep the rows (and their timestamps) as they are
                 conn.rollback()
@@ -131,7 +138,8 @@ class ConfigurationExistsError(ConfigError):
     """The database holds another configuration, and replacing it was not asked for."""
 
 
-def _import_rows(conn: sa.Connection, rows: Mapping[str, list[dict[str, Any]]], *, replace: bool) -> bool:
+def _import_rows(conn: sa.Connection, rows: Mapping[str, list[dict[str, Any]]], *, replace: bool,
+                 on_change: ImportHook | None = None) -> bool:
     """Replace the rows under the import lock; False when that changed nothing (the caller rolls back)."""
     if conn.dialect.name == "postgresql":
         conn.execute(sa.text(f"SELECT pg_advisory_xact_lock({IMPORT_LOCK_KEY})"))
@@ -144,6 +152,8 @@ def _import_rows(conn: sa.Connection, rows: Mapping[str, list[dict[str, Any]]], 
         raise ConfigurationExistsError(_replacement(before, after))
     if before != after:
         stamp.publish(conn, stamp.new_stamp())  # every process reloads before its next turn
+        if on_change is not None:
+            on_change(conn, after)
     return before != after
 
 

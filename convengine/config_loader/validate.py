@@ -1,6 +1,6 @@
 """Load-time validation of control-plane records: every violation, named, at once.
 
-Checks ConvEngine's scope integrity (reference §1.4) and what ConvEngine only finds at
+Checks ConvEngine's scope integrity and what ConvEngine only finds at
 turn time: regexes compile, JSON schemas are schemas, JSON_PATH rules parse, actions,
 phases, match types and tool groups are known, states referenced by SET_STATE and
 ce_state_graph exist, db-tool rows point at tools, interaction contracts are JSON.

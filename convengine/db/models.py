@@ -563,6 +563,67 @@ class CeKnowledgeChunk(Base):
 KNOWLEDGE_MODELS: tuple[type[Base], ...] = (CeKnowledgeBase, CeKnowledgeDocument, CeKnowledgeChunk)
 
 
+# --- versioned configuration (convengine.versions) ---------------------------------------------
+# convengine's own tables; ConvEngine's ce_* control tables stay as they are and mirror the version
+# published on the live channel.
+
+
+class CeConfigVersion(Base):
+    """convengine's own: one immutable version of the configuration (the pack of every control row)."""
+
+    __tablename__ = "ce_config_version"
+    version_no: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    content_hash: Mapped[str] = mapped_column(sa.Text, nullable=False, index=True)
+    content: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    """The version's pack as canonical JSON (sorted keys): what ``content_hash`` is the SHA-256 of."""
+    author: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    message: Mapped[str | None] = mapped_column(sa.Text)
+    parent_no: Mapped[int | None] = mapped_column(sa.Integer)
+    """The draft this version was edited from, when it was an edit."""
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, nullable=False, default=utcnow)
+
+
+class CeConfigChannel(Base):
+    """convengine's own: a named channel (``production``, ``staging``, the reserved ``draft``) and the
+    version it serves."""
+
+    __tablename__ = "ce_config_channel"
+    channel_name: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    version_no: Mapped[int] = mapped_column(sa.Integer, sa.ForeignKey("ce_config_version.version_no"),
+                                            nullable=False)
+    migration: Mapped[str] = mapped_column(sa.Text, nullable=False, default="pin", server_default="pin")
+    """``pin``: a conversation stays on the version it started on; ``latest``: it moves at its next turn."""
+    updated_by: Mapped[str | None] = mapped_column(sa.Text)
+    updated_at: Mapped[datetime | None] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
+
+
+class CeConfigPublication(Base):
+    """convengine's own: every move of a channel (publish, rollback, import, point), in order."""
+
+    __tablename__ = "ce_config_publication"
+    publication_id: Mapped[int] = _id()
+    channel_name: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    version_no: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    action: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    author: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    message: Mapped[str | None] = mapped_column(sa.Text)
+    tests_run: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0, server_default="0")
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, nullable=False, default=utcnow)
+
+
+class CeConversationVersion(Base):
+    """convengine's own: the configuration version a conversation is pinned to."""
+
+    __tablename__ = "ce_conversation_version"
+    conversation_id: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    version_no: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    updated_at: Mapped[datetime | None] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
+
+
+VERSION_MODELS: tuple[type[Base], ...] = (CeConfigVersion, CeConfigChannel, CeConfigPublication,
+                                          CeConversationVersion)
+
+
 CONTROL_MODELS: tuple[type[Base], ...] = (
     CeConfig,
     CeIntent,

@@ -4,10 +4,36 @@
 - :mod:`convengine.engine.results`: :class:`TurnResult`, :class:`Payload`, :class:`EngineOptions`.
 - :mod:`convengine.engine.runtime`: :class:`EngineRuntime`, an open engine's resources and the turn itself.
 - :mod:`convengine.engine.commit`: the one place a turn's rows and audit batch are committed.
+
+The names are resolved on first use (PEP 562): the conversation-test runner imports
+:mod:`convengine.engine.results` while the engine itself is loading (publishing a configuration
+version runs conversation tests), so importing a submodule must not load the whole engine.
 """
 
-from convengine.engine.core import Engine
-from convengine.engine.results import EngineOptions, Payload, TurnResult
-from convengine.engine.runtime import EngineRuntime
+from __future__ import annotations
+
+import importlib
+import typing
+
+if typing.TYPE_CHECKING:  # the names below, for type checkers and the import-graph checks
+    from convengine.engine.core import Engine
+    from convengine.engine.results import EngineOptions, Payload, TurnResult
+    from convengine.engine.runtime import EngineRuntime
+
+_HOMES = {"Engine": "core", "EngineOptions": "results", "Payload": "results", "TurnResult": "results",
+          "EngineRuntime": "runtime"}
 
 __all__ = ["Engine", "EngineOptions", "EngineRuntime", "Payload", "TurnResult"]
+
+
+def __getattr__(name: str) -> typing.Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOMES])

@@ -13,6 +13,7 @@ import asyncio
 import atexit
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Self
 
 from convengine._portal import Portal
@@ -34,6 +35,9 @@ from convengine.memory.users import check_user_id
 from convengine.settings import EngineSettings
 from convengine.state import EngineState
 from convengine.tools.db import RAW_SQL_TOOLS
+from convengine.versions import Versions
+from convengine.versions.gate import conversation_test_gate
+from convengine.versions.serving import pick_of
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +71,7 @@ class Engine:
         Raises:
             ConfigError: bad settings, an invalid pack or invalid rows in the database.
         """
-        portal, chosen = Portal(), EngineOptions.from_keywords(options)
+        portal, chosen = Portal(), _with_gate(EngineOptions.from_keywords(options))
         try:
             runtime = portal.call(EngineRuntime.start(url, chosen, AuditBus()))
         except BaseException:
@@ -80,7 +84,7 @@ class Engine:
     @classmethod
     async def aopen(cls, url: str = DEFAULT_DATABASE_URL, **options: Any) -> Engine:
         """Open on the running event loop (servers, async applications)."""
-        chosen = EngineOptions.from_keywords(options)
+        chosen = _with_gate(EngineOptions.from_keywords(options))
         runtime = await EngineRuntime.start(url, chosen, AuditBus())
         return cls(url, chosen, Portal(asyncio.get_running_loop()), runtime)
 
@@ -115,8 +119,13 @@ class Engine:
     # --- turns ------------------------------------------------------------------------
 
     def process(self, message: str, conversation_id: str | None = None, input_params: Mapping[str, Any] | None = None,
-                reset: bool = False, *, owner: str | None = None, user_id: str | None = None) -> TurnResult:
+                reset: bool = False, *, owner: str | None = None, user_id: str | None = None,
+                draft: bool = False, version: int | None = None) -> TurnResult:
         """Process one user message; returns the turn's result or raises a ConvEngineError.
+
+        The turn runs on the configuration version the conversation is pinned to (a new or reset
+        conversation: the version of the engine's channel). ``draft=True`` runs it on the draft (the
+        simulator) and ``version=N`` on version N, pinning the conversation there; neither publishes.
 
         ``owner`` (an opaque caller identity, e.g. from the HTTP API's authentication) is stored with a
         new conversation; a turn by another owner on an existing conversation raises
@@ -126,14 +135,17 @@ class Engine:
         A message to an ENDED conversation raises ConversationEndedError unless it resets.
         """
         request = check_request(message, conversation_id, input_params, reset, self.settings, user_id)
-        return self._portal.call(self._runtime.process(request, _owner(owner)))
+        pick = pick_of(draft, version)
+        return self._portal.call(self._runtime.process(request, _owner(owner), pick))
 
     async def aprocess(self, message: str, conversation_id: str | None = None,
                        input_params: Mapping[str, Any] | None = None, reset: bool = False, *,
-                       owner: str | None = None, user_id: str | None = None) -> TurnResult:
+                       owner: str | None = None, user_id: str | None = None,
+                       draft: bool = False, version: int | None = None) -> TurnResult:
         """Async :meth:`process`."""
         request = check_request(message, conversation_id, input_params, reset, self.settings, user_id)
-        return await self._portal.acall(self._runtime.process(request, _owner(owner)))
+        pick = pick_of(draft, version)
+        return await self._portal.acall(self._runtime.process(request, _owner(owner), pick))
 
     def start(self, conversation_id: str | None = None, input_params: Mapping[str, Any] | None = None, *,
               owner: str | None = None) -> TurnResult:
@@ -317,6 +329,13 @@ class Engine:
         return self.bus.subscribe(conversation_id)
 
     @property
+    def versions(self) -> Versions:
+        """Versioned configuration: list, diff, draft, edit, publish, rollback, channels."""
+        versions = self._runtime.versions_api
+        assert versions is not None  # set when the runtime starts
+        return versions
+
+    @property
     def snapshot(self) -> ConfigSnapshot:
         return self._runtime.holder.current
 
@@ -384,3 +403,8 @@ def _owner(owner: object) -> str | None:
     return owner
 
 
+def _with_gate(options: EngineOptions) -> EngineOptions:
+    """``engine.versions.publish()`` runs the conversation tests on engines opened like this one."""
+    if options.test_gate is not None:
+        return options
+    return replace(options, test_gate=conversation_test_gate(Engine.open))

@@ -9,10 +9,12 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
+from convengine.defaults import LIVE_CHANNEL
 from convengine.nodes.common import Step
 from convengine.nodes.context import StepHook
 from convengine.rules.actions import ActionHandler
 from convengine.rules.engine import MatchType
+from convengine.versions.lifecycle import TestGate
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +78,12 @@ class EngineOptions:
     embeddings: Embeddings | None = None
     """A LangChain ``Embeddings`` model for knowledge search and SEMANTIC classifiers."""
     settings: dict[str, Any] = field(default_factory=dict)
+    channel: str = LIVE_CHANNEL
+    """The configuration channel new conversations get (``production``: the published version)."""
+    conversation_tests: tuple[str | Path, ...] = ()
+    """``*.conv.yaml`` files or directories ``engine.versions.publish()`` runs against the draft."""
+    test_gate: TestGate | None = None
+    """What runs ``conversation_tests`` (default: on engines opened like this one)."""
 
     @classmethod
     def from_keywords(cls, options: Mapping[str, Any]) -> EngineOptions:

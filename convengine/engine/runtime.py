@@ -51,7 +51,7 @@ from convengine.memory.longterm import open_store
 from convengine.memory.pruning import prune_keeping_undo
 from convengine.memory.service import Admission
 from convengine.memory.timeline import UndoResult
-from convengine.nodes.context import Services, TurnContext
+from convengine.nodes.context import Services, StepHook, TurnContext
 from convengine.owners import KnownOwners
 from convengine.persistence import ConversationStore, insert_events
 from convengine.registry import Registries, TaskRegistry
@@ -62,6 +62,9 @@ from convengine.tools.db import DbRunner
 from convengine.tools.http import HttpRunner
 from convengine.tools.mcp_servers import McpServers
 from convengine.tools.runner import ToolRunner
+from convengine.versions import Versions
+from convengine.versions.lifecycle import record_import, sync_live
+from convengine.versions.serving import Pick, VersionServing
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +95,10 @@ class EngineRuntime:
     """LangGraph's store (SQLite or PostgreSQL) holding users' long-term properties, opened (and its
     tables set up) the first time a memory feature needs it: importing it costs startup time."""
     _store_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    versions: VersionServing | None = None
+    """The version each turn runs on (set by :meth:`start`)."""
+    versions_api: Versions | None = None
+    """``engine.versions``: list, diff, draft, publish, rollback, channels (set by :meth:`start`)."""
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -120,9 +127,15 @@ class EngineRuntime:
         locks = TurnLocks(url, async_engine, holder.current.settings.turn_lock_timeout_s)
         if not url.is_postgres:
             await asyncio.to_thread(locks.lock_folder)
-        return cls(url=url, holder=holder, sync_engine=sync_engine, async_engine=async_engine, store=store,
-                   saver=saver, saver_stack=stack, graph=graph, locks=locks, services=services, bus=bus,
-                   audit_filter=AuditFilter(holder.current.settings.audit))
+        runtime = cls(url=url, holder=holder, sync_engine=sync_engine, async_engine=async_engine, store=store,
+                      saver=saver, saver_stack=stack, graph=graph, locks=locks, services=services, bus=bus,
+                      audit_filter=AuditFilter(holder.current.settings.audit))
+        try:
+            await asyncio.to_thread(_versions_hook, runtime, options, extensions)
+        except BaseException:
+            await runtime.stop()
+            raise
+        return runtime
 
     async def stop(self) -> None:
         if self.services.tools is not None:
@@ -133,12 +146,19 @@ class EngineRuntime:
 
     async def reload(self) -> ConfigSnapshot:
         """Reload the configuration here and in every other process (cache refresh)."""
+        await asyncio.to_thread(sync_live, self.sync_engine)  # direct table edits become a version
         return self._apply(await asyncio.to_thread(self.holder.refresh))
 
     def _apply(self, snapshot: ConfigSnapshot) -> ConfigSnapshot:
+        if self.versions is not None:  # re-read the channel before the next turn
+            self.versions.changed()
         self.audit_filter.settings = snapshot.settings.audit
         self.locks.timeout_s = snapshot.settings.turn_lock_timeout_s
         return snapshot
+
+    def look_for_changes(self) -> None:
+        """Check the configuration stamp before the next turn (a change was just made)."""
+        self.stamp_checked_at = 0.0
 
     async def _follow_changes(self) -> None:
         """Reload when another process imported or refreshed the configuration (checked at most
@@ -155,11 +175,14 @@ class EngineRuntime:
 
     # --- a turn -----------------------------------------------------------------------
 
-    async def process(self, request: TurnRequest, owner: str | None = None) -> TurnResult:
+    async def process(self, request: TurnRequest, owner: str | None = None, pick: Pick | None = None) -> TurnResult:
         """One turn; with an ``owner``, only on a conversation that is new or belongs to that owner
         (checked under the turn lock: another owner's turn raises ConversationNotFoundError unrun)."""
         await self._follow_changes()
-        snapshot = self.holder.current
+        # [versions hook] the version the conversation is pinned to (or the draft / a version asked for)
+        choice = await self.versions.choose(request.conversation_id, request.reset, pick)
+        self.versions.remember(request.turn_id, choice)  # audited as the turn's first step starts
+        snapshot = choice.snapshot
         ctx = self._context(request, snapshot, owner)
         if snapshot.settings.conversation_memory.long_term:
             # Set up before the turn's transaction: the PostgreSQL store's setup builds indexes
@@ -405,6 +428,19 @@ def _not_found(conversation_id: str) -> ConversationNotFoundError:
     return ConversationNotFoundError(f"no conversation {conversation_id}")
 
 
+def _versions_hook(runtime: EngineRuntime, options: EngineOptions, extensions: Extensions) -> None:
+    """Serve the engine's channel; ``engine.versions`` for list/draft/publish/rollback."""
+    sync_live(runtime.sync_engine)
+    runtime.versions = VersionServing(runtime.sync_engine, runtime.async_engine, options.channel,
+                                      options.settings, extensions)
+    runtime.versions.start()
+    audit = StepHook(before=runtime.versions.audit_turn, steps=(names.LOAD_OR_CREATE_CONVERSATION,))
+    runtime.services.hooks = (*runtime.services.hooks, audit)  # CONFIG_VERSION in each turn's first step
+    runtime.versions_api = Versions(runtime.sync_engine, tests=options.conversation_tests, gate=options.test_gate,
+                                    settings_overrides=options.settings, extensions=extensions,
+                                    on_change=runtime.look_for_changes)
+
+
 def _check_tables(settings: EngineSettings) -> None:
     if settings.tables:
         raise ConfigError("convengine.tables.* (table renaming) is not supported: the ce_* tables keep "
@@ -416,7 +452,7 @@ def _prepare(sync_engine: sa.Engine, settings: EngineSettings, pack: str | Path 
     if settings.auto_migrate:
         upgrade(sync_engine)
     if pack is not None:
-        import_pack(sync_engine, pack, extensions=extensions)
+        import_pack(sync_engine, pack, extensions=extensions, on_change=record_import)
     holder.reload()
 
 

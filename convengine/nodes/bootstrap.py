@@ -93,7 +93,7 @@ def _adopt(turn: Turn, adopted: Adopted) -> None:
 
 
 def reset_reason(turn: Turn) -> str | None:
-    """Why this turn resets the conversation (reference §8.7), or None."""
+    """Why this turn resets the conversation, or None."""
     request = turn.get(keys.TURN_INPUT) or {}
     if truthy(request.get("reset")):
         return "INPUT_PARAM:reset"

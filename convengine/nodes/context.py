@@ -1,7 +1,7 @@
 """The LangGraph runtime context of a turn: engine services plus this turn's collectors.
 
 Nothing here is checkpointed: the snapshot, LLM gateway, tool registry, task registry and
-audit collector travel in ``Runtime.context`` (DESIGN §3).
+audit collector travel in ``Runtime.context``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""correction: confirmation routing and single-field patches, without an LLM call (reference §5.3)."""
+"""correction: confirmation routing and single-field patches, without an LLM call."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""RESPONSE_TEXT / RESPONSE_JSON call sites: DERIVED responses (reference §6.2-6.4)."""
+"""RESPONSE_TEXT / RESPONSE_JSON call sites: DERIVED responses."""
 
 from __future__ import annotations
 

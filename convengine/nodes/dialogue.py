@@ -21,7 +21,7 @@ ANSWER_MAX_CHARS = 80
 
 
 def classify_by_regex(turn: Turn) -> tuple[str, float]:
-    """ConvEngine's regex classification (reference §4.1), first hit wins."""
+    """ConvEngine's regex classification, first hit wins."""
     text = turn.user_text.strip()
     if not text:
         return "NEW_REQUEST", 0.40

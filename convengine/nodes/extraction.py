@@ -1,4 +1,4 @@
-"""SCHEMA_EXTRACTION call site: fill a slot schema from the user's words (reference §5.1-5.2)."""
+"""SCHEMA_EXTRACTION call site: fill a slot schema from the user's words."""
 
 from __future__ import annotations
 

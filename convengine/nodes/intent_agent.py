@@ -1,4 +1,4 @@
-"""INTENT_AGENT call site: scores, MIN_CONFIDENCE, collisions and clarification (reference §4.4)."""
+"""INTENT_AGENT call site: scores, MIN_CONFIDENCE, collisions and clarification."""
 
 from __future__ import annotations
 

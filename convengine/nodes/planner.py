@@ -1,4 +1,4 @@
-"""The MCP planner loop as graph edges: mcp_planner <-> mcp_tool_call (reference §7.3).
+"""The MCP planner loop as graph edges: mcp_planner <-> mcp_tool_call.
 
 mcp_planner runs ``PRE_AGENT_MCP`` rules and the skip checks on its first visit in a turn, then
 asks the planner (call site MCP_PLANNER) for the next step. A tool call goes to mcp_tool_call,

@@ -71,7 +71,7 @@ def _block(turn: Turn, policy: PolicyRecord, *, failed_closed: bool = False) -> 
 
 
 async def guardrail(turn: Turn) -> None:
-    """Sanitise, look for sensitive patterns, require approval when configured (reference §8.4)."""
+    """Sanitise, look for sensitive patterns, require approval when configured."""
     cfg = turn.settings.flow.guardrail
     params = turn.params
     text = turn.user_text

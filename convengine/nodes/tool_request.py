@@ -1,4 +1,4 @@
-"""tool_orchestration: run the tool a caller asked for in ``tool_request`` (reference §7.2, seed 001)."""
+"""tool_orchestration: run the tool a caller asked for in ``tool_request``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Rule actions (reference §3.4). Each returns the payload of the audit stage named after it."""
+"""Rule actions. Each returns the payload of the audit stage named after it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Rule passes (reference §3.3): scope buckets, every match fires, re-pass on intent/state change.
+"""Rule passes: scope buckets, every match fires, re-pass on intent/state change.
 
 Pure: the engine reads the session, calls actions and emits audit stages; it does no I/O
 of its own (SET_TASK calls the user's callables).

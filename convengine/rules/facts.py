@@ -1,4 +1,4 @@
-"""The facts document JSON_PATH rules are evaluated against (ConvEngine's shape, reference §3.1).
+"""The facts document JSON_PATH rules are evaluated against (ConvEngine's shape).
 
 Top-level context fields first, then the session fields over them, so ``@.customerId``,
 ``@.state``, ``@.context.mcp.finalAnswer`` and ``@.inputParams.routing_decision`` all work.

@@ -1,4 +1,4 @@
-"""The variables a template sees (reference §6.3), with ConvEngine's aliases.
+"""The variables a template sees, with ConvEngine's aliases.
 
 Explicit variables (``session``, ``inputParams``, ``context``, ``user_input`` and its aliases,
 ``conversation_history``, time variables...) win; any other name is looked up in the session

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from convengine.engine import Engine
 from convengine.testing.runner import FileRun, TestOutcome
 from convengine.testing.spec import load_test_file
 
@@ -38,7 +39,7 @@ class ConversationFile(pytest.File):
         if self._outcomes is None:
             spec = load_test_file(self.path)
             url = self.config.getoption("--convengine-url")
-            self._outcomes = {o.name: o for o in FileRun(spec, url).run()}
+            self._outcomes = {o.name: o for o in FileRun(spec, url, open_engine=Engine.open).run()}
         return self._outcomes[name]
 
 

@@ -8,15 +8,16 @@ import tempfile
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from convengine.audit import stages as audit_stages
 from convengine.audit.events import AuditEvent
 from convengine.audit.turns import last_turn, turn_steps
 from convengine.cli.support import pack_options
-from convengine.engine import Engine, TurnResult
+from convengine.engine.results import TurnResult
 from convengine.errors import ConvEngineError, ToolError
 from convengine.llm.scripted import ScriptedLLM
 from convengine.testing.spec import ConversationTest, Expect, TestFile, ToolStub, Turn, load_test_file
@@ -97,16 +98,44 @@ class StubBoard:
         return stub
 
 
-class FileRun:
-    """Runs every test of one file on one engine."""
+class RunnableEngine(Protocol):
+    """What a conversation test needs of an engine (``convengine.Engine``)."""
 
-    def __init__(self, spec: TestFile, url: str | None = None) -> None:
+    def process(self, message: str, conversation_id: str | None = None,
+                input_params: Mapping[str, Any] | None = None, reset: bool = False) -> TurnResult: ...
+
+    def start(self, conversation_id: str | None = None,
+              input_params: Mapping[str, Any] | None = None) -> TurnResult: ...
+
+    def resume_from_handoff(self, conversation_id: str) -> TurnResult: ...
+
+    def seed(self, conversation_id: str, *, context: Mapping[str, Any] | None = None,
+             input_params: Mapping[str, Any] | None = None) -> str: ...
+
+    def state(self, conversation_id: str) -> Mapping[str, Any]: ...
+
+    def audit(self, conversation_id: str) -> list[AuditEvent]: ...
+
+    def close(self) -> None: ...
+
+
+OpenEngine = Callable[..., RunnableEngine]
+"""Opens an engine on a URL with :meth:`convengine.Engine.open`'s options (``Engine.open``)."""
+
+
+class FileRun:
+    """Runs every test of one file on one engine, opened by ``open_engine`` (``Engine.open``: the
+    runner is given it, since publishing a configuration version runs conversation tests from inside
+    the engine)."""
+
+    def __init__(self, spec: TestFile, url: str | None = None, *, open_engine: OpenEngine) -> None:
         self.spec = spec
         self.url = url
+        self.open_engine = open_engine
         self.llm = ScriptedLLM()
         self.stubs = StubBoard()
 
-    def _engine(self, workdir: Path) -> Engine:
+    def _engine(self, workdir: Path) -> RunnableEngine:
         pack = self.spec.resolve(self.spec.pack)
         tasks = self.spec.resolve(self.spec.tasks) if self.spec.tasks else None
         options = pack_options(pack, tasks)
@@ -115,7 +144,7 @@ class FileRun:
         if any(test.llm or test.llm_default is not None for test in self.spec.tests):
             options["llm"] = self.llm
         url = self.url or f"sqlite:///{workdir / 'conversation-tests.db'}"
-        return Engine.open(url, **options, **self.spec.settings)
+        return self.open_engine(url, **options, **self.spec.settings)
 
     def run(self) -> list[TestOutcome]:
         with tempfile.TemporaryDirectory(prefix="convengine-tests-") as workdir:
@@ -130,7 +159,7 @@ class FileRun:
             finally:
                 engine.close()
 
-    def _run_test(self, engine: Engine, test: ConversationTest) -> TestOutcome:
+    def _run_test(self, engine: RunnableEngine, test: ConversationTest) -> TestOutcome:
         assert self.spec.path is not None
         outcome = TestOutcome(self.spec.path, test.name)
         started = time.perf_counter()
@@ -147,7 +176,7 @@ class FileRun:
         outcome.seconds = time.perf_counter() - started
         return outcome
 
-    def _run_turn(self, engine: Engine, cid: str, index: int, turn: Turn) -> TurnOutcome:
+    def _run_turn(self, engine: RunnableEngine, cid: str, index: int, turn: Turn) -> TurnOutcome:
         outcome = TurnOutcome(index, turn.user)
         before = len(self.llm.calls)
         try:
@@ -166,7 +195,7 @@ class FileRun:
         return outcome
 
 
-def _send(engine: Engine, cid: str, turn: Turn) -> TurnResult:
+def _send(engine: RunnableEngine, cid: str, turn: Turn) -> TurnResult:
     if turn.event == "welcome":
         return engine.start(cid, turn.params or None)
     if turn.event == "handoff_resume":
@@ -174,8 +203,9 @@ def _send(engine: Engine, cid: str, turn: Turn) -> TurnResult:
     return engine.process(turn.user, cid, turn.params or None, turn.reset)
 
 
-def run_file(path: str | Path, *, url: str | None = None) -> list[TestOutcome]:
-    return FileRun(load_test_file(path), url).run()
+def run_file(path: str | Path, *, url: str | None = None, open_engine: OpenEngine) -> list[TestOutcome]:
+    """Every test of one ``*.conv.yaml`` file (``convengine.testing.run_file`` supplies ``Engine.open``)."""
+    return FileRun(load_test_file(path), url, open_engine=open_engine).run()
 
 
 def discover(paths: list[str | Path]) -> list[Path]:

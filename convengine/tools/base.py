@@ -102,7 +102,7 @@ def normalise_result(value: Any) -> Any:
 
 
 def tool_meta(tool: ToolRecord) -> dict[str, Any]:
-    """The ``_meta`` block of direct tool results (seed 001)."""
+    """The ``_meta`` block of direct tool results."""
     return {"tool_id": tool.tool_id, "tool_code": tool.tool_code, "tool_group": tool.group,
             "intent_code": tool.intent_code, "state_code": tool.state_code, "enabled": tool.enabled,
             "description": tool.description,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from convengine.testing.runner import run_file
+from convengine.testing import run_file
 from tests.helpers import engine_on, payload_of, turn_events
 from tests.http_stub import http_server
 

@@ -1,0 +1,169 @@
+"""``convengine pack versions|draft|diff|publish|rollback|channel``: the version lifecycle from the terminal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from convengine.cli.guard import fail, guarded
+from convengine.defaults import DEFAULT_DATABASE_URL, LIVE_CHANNEL
+from convengine.errors import ConvEngineError
+
+out = Console()
+err = Console(stderr=True)
+
+UrlOption = Annotated[str, typer.Option("--url", help="Database URL (sqlite:///FILE or postgresql://...)",
+                                        envvar="CONVENGINE_DATABASE_URL")]
+AuthorOption = Annotated[str, typer.Option("--author", help="Who makes the change (kept with it)",
+                                           envvar="USER")]
+MessageOption = Annotated[str | None, typer.Option("-m", "--message", help="Why (kept with the change)")]
+ChannelOption = Annotated[str, typer.Option("--channel", help="The channel (environment) to change")]
+
+
+def _fail(exc: ConvEngineError) -> None:
+    fail(exc)
+
+
+def _resolve(versions: object, ref: str) -> int:
+    """A version number, or a channel name (``production``, ``draft``, ``staging``...) for its version."""
+    from convengine.versions.manager import Versions
+
+    assert isinstance(versions, Versions)
+    if ref.isdigit():
+        return int(ref)
+    return versions.channel(ref).version
+
+
+def register(pack_app: typer.Typer) -> None:
+    """Add the version commands to ``convengine pack``."""
+    pack_app.command("versions")(guarded(list_versions))
+    pack_app.command("draft")(guarded(draft))
+    pack_app.command("diff")(guarded(diff))
+    pack_app.command("publish")(guarded(publish))
+    pack_app.command("rollback")(guarded(rollback))
+    pack_app.command("channel")(guarded(channel))
+
+
+def list_versions(url: UrlOption = DEFAULT_DATABASE_URL) -> None:
+    """List the configuration versions and the channels that serve them."""
+    from convengine.versions import Versions
+
+    try:
+        with Versions.open(url) as versions:
+            rows, channels = versions.list(), versions.channels()
+    except ConvEngineError as exc:
+        _fail(exc)
+    served: dict[int, list[str]] = {}
+    for ch in channels:
+        served.setdefault(ch.version, []).append(ch.name)
+    for info in rows:
+        names = f"  ({', '.join(served[info.number])})" if info.number in served else ""
+        out.print(f"{info.number:>4}  {info.hash[:12]}  {info.created_at:%Y-%m-%d %H:%M}  "
+                  f"{info.author}: {info.message or ''}{names}", highlight=False, markup=False, soft_wrap=True)
+
+
+def draft(
+    file: Annotated[Path, typer.Argument(help="The pack (YAML) the draft holds")],
+    url: UrlOption = DEFAULT_DATABASE_URL,
+    author: AuthorOption = "cli",
+    message: MessageOption = None,
+) -> None:
+    """Make a pack the draft (a new version); what users get does not change until it is published."""
+    from convengine.versions import Versions
+
+    try:
+        with Versions.open(url) as versions:
+            info = versions.draft(file, author=author, message=message)
+    except ConvEngineError as exc:
+        _fail(exc)
+    out.print(f"draft: version {info.number} ({info.hash[:12]})", highlight=False)
+
+
+def diff(
+    a: Annotated[str, typer.Argument(help="A version number or channel name (e.g. production)")],
+    b: Annotated[str, typer.Argument(help="A version number or channel name (e.g. draft)")],
+    url: UrlOption = DEFAULT_DATABASE_URL,
+) -> None:
+    """Show what changed from A to B, table by table and row by row."""
+    from convengine.versions import Versions
+    from convengine.versions.diff import render
+
+    try:
+        with Versions.open(url) as versions:
+            first, second = _resolve(versions, a), _resolve(versions, b)
+            text = render(versions.diff(first, second), first, second)
+    except ConvEngineError as exc:
+        _fail(exc)
+    out.print(text, end="", markup=False, highlight=False)
+
+
+def publish(
+    url: UrlOption = DEFAULT_DATABASE_URL,
+    tests: Annotated[list[Path] | None, typer.Option(
+        "--tests", help="Conversation tests (*.conv.yaml files or folders) the draft must pass")] = None,
+    channel: ChannelOption = LIVE_CHANNEL,
+    version: Annotated[int | None, typer.Option("--version", help="Publish this version instead of the draft")] = None,
+    author: AuthorOption = "cli",
+    message: MessageOption = None,
+) -> None:
+    """Publish the draft: only when it validates and every conversation test passes against it."""
+    from convengine.engine import Engine
+    from convengine.versions import Versions
+    from convengine.versions.gate import conversation_test_gate
+    from convengine.versions.lifecycle import PublishRefusedError
+
+    try:
+        with Versions.open(url, gate=conversation_test_gate(Engine.open)) as versions:
+            done = versions.publish(channel=channel, version=version, tests=tests or [], author=author,
+                                    message=message)
+    except PublishRefusedError as refused:  # the whole report: which test failed, on which turn, and why
+        err.print(f"[red]{refused.code.value}[/red] {escape(refused.message)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    except ConvEngineError as exc:
+        _fail(exc)
+    passed = f", {len(done.tests_passed)} conversation tests passed" if done.tests_passed else \
+        ", no conversation tests given (--tests)"
+    out.print(f"published version {done.version.number} on {done.channel}{passed}", highlight=False)
+
+
+def rollback(
+    version: Annotated[int, typer.Argument(help="The earlier version to serve again")],
+    url: UrlOption = DEFAULT_DATABASE_URL,
+    channel: ChannelOption = LIVE_CHANNEL,
+    author: AuthorOption = "cli",
+    message: MessageOption = None,
+) -> None:
+    """Serve an earlier version again; conversations keep the version they started on."""
+    from convengine.versions import Versions
+
+    try:
+        with Versions.open(url) as versions:
+            done = versions.rollback(version, channel=channel, author=author, message=message)
+    except ConvEngineError as exc:
+        _fail(exc)
+    out.print(f"rolled {done.channel} back to version {done.version.number}", highlight=False)
+
+
+def channel(
+    name: Annotated[str, typer.Argument(help="The channel, e.g. staging")],
+    version: Annotated[str, typer.Argument(help="A version number, or a channel whose version to take")],
+    url: UrlOption = DEFAULT_DATABASE_URL,
+    migration: Annotated[str | None, typer.Option(
+        "--migration", help="pin (conversations keep their version) or latest (they move at their next turn)")] = None,
+    author: AuthorOption = "cli",
+    message: MessageOption = None,
+) -> None:
+    """Point a channel (an environment such as staging) at a version (validated, not tested)."""
+    from convengine.versions import Versions
+
+    try:
+        with Versions.open(url) as versions:
+            number = _resolve(versions, version)
+            done = versions.point(name, number, migration=migration, author=author, message=message)
+    except ConvEngineError as exc:
+        _fail(exc)
+    out.print(f"{done.channel} serves version {done.version.number}", highlight=False)

@@ -1,0 +1,72 @@
+"""A version's content: the pack of every control row, in one canonical form, and its hash.
+
+The canonical form is what the control tables hold when the version is live: a pack read back
+from the database (ids assigned, column defaults filled, timestamps left out), serialised as JSON
+with sorted keys. Two versions with the same rows therefore have the same hash, whether they came
+from a pack file, an edit or the tables themselves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import sqlalchemy as sa
+
+from convengine.config_loader.loader import _DELETE_ORDER, _INSERT_ORDER, TIMESTAMPS, _insert_rows, _read_rows
+from convengine.config_loader.packs import pack_tables, read_pack, rows_to_pack
+from convengine.config_loader.rows import coerce_rows
+from convengine.db.models import MODEL_BY_TABLE, primary_key_column
+from convengine.defaults import LIVE_CHANNEL
+
+__all__ = ["DRAFT_CHANNEL", "LIVE_CHANNEL", "MIGRATIONS"]
+
+DRAFT_CHANNEL = "draft"
+"""The reserved channel naming the draft: the latest version made by an edit, not yet published."""
+MIGRATIONS = ("pin", "latest")
+"""A channel's migration policy: ``pin`` keeps a conversation on the version it started on until it
+ends or resets; ``latest`` moves it to the channel's version at its next turn."""
+
+
+def canonical(pack: Mapping[str, Any]) -> str:
+    """The pack as canonical JSON: sorted keys, no insignificant spaces."""
+    return json.dumps(pack, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def digest(text: str) -> str:
+    """The SHA-256 (hex) of canonical content."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def content_of_rows(rows: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Control-table rows (as read from the database) -> the version content (a pack)."""
+    stripped = {table: [{k: v for k, v in row.items() if k not in TIMESTAMPS} for row in table_rows]
+                for table, table_rows in rows.items()}
+    return json.loads(canonical(rows_to_pack(stripped)))
+
+
+def live_content(conn: sa.Connection) -> dict[str, Any]:
+    """The content the control tables hold now (in the caller's transaction)."""
+    return content_of_rows(_read_rows(conn, skip=TIMESTAMPS))
+
+
+def normalise(conn: sa.Connection, source: str | Any) -> dict[str, Any]:
+    """A pack (path, YAML text or mapping) in canonical form, by writing its rows into the control
+    tables and reading them back inside the caller's transaction, which the caller rolls back.
+
+    Raises:
+        PackError: the pack cannot be read, or its rows break the tables' constraints.
+        ConfigValidationError: a value cannot be coerced to its column's type.
+    """
+    rowset = coerce_rows(pack_tables(read_pack(source)), origin="pack")
+    for table in _DELETE_ORDER:
+        conn.execute(sa.delete(MODEL_BY_TABLE[table].__table__))
+    for table in _INSERT_ORDER:
+        _insert_rows(conn, table, rowset.rows.get(table, []))
+    return live_content(conn)
+
+
+def primary_key(table: str) -> str:
+    return primary_key_column(table)

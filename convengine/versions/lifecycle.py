@@ -1,0 +1,275 @@
+"""The lifecycle of a version: recorded (import, edit, direct table edit), drafted, published (gated by
+validation and conversation tests), rolled back; channels pointed at versions.
+
+Every function takes a synchronous SQLAlchemy engine and does its writes in one transaction under
+the import lock, so a version, its channel move and (for the live channel) the control tables it
+mirrors into change together or not at all.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import sqlalchemy as sa
+
+from convengine.config_loader import ConfigSnapshot, Extensions, validate_pack
+from convengine.config_loader.loader import _replace_rows
+from convengine.config_loader.packs import pack_tables
+from convengine.config_loader.rows import coerce_rows
+from convengine.errors import ConfigError, ConfigValidationError, ErrorCode, PackError
+from convengine.versions import store
+from convengine.versions.content import (
+    DRAFT_CHANNEL,
+    LIVE_CHANNEL,
+    canonical,
+    digest,
+    live_content,
+    normalise,
+)
+from convengine.versions.edits import apply_edits
+
+
+class GateOutcome(Protocol):
+    """What a test gate reports of one conversation test (``convengine.testing.TestOutcome``)."""
+
+    file: Path
+    name: str
+
+    @property
+    def passed(self) -> bool: ...
+
+    def report(self) -> str: ...
+
+
+TestGate = Callable[[Mapping[str, Any], Sequence[str | Path]], Sequence[GateOutcome]]
+"""Runs conversation tests against a version's content (injected: the tests open engines)."""
+
+logger = logging.getLogger(__name__)
+
+IMPORT_AUTHOR = "pack import"
+DATABASE_AUTHOR = "database"
+
+
+class PublishRefusedError(ConfigError):
+    """The draft failed validation or a conversation test; ``details['failed']`` names the tests."""
+
+    default_code = ErrorCode.PUBLISH_REFUSED
+
+
+@dataclass(frozen=True, slots=True)
+class Publication:
+    """What a publish or rollback did: the channel, the version it now serves, the tests that passed."""
+
+    channel: str
+    version: store.VersionInfo
+    action: str
+    tests_passed: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"channel": self.channel, "version": self.version.to_dict(), "action": self.action,
+                "testsPassed": list(self.tests_passed)}
+
+
+def _locked(engine: sa.Engine, work: Callable[[sa.Connection], Any], *, commit: bool = True) -> Any:
+    try:
+        with engine.connect() as conn:
+            store.lock(conn)
+            result = work(conn)
+            if commit:
+                conn.commit()
+            else:
+                conn.rollback()
+            return result
+    except sa.exc.SQLAlchemyError as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        raise PackError(f"the configuration versions could not be written, nothing changed: {reason}") from exc
+
+
+# --- recording ----------------------------------------------------------------------------------
+
+
+def record_live(conn: sa.Connection, *, author: str, message: str) -> store.VersionInfo:
+    """The live tables as the live channel's version: a new version (and the draft moved to it) when
+    they differ from what the live channel serves; nothing new when they hold exactly that."""
+    content = live_content(conn)
+    current = store.channel(conn, LIVE_CHANNEL)
+    if current is not None and store.info(conn, current.version).hash == digest(canonical(content)):
+        return store.info(conn, current.version)
+    info = store.record(conn, content, author=author, message=message,
+                        parent=current.version if current else None)
+    store.point(conn, LIVE_CHANNEL, info.number, author=author, action="IMPORT", message=message)
+    draft = store.channel(conn, DRAFT_CHANNEL)
+    if draft is None or current is None or draft.version == current.version:
+        store.point(conn, DRAFT_CHANNEL, info.number, author=author, action="IMPORT", message=message)
+    return info
+
+
+def record_import(conn: sa.Connection, rows: Mapping[str, list[dict[str, Any]]]) -> None:
+    """Hook of :func:`convengine.config_loader.import_pack`: the imported rows become a version, published
+    on the live channel (an import writes the live tables, so it is what users get)."""
+    del rows  # the same rows are read back with the columns the database filled in
+    info = record_live(conn, author=IMPORT_AUTHOR, message="pack imported into the control tables")
+    logger.info("configuration version %s recorded by a pack import", info.number)
+
+
+def sync_live(engine: sa.Engine) -> store.VersionInfo:
+    """Record the control tables as a version if they were edited directly (SQL) since the live
+    channel's version was recorded; the first call on a database records its first version."""
+    return _locked(engine, lambda conn: record_live(
+        conn, author=DATABASE_AUTHOR, message="the control tables were edited directly"))  # type: ignore[no-any-return]
+
+
+# --- drafts -------------------------------------------------------------------------------------
+
+
+def create_draft(engine: sa.Engine, source: str | Path | Mapping[str, Any], *, author: str,
+                 message: str | None, settings_overrides: Mapping[str, Any] | None = None,
+                 extensions: Extensions | None = None) -> store.VersionInfo:
+    """A new version holding the pack ``source``, made the draft (nothing users get changes).
+
+    Raises:
+        PackError: the pack cannot be read or its rows break the tables' constraints.
+        ConfigValidationError: the pack is invalid (every violation listed); nothing is stored.
+    """
+    validate_pack(source, settings_overrides=settings_overrides, extensions=extensions)  # the rows as written
+    content = _locked(engine, lambda conn: normalise(conn, source), commit=False)
+    build(content, settings_overrides=settings_overrides, extensions=extensions)  # and as stored
+
+    def write(conn: sa.Connection) -> store.VersionInfo:
+        draft = store.channel(conn, DRAFT_CHANNEL)
+        info = store.record(conn, content, author=author, message=message, parent=draft.version if draft else None)
+        store.point(conn, DRAFT_CHANNEL, info.number, author=author, action="DRAFT", message=message)
+        return info
+
+    return _locked(engine, write)  # type: ignore[no-any-return]
+
+
+def edit_draft(engine: sa.Engine, *, upsert: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+               delete: Mapping[str, Sequence[Any]] | None = None, author: str,
+               message: str | None, **build_options: Any) -> store.VersionInfo:
+    """A new draft: the current draft with rows added or changed (``upsert``: rows matched by primary key;
+    given columns replace the stored ones) and rows removed (``delete``: primary keys), per table."""
+    with engine.connect() as conn:
+        base = store.content(conn, store.require_channel(conn, DRAFT_CHANNEL).version)
+    return create_draft(engine, apply_edits(base, upsert or {}, delete or {}), author=author, message=message,
+                        **build_options)
+
+
+# --- publishing ---------------------------------------------------------------------------------
+
+
+def build(content: Mapping[str, Any], *, settings_overrides: Mapping[str, Any] | None = None,
+          extensions: Extensions | None = None) -> ConfigSnapshot:
+    """The validated snapshot of a version's content."""
+    return validate_pack(dict(content), settings_overrides=settings_overrides, extensions=extensions)
+
+
+def publish(engine: sa.Engine, *, channel: str = LIVE_CHANNEL, version: int | None = None,
+            tests: Sequence[str | Path] = (), author: str, message: str | None = None,
+            settings_overrides: Mapping[str, Any] | None = None,
+            extensions: Extensions | None = None, gate: TestGate | None = None) -> Publication:
+    """Make ``channel`` serve the draft (or ``version``) when it validates and every conversation test in
+    ``tests`` (files or directories of ``*.conv.yaml``) passes against it. ``gate`` runs them (see
+    :func:`convengine.versions.gate.conversation_test_gate`); tests without a gate are refused, never skipped.
+
+    Raises:
+        PublishRefusedError: the version is invalid (violations listed) or tests failed (named).
+        VersionNotFoundError: no such version, or no draft yet.
+    """
+    store.check_channel(channel)
+    with engine.connect() as conn:
+        number = version if version is not None else store.require_channel(conn, DRAFT_CHANNEL).version
+        content = store.content(conn, number)
+    _validated(content, number, settings_overrides, extensions)
+    passed = _tested(content, number, tests, gate)
+    return _apply(engine, channel, number, content, author=author, action="PUBLISH", message=message,
+                  tests_passed=passed)
+
+
+def rollback(engine: sa.Engine, version: int, *, channel: str = LIVE_CHANNEL, author: str,
+             message: str | None = None, settings_overrides: Mapping[str, Any] | None = None,
+             extensions: Extensions | None = None) -> Publication:
+    """Re-publish an earlier version of ``channel`` (one it served before), after validating it again.
+
+    Raises:
+        VersionNotFoundError: the version does not exist or ``channel`` never served it.
+    """
+    store.check_channel(channel)
+    with engine.connect() as conn:
+        served = {p["version"] for p in store.publications(conn, channel)}
+        content = store.content(conn, version)
+    if version not in served:
+        raise store.VersionNotFoundError(f"channel {channel!r} never served version {version}; rollback "
+                                         "re-publishes a version the channel served before (use publish for "
+                                         "another version)")
+    _validated(content, version, settings_overrides, extensions)
+    return _apply(engine, channel, version, content, author=author, action="ROLLBACK", message=message)
+
+
+def point(engine: sa.Engine, channel: str, version: int, *, author: str, migration: str | None = None,
+          message: str | None = None, settings_overrides: Mapping[str, Any] | None = None,
+          extensions: Extensions | None = None) -> Publication:
+    """Point a channel at a version (validated, not tested: for environments such as ``staging``), or
+    change its migration policy."""
+    store.check_channel(channel)
+    with engine.connect() as conn:
+        content = store.content(conn, version)
+    _validated(content, version, settings_overrides, extensions)
+    return _apply(engine, channel, version, content, author=author, action="POINT", message=message,
+                  migration=migration)
+
+
+def _validated(content: Mapping[str, Any], number: int, settings_overrides: Mapping[str, Any] | None,
+               extensions: Extensions | None) -> ConfigSnapshot:
+    try:
+        return build(content, settings_overrides=settings_overrides, extensions=extensions)
+    except ConfigValidationError as exc:
+        raise PublishRefusedError(f"version {number} was not published: it is invalid\n{exc.message}",
+                                  details={"violations": [str(v) for v in exc.violations], "failed": []}) from exc
+
+
+def _tested(content: Mapping[str, Any], number: int, tests: Sequence[str | Path],
+            gate: TestGate | None) -> tuple[str, ...]:
+    if not tests:
+        return ()
+    if gate is None:
+        raise ConfigError("conversation tests were given but nothing can run them here: publish through "
+                          "engine.versions, the CLI or the HTTP API, or pass gate=convengine.versions.gate.conversation_test_gate(Engine.open)")
+    outcomes = gate(content, tests)
+    failed = [o for o in outcomes if not o.passed]
+    if failed:
+        names = [f"{o.file.name}: {o.name}" for o in failed]
+        reports = "\n".join(o.report() for o in failed)
+        raise PublishRefusedError(f"version {number} was not published: {len(failed)} conversation test"
+                                  f"{'s' if len(failed) > 1 else ''} failed ({'; '.join(names)})\n{reports}",
+                                  details={"failed": names, "violations": []})
+    return tuple(f"{o.file.name}: {o.name}" for o in outcomes)
+
+
+def _apply(engine: sa.Engine, channel: str, number: int, content: Mapping[str, Any], *, author: str,
+           action: str, message: str | None, tests_passed: tuple[str, ...] = (),
+           migration: str | None = None) -> Publication:
+    def write(conn: sa.Connection) -> Publication:
+        if channel == LIVE_CHANNEL:
+            _mirror(conn, content)
+        store.point(conn, channel, number, author=author, action=action, message=message,
+                    tests_run=len(tests_passed), migration=migration)
+        return Publication(channel, store.info(conn, number), action, tests_passed)
+
+    publication: Publication = _locked(engine, write)
+    logger.info("configuration version %s %s on channel %s by %s", number, action.lower(), channel, author)
+    return publication
+
+
+def _mirror(conn: sa.Connection, content: Mapping[str, Any]) -> None:
+    """The control tables become the version's rows (ConvEngine's readers see the live channel)."""
+    _replace_rows(conn, coerce_rows(pack_tables(dict(content)), origin="pack").rows)
+
+
+__all__ = ["Publication", "PublishRefusedError", "create_draft", "edit_draft", "point", "publish",
+           "record_import", "rollback", "sync_live"]
