@@ -180,8 +180,10 @@ class EngineRuntime:
         (checked under the turn lock: another owner's turn raises ConversationNotFoundError unrun)."""
         await self._follow_changes()
         # [versions hook] the version the conversation is pinned to (or the draft / a version asked for)
-        choice = await self.versions.choose(request.conversation_id, request.reset, pick)
-        self.versions.remember(request.turn_id, choice)  # audited as the turn's first step starts
+        versions = self.versions
+        assert versions is not None, "start() serves the versions before any turn runs"
+        choice = await versions.choose(request.conversation_id, request.reset, pick)
+        versions.remember(request.turn_id, choice)  # audited as the turn's first step starts
         snapshot = choice.snapshot
         ctx = self._context(request, snapshot, owner)
         if snapshot.settings.conversation_memory.long_term:

@@ -27,7 +27,7 @@ class RowChange:
         if self.kind == "changed":
             out["columns"] = {c: {"before": b, "after": a} for c, (b, a) in self.columns.items()}
         else:
-            out["row"] = dict(self.after if self.kind == "added" else self.before or {})
+            out["row"] = dict((self.after if self.kind == "added" else self.before) or {})
         return out
 
 

@@ -121,7 +121,7 @@ def sync_live(engine: sa.Engine) -> store.VersionInfo:
     """Record the control tables as a version if they were edited directly (SQL) since the live
     channel's version was recorded; the first call on a database records its first version."""
     return _locked(engine, lambda conn: record_live(
-        conn, author=DATABASE_AUTHOR, message="the control tables were edited directly"))  # type: ignore[no-any-return]
+        conn, author=DATABASE_AUTHOR, message="the control tables were edited directly"))
 
 
 # --- drafts -------------------------------------------------------------------------------------
@@ -146,7 +146,7 @@ def create_draft(engine: sa.Engine, source: str | Path | Mapping[str, Any], *, a
         store.point(conn, DRAFT_CHANNEL, info.number, author=author, action="DRAFT", message=message)
         return info
 
-    return _locked(engine, write)  # type: ignore[no-any-return]
+    return _locked(engine, write)
 
 
 def edit_draft(engine: sa.Engine, *, upsert: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,

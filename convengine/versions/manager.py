@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, TypedDict
 
 import sqlalchemy as sa
 
@@ -13,6 +14,13 @@ from convengine.db import create_sync_engine, parse_database_url, upgrade
 from convengine.versions import lifecycle, store
 from convengine.versions.content import DRAFT_CHANNEL, LIVE_CHANNEL
 from convengine.versions.diff import TableDiff, diff
+
+
+class _BuildOptions(TypedDict):
+    """How a version's pack is built into a configuration (passed on to every lifecycle call)."""
+
+    settings_overrides: dict[str, Any]
+    extensions: Extensions | None
 
 
 class Versions:
@@ -31,7 +39,7 @@ class Versions:
         self.engine = engine
         self.gate = gate
         self.tests = tuple(tests)
-        self._build = {"settings_overrides": dict(settings_overrides or {}), "extensions": extensions}
+        self._build: _BuildOptions = {"settings_overrides": dict(settings_overrides or {}), "extensions": extensions}
         self._on_change = on_change or (lambda: None)
         self._owned = False
 
@@ -74,11 +82,11 @@ class Versions:
         with self.engine.connect() as conn:
             return store.content(conn, number)
 
-    def diff(self, a: int, b: int) -> list[TableDiff]:
+    def diff(self, a: int, b: int) -> builtins.list[TableDiff]:  # `list` is a method of this class
         """What changed from version ``a`` to version ``b``, table by table, row by row."""
         return diff(self.content(a), self.content(b))
 
-    def channels(self) -> list[store.Channel]:
+    def channels(self) -> builtins.list[store.Channel]:
         with self.engine.connect() as conn:
             return store.channels(conn)
 
@@ -94,7 +102,7 @@ class Versions:
     def published_version(self) -> int:
         return self.channel(LIVE_CHANNEL).version
 
-    def history(self, channel: str | None = None) -> list[dict[str, Any]]:
+    def history(self, channel: str | None = None) -> builtins.list[dict[str, Any]]:
         """Every move of a channel (all channels when None), oldest first."""
         with self.engine.connect() as conn:
             return store.publications(conn, channel)

@@ -111,6 +111,7 @@ class VersionServing:
     async def choose(self, conversation_id: str, reset: bool, pick: Pick | None) -> Choice:
         """The version of this turn (pinning the conversation to it when that changes its pin)."""
         pinned = await self._pin(conversation_id)
+        number: int | None
         if pick is not None:
             number = pick.version if pick.version is not None else \
                 (await asyncio.to_thread(self._read_channel, DRAFT_CHANNEL)).version
@@ -132,12 +133,14 @@ class VersionServing:
             self._cache.move_to_end(number)
             return cached
         async with self._build_lock:
-            cached = self._cache.get(number) or await asyncio.to_thread(self._build, number)
-        self._cache[number] = cached
+            built = self._cache.get(number)  # another task may have built it while this one waited
+            if built is None:
+                built = await asyncio.to_thread(self._build, number)
+        self._cache[number] = built
         self._cache.move_to_end(number)
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
-        return cached
+        return built
 
     def _build(self, number: int) -> tuple[str, ConfigSnapshot]:
         with self.sync_engine.connect() as conn:
@@ -168,7 +171,7 @@ class VersionServing:
     async def _pin(self, conversation_id: str) -> int | None:
         async with self.async_engine.connect() as conn:
             found = await conn.execute(sa.select(PIN.c.version_no).where(PIN.c.conversation_id == conversation_id))
-            return found.scalar_one_or_none()  # type: ignore[no-any-return]
+            return found.scalar_one_or_none()
 
     async def _set_pin(self, conversation_id: str, number: int) -> None:
         insert = pg_insert if self.async_engine.dialect.name == "postgresql" else sqlite_insert

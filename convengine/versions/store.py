@@ -119,7 +119,7 @@ def content(conn: sa.Connection, number: int) -> dict[str, Any]:
     text = conn.execute(sa.select(VERSION.c.content).where(VERSION.c.version_no == number)).scalar_one_or_none()
     if text is None:
         raise VersionNotFoundError(f"no configuration version {number}")
-    return json.loads(text)  # type: ignore[no-any-return]
+    return json.loads(text)
 
 
 def versions(conn: sa.Connection) -> list[VersionInfo]:
