@@ -2,8 +2,8 @@
 
 A flow is refused when a node is unreachable from its entry, a node can neither reach an end nor
 wait for input, an edge points at a node that does not exist, a subflow names no flow, a flow calls
-itself through subflows (directly or through others), a node's type or configuration is unknown, or
-a cycle can run without waiting for input.
+itself through subflows (directly or through others), a node's type is unknown or its configuration wrong (an
+agent's ``model`` / ``temperature`` included), or a cycle can run without waiting for input.
 """
 
 from __future__ import annotations
