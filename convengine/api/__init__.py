@@ -4,7 +4,23 @@
 ``(Request) -> Principal | None`` (sync or async); see docs/security.md.
 """
 
-from convengine.api.app import create_app
-from convengine.api.auth import Principal
+from __future__ import annotations
 
-__all__ = ["Principal", "create_app"]
+from typing import TYPE_CHECKING
+
+from convengine._lazy import lazy_names
+
+if TYPE_CHECKING:  # the names below, for type checkers and the import-graph checks; at run time each
+    # loads on first use, so importing one submodule does not run the others (see convengine/_lazy.py)
+    from convengine.api.app import create_app
+    from convengine.api.auth import Principal
+
+__all__ = [
+    "Principal",
+    "create_app",
+]
+
+__getattr__, __dir__ = lazy_names(__name__, {
+    "Principal": "auth",
+    "create_app": "app",
+})

@@ -1,16 +1,24 @@
 """ce_* control tables -> one immutable, validated ConfigSnapshot; packs (YAML) in and out."""
 
-from convengine.config_loader.build import Extensions, SnapshotInput, build_snapshot
-from convengine.config_loader.loader import (
-    SnapshotHolder,
-    export_pack,
-    import_pack,
-    load_snapshot,
-    read_control_rows,
-    validate_pack,
-)
-from convengine.config_loader.packs import dump_pack, read_pack
-from convengine.config_loader.snapshot import ConfigSnapshot, scope_matches
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from convengine._lazy import lazy_names
+
+if TYPE_CHECKING:  # the names below, for type checkers and the import-graph checks; at run time each
+    # loads on first use, so importing one submodule does not run the others (see convengine/_lazy.py)
+    from convengine.config_loader.build import Extensions, SnapshotInput, build_snapshot
+    from convengine.config_loader.loader import (
+        SnapshotHolder,
+        export_pack,
+        import_pack,
+        load_snapshot,
+        read_control_rows,
+        validate_pack,
+    )
+    from convengine.config_loader.packs import dump_pack, read_pack
+    from convengine.config_loader.snapshot import ConfigSnapshot, scope_matches
 
 __all__ = [
     "ConfigSnapshot",
@@ -27,3 +35,19 @@ __all__ = [
     "scope_matches",
     "validate_pack",
 ]
+
+__getattr__, __dir__ = lazy_names(__name__, {
+    "ConfigSnapshot": "snapshot",
+    "Extensions": "build",
+    "SnapshotHolder": "loader",
+    "SnapshotInput": "build",
+    "build_snapshot": "build",
+    "dump_pack": "packs",
+    "export_pack": "loader",
+    "import_pack": "loader",
+    "load_snapshot": "loader",
+    "read_control_rows": "loader",
+    "read_pack": "packs",
+    "scope_matches": "snapshot",
+    "validate_pack": "loader",
+})

@@ -13,8 +13,8 @@ import json
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from convengine.rules.actions import parse_input_params
 from convengine.rules.facts import FactsInput, session_fields
+from convengine.rules.params import parse_input_params
 from convengine.state import TURN_PARAM_KEYS
 from convengine.templates.render import check_syntax, referenced_names
 from convengine.templates.variables import _ALIASES

@@ -12,28 +12,16 @@ version runs conversation tests), so importing a submodule must not load the who
 
 from __future__ import annotations
 
-import importlib
-import typing
+from typing import TYPE_CHECKING
 
-if typing.TYPE_CHECKING:  # the names below, for type checkers and the import-graph checks
+from convengine._lazy import lazy_names
+
+if TYPE_CHECKING:  # the names below, for type checkers and the import-graph checks
     from convengine.engine.core import Engine
     from convengine.engine.results import EngineOptions, Payload, TurnResult
     from convengine.engine.runtime import EngineRuntime
 
-_HOMES = {"Engine": "core", "EngineOptions": "results", "Payload": "results", "TurnResult": "results",
-          "EngineRuntime": "runtime"}
-
 __all__ = ["Engine", "EngineOptions", "EngineRuntime", "Payload", "TurnResult"]
 
-
-def __getattr__(name: str) -> typing.Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_HOMES])
+__getattr__, __dir__ = lazy_names(__name__, {"Engine": "core", "EngineOptions": "results", "Payload": "results",
+                                             "TurnResult": "results", "EngineRuntime": "runtime"})

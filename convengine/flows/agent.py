@@ -5,6 +5,7 @@ runs a tool of the node's own list through the engine's tool runner and adds the
 ANSWER says the answer. The node keeps its memory (the last exchanges) in the session variable
 ``_agent_memory_<node_id>``. With a ``greeting`` it speaks first and waits for the user; with
 ``stay: true`` it keeps the conversation (each message is answered) until another intent digresses.
+The node's optional ``model`` and ``temperature`` apply to its own planner calls only.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ async def _loop(walk: Walk, flow: Flow, node: FlowNodeRecord, config: dict[str, 
     for step in range(1, int(config.get("max_steps") or 4) + 1):
         user = json.dumps({"question": question, "observations": observations}, ensure_ascii=False, default=str)
         try:
-            plan = await llm.json(walk.turn, CALL_SITE, system=system, user=user, schema=PLANNER_SCHEMA)
+            plan = await llm.json(walk.turn, CALL_SITE, system=system, user=user, schema=PLANNER_SCHEMA,
+                                  **_options(config))
         except ConvEngineError as exc:
             walk.turn.audit(vocab.FLOW_AGENT_FAILED, {**audit, "step": step, "errorCode": exc.code.value})
             return None
@@ -70,6 +72,16 @@ async def _loop(walk: Walk, flow: Flow, node: FlowNodeRecord, config: dict[str, 
                                         plan.get("args") or {}))
     walk.turn.audit(vocab.FLOW_AGENT_FAILED, {**audit, "reason": "MAX_STEPS", "maxSteps": config.get("max_steps") or 4})
     return None
+
+
+def _options(config: dict[str, Any]) -> dict[str, Any]:
+    """The node's ``model`` / ``temperature`` for its planner calls (validated at load)."""
+    options: dict[str, Any] = {}
+    if config.get("model") is not None:
+        options["model"] = str(config["model"])
+    if config.get("temperature") is not None:
+        options["temperature"] = float(config["temperature"])
+    return options
 
 
 def _system(walk: Walk, config: dict[str, Any], allowed: list[str], node: FlowNodeRecord) -> str:

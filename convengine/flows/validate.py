@@ -2,8 +2,8 @@
 
 A flow is refused when a node is unreachable from its entry, a node can neither reach an end nor
 wait for input, an edge points at a node that does not exist, a subflow names no flow, a flow calls
-itself through subflows (directly or through others), a node's type or configuration is unknown, or
-a cycle can run without waiting for input.
+itself through subflows (directly or through others), a node's type is unknown or its configuration wrong (an
+agent's ``model`` / ``temperature`` included), or a cycle can run without waiting for input.
 """
 
 from __future__ import annotations
@@ -111,6 +111,22 @@ def _check_node(c: _Check, node: FlowNodeRecord, where: str) -> None:
         _value_schema(c, node, where, config["value_schema"])
     if node.node_type == vocab.SET and config.get("expression"):
         _expression(c, NODE, node.flow_node_id, "config", where, str(config["expression"]))
+    if node.node_type == vocab.AGENT:
+        _agent_options(c, node, where, config)
+
+
+def _agent_options(c: _Check, node: FlowNodeRecord, where: str, config: dict[str, Any]) -> None:
+    """An agent's ``model``: a non-empty name of bounded length; ``temperature``: a number in range."""
+    model, temperature = config.get("model"), config.get("temperature")
+    if model is not None and (not isinstance(model, str) or not model.strip()
+                              or len(model) > vocab.AGENT_MODEL_MAX_CHARS):
+        c.bad(NODE, node.flow_node_id, "config", f"{where}: model must be a non-empty model name of at most "
+              f"{vocab.AGENT_MODEL_MAX_CHARS} characters (got {str(model)[:40]!r})")
+    low, high = vocab.AGENT_TEMPERATURE_MIN, vocab.AGENT_TEMPERATURE_MAX
+    if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
+                                    or not low <= temperature <= high):
+        c.bad(NODE, node.flow_node_id, "config",
+              f"{where}: temperature must be a number from {low:g} to {high:g} (got {str(temperature)[:40]!r})")
 
 
 def _value_schema(c: _Check, node: FlowNodeRecord, where: str, schema: Any) -> None:

@@ -27,6 +27,10 @@ WAITING_TYPES: frozenset[str] = frozenset({ENTITY, AGENT})
 """Node types that may stop the walk to wait for the user's next message."""
 BRANCHING_TYPES: frozenset[str] = frozenset({DECISION, ROUTER})
 
+# An agent node's own LLM options (checked at load).
+AGENT_MODEL_MAX_CHARS = 200
+AGENT_TEMPERATURE_MIN, AGENT_TEMPERATURE_MAX = 0.0, 2.0
+
 # Outcomes a node reports; an edge with that ``outcome`` is taken (NULL outcome: the default edge).
 CAPTURED = "captured"
 ESCALATE = "escalate"

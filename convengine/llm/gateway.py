@@ -4,7 +4,9 @@ Text and JSON-with-schema calls over a backend: a LangChain ``BaseChatModel`` (`
 against any OpenAI-compatible server) or :class:`~convengine.llm.scripted.ScriptedLLM`. Each
 call is timed, retried on transient failures, audited (``LLM_CALL`` / ``LLM_CALL_ERROR`` with
 the call site, latency and token usage) and optionally logged to ``ce_llm_call_log``. JSON
-replies are parsed and validated against the schema whatever the server supports.
+replies are parsed and validated against the schema whatever the server supports. A call site
+may ask for another model or temperature for one call (``model=`` / ``temperature=``); the audit
+and the call log record what was asked for.
 Failures become ``LLM_TIMEOUT``, ``LLM_CALL_FAILED``, ``LLM_INVALID_RESPONSE`` or
 ``LLM_SCHEMA_VIOLATION`` (all recoverable).
 """
@@ -58,9 +60,10 @@ class ScriptedBackend:
 
     async def complete(self, call: LlmCall) -> LlmReply:
         reply = await self.llm.respond(call)
+        model = call.model or "scripted"
         if call.wants_json and not isinstance(reply, str):
-            return LlmReply(reply_text(reply), reply, model="scripted")
-        return LlmReply(reply_text(reply), model="scripted")
+            return LlmReply(reply_text(reply), reply, model=model)
+        return LlmReply(reply_text(reply), model=model)
 
 
 _TRANSIENT_NAMES = ("APIConnectionError", "APITimeoutError", "InternalServerError", "RateLimitError",
@@ -83,20 +86,24 @@ class LlmGateway:
     def scripted(self) -> ScriptedLLM | None:
         return self.backend.llm if isinstance(self.backend, ScriptedBackend) else None
 
-    async def text(self, turn: LlmSession, call_site: str, *, system: str, user: str) -> str:
+    async def text(self, turn: LlmSession, call_site: str, *, system: str, user: str, model: str | None = None,
+                   temperature: float | None = None) -> str:
+        """The model's text reply; ``model`` / ``temperature`` override the configured ones for this call."""
         reply = await self._call(turn, LlmCall(call_site, system, user, None, turn.conversation_id, turn.intent,
-                                               turn.state))
+                                               turn.state, model, temperature))
         return reply.text
 
     async def json(self, turn: LlmSession, call_site: str, *, system: str, user: str,
-                   schema: dict[str, Any] | None, validate: bool = True) -> Any:
+                   schema: dict[str, Any] | None, validate: bool = True, model: str | None = None,
+                   temperature: float | None = None) -> Any:
         """A JSON value, validated against ``schema`` (``{}`` asks for any JSON object).
 
         ``validate=False`` still sends the schema to the model but leaves checking to the caller
-        (the planner normalises malformed plans into safe answers).
+        (the planner normalises malformed plans into safe answers). ``model`` / ``temperature``
+        override the configured ones for this call only.
         """
         call = LlmCall(call_site, system, user, schema if schema is not None else {}, turn.conversation_id,
-                       turn.intent, turn.state)
+                       turn.intent, turn.state, model, temperature)
         reply = await self._call(turn, call)
         try:
             value = reply.value if reply.value is not None else parse_json(reply.text, call_site)
@@ -138,11 +145,15 @@ class LlmGateway:
 
     async def _record(self, turn: LlmSession, call: LlmCall, reply: LlmReply, started: float, attempt: int) -> None:
         latency = (time.perf_counter() - started) * 1000
-        turn.audit(stages.LLM_CALL, {"callSite": call.call_site, "latencyMs": round(latency, 2), "attempt": attempt,
-                                "model": reply.model or self.backend.name, "usage": reply.usage,
-                                "json": call.wants_json})
+        payload: dict[str, Any] = {"callSite": call.call_site, "latencyMs": round(latency, 2), "attempt": attempt,
+                                   "model": reply.model or call.model or self.backend.name, "usage": reply.usage,
+                                   "json": call.wants_json}
+        if call.temperature is not None:
+            payload["temperature"] = call.temperature
+        turn.audit(stages.LLM_CALL, payload)
         await self._log(turn, call, reply.text, True, None, reply.model)
-        await spend.record(self.store, turn, call.call_site, reply.model or self.settings.model, reply.usage)
+        await spend.record(self.store, turn, call.call_site, reply.model or call.model or self.settings.model,
+                           reply.usage)
 
     async def _record_error(self, turn: LlmSession, call: LlmCall, error: LlmError, started: float, attempt: int, *,
                             will_retry: bool) -> None:
@@ -156,8 +167,9 @@ class LlmGateway:
         if not self.settings.log_calls or self.store is None:
             return
         row = {"conversation_id": turn.conversation_id, "intent_code": turn.intent, "state_code": turn.state,
-               "provider": self.backend.name, "model": model or self.settings.model,
-               "temperature": self.settings.temperature, "prompt_text": call.prompt,
+               "provider": self.backend.name, "model": model or call.model or self.settings.model,
+               "temperature": self.settings.temperature if call.temperature is None else call.temperature,
+               "prompt_text": call.prompt,
                "user_context": call.call_site, "response_text": text, "success": ok, "error_message": error}
         declared = list(turn.settings.conversation_memory.secret)
         if declared:  # a secret property may be in a prompt or a reply: the log keeps it masked

@@ -3,6 +3,10 @@
 JSON calls try the server's structured output (``json_schema``, then JSON mode, then tool
 calling), remember the first that works, and fall back to asking for JSON in the prompt for
 models without structured output. The gateway validates the result against the schema.
+
+A call's own ``model`` / ``temperature`` are applied to a shallow copy of the chat model for that
+call only (same HTTP client; the shared model is never changed). ``model.bind(...)`` is not used:
+its options are lost under ``with_structured_output``.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from convengine.errors import LlmNotConfiguredError
+from convengine.errors import LlmError, LlmNotConfiguredError
 from convengine.llm.scripted import LlmCall, LlmReply
 from convengine.settings import LlmSettings
 
@@ -55,6 +59,27 @@ def _model_name(model: Any) -> str:
     return str(getattr(model, "model_name", None) or getattr(model, "model", None) or type(model).__name__)
 
 
+def model_for(model: Any, call: LlmCall) -> Any:
+    """``model``, or a copy asking for the call's ``model`` / ``temperature`` (LlmError if it has no such field)."""
+    if call.model is None and call.temperature is None:
+        return model
+    fields = getattr(type(model), "model_fields", None) or {}
+    update: dict[str, Any] = {}
+    if call.model is not None:
+        name = next((f for f in ("model_name", "model") if f in fields), None)
+        if name is None:
+            raise LlmError(f"the chat model {type(model).__name__} has no model field, so the model "
+                           f"{call.model!r} asked for by {call.call_site} cannot be applied",
+                           details={"callSite": call.call_site})
+        update[name] = call.model
+    if call.temperature is not None:
+        if "temperature" not in fields:
+            raise LlmError(f"the chat model {type(model).__name__} has no temperature field, so the temperature "
+                           f"asked for by {call.call_site} cannot be applied", details={"callSite": call.call_site})
+        update["temperature"] = call.temperature
+    return model.model_copy(update=update)
+
+
 def _schema_instruction(schema: dict[str, Any]) -> str:
     if not schema:
         return "Reply with a single JSON object and nothing else."
@@ -77,30 +102,31 @@ class LangChainBackend:
         return messages
 
     async def complete(self, call: LlmCall) -> LlmReply:
+        model = model_for(self.model, call)
         if not call.wants_json:
-            message = await self.model.ainvoke(self._messages(call.system, call.user))
-            return LlmReply(_text(message), usage=_usage(message), model=_model_name(self.model))
-        return await self._json(call)
+            message = await model.ainvoke(self._messages(call.system, call.user))
+            return LlmReply(_text(message), usage=_usage(message), model=_model_name(model))
+        return await self._json(model, call)
 
-    async def _json(self, call: LlmCall) -> LlmReply:
+    async def _json(self, model: Any, call: LlmCall) -> LlmReply:
         schema = call.schema or {}
         methods = [self._working] if self._working else [m for m in METHODS if schema or m != "json_schema"]
         for method in methods:
             try:
-                reply = await self._structured(call, schema, method)
+                reply = await self._structured(model, call, schema, method)
             except (FormatUnsupported, NotImplementedError):
                 continue
             self._working = method
             return reply
-        return await self._prompted(call, schema)
+        return await self._prompted(model, call, schema)
 
-    async def _structured(self, call: LlmCall, schema: dict[str, Any], method: str) -> LlmReply:
+    async def _structured(self, model: Any, call: LlmCall, schema: dict[str, Any], method: str) -> LlmReply:
         named = copy.deepcopy(schema) if schema else {"type": "object"}
         named.setdefault("title", call.call_site.lower())
         named.setdefault("description", f"convengine {call.call_site} reply")
         system = call.system if method == "json_schema" else f"{call.system}\n\n{_schema_instruction(schema)}"
         try:
-            runnable = self.model.with_structured_output(named, method=method, include_raw=True)
+            runnable = model.with_structured_output(named, method=method, include_raw=True)
             result = await runnable.ainvoke(self._messages(system, call.user))
         except NotImplementedError:
             raise
@@ -113,12 +139,12 @@ class LangChainBackend:
         text = _tool_args(raw) if method == "function_calling" else _text(raw)
         value = parsed if parsed is not None and not result.get("parsing_error") else None
         return LlmReply(text or (json.dumps(parsed) if parsed is not None else ""), value, _usage(raw),
-                        _model_name(self.model))
+                        _model_name(model))
 
-    async def _prompted(self, call: LlmCall, schema: dict[str, Any]) -> LlmReply:
+    async def _prompted(self, model: Any, call: LlmCall, schema: dict[str, Any]) -> LlmReply:
         system = f"{call.system}\n\n{_schema_instruction(schema)}".strip()
-        message = await self.model.ainvoke(self._messages(system, call.user))
-        return LlmReply(_text(message), usage=_usage(message), model=_model_name(self.model))
+        message = await model.ainvoke(self._messages(system, call.user))
+        return LlmReply(_text(message), usage=_usage(message), model=_model_name(model))
 
 
 def _tool_args(message: Any) -> str:

@@ -62,6 +62,8 @@ class LlmCall:
         user: the user prompt.
         schema: the JSON schema asked for (JSON calls), else None.
         conversation_id, intent, state: where the call came from.
+        model, temperature: per-call options a call site may set (a flow ``agent`` node's ``model``
+            and ``temperature``); None means the backend's configured model and temperature.
     """
 
     call_site: str
@@ -71,6 +73,8 @@ class LlmCall:
     conversation_id: str | None = None
     intent: str | None = None
     state: str | None = None
+    model: str | None = None
+    temperature: float | None = None
 
     @property
     def prompt(self) -> str:

@@ -13,6 +13,7 @@ from convengine.errors import ConvEngineError, ErrorCode, RuleError
 from convengine.flows.handoff import hand_off
 from convengine.rules.jsonpath import compile_jsonpath
 from convengine.rules.model import RuleSession
+from convengine.rules.params import parse_input_params
 from convengine.vocab import DIALOGUE_ACTS
 
 ActionHandler = Callable[[RuleRecord, RuleSession, "ActionEnv"], Awaitable[dict[str, Any]] | dict[str, Any]]
@@ -62,38 +63,6 @@ def set_dialogue_act(rule: RuleRecord, session: RuleSession, env: ActionEnv) -> 
     session.set_dialogue_act(act, confidence=float(confidence) if confidence is not None else None,
                              source=str(source), standalone_query=query)
     return {"ruleId": rule.rule_id, "dialogueAct": act, "confidence": confidence, "source": source}
-
-
-def parse_input_params(raw: str) -> dict[str, Any]:
-    """SET_INPUT_PARAM values: ``{"k":v}``, ``{"key":k,"value":v}``, ``[{key,value}]``, ``k:v``, ``k``."""
-    text = raw.strip()
-    if text.startswith("{"):
-        obj = json.loads(text)
-        if set(obj) == {"key", "value"}:
-            return {str(obj["key"]): obj["value"]}
-        return dict(obj)
-    if text.startswith("["):
-        return {str(item["key"]): item.get("value") for item in json.loads(text)}
-    key, sep, value = text.partition(":")
-    if not sep:
-        return {key.strip(): True}
-    return {key.strip(): _coerce_scalar(value.strip())}
-
-
-def _coerce_scalar(text: str) -> Any:
-    lowered = text.lower()
-    if lowered == "null":
-        return None
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        return text[1:-1]
-    return text
 
 
 _GROUP_REF = re.compile(r"\$(\d+)|\$\{([A-Za-z_]\w*)\}")
