@@ -6,8 +6,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -64,7 +65,7 @@ from convengine.tools.mcp_servers import McpServers
 from convengine.tools.runner import ToolRunner
 from convengine.versions import Versions
 from convengine.versions.lifecycle import record_import, sync_live
-from convengine.versions.serving import Pick, VersionServing
+from convengine.versions.serving import Compiled, Pick, SemanticBuilder, VersionServing
 
 logger = logging.getLogger(__name__)
 
@@ -183,7 +184,7 @@ class EngineRuntime:
         choice = await self.versions.choose(request.conversation_id, request.reset, pick)
         self.versions.remember(request.turn_id, choice)  # audited as the turn's first step starts
         snapshot = choice.snapshot
-        ctx = self._context(request, snapshot, owner)
+        ctx = self._context(request, choice.compiled, owner)
         if snapshot.settings.conversation_memory.long_term:
             # Set up before the turn's transaction: the PostgreSQL store's setup builds indexes
             # CONCURRENTLY, which waits for every open transaction (the turn's own included).
@@ -236,15 +237,17 @@ class EngineRuntime:
             return refused
         return None
 
-    def _context(self, request: TurnRequest, snapshot: ConfigSnapshot, owner: str | None) -> TurnContext:
+    def _context(self, request: TurnRequest, compiled: Compiled, owner: str | None) -> TurnContext:
+        """The turn's context on its version: that version's snapshot, audit filter and SEMANTIC index."""
+        snapshot = compiled.snapshot
         # With secret properties declared, live events wait for the commit, which masks them.
         live = None if snapshot.settings.conversation_memory.secret else self.bus
-        audit = TurnAudit(request.conversation_id, audit_filter=self.audit_filter, bus=live,
+        audit = TurnAudit(request.conversation_id, audit_filter=compiled.audit_filter, bus=live,
                           persist_meta=snapshot.settings.audit.persist_meta, turn_id=request.turn_id)
         audit.verbose = self._verbose_for(snapshot)
         return TurnContext(snapshot=snapshot, services=self.services, audit=audit,
                            conversation_id=request.conversation_id, turn_id=request.turn_id, owner=owner,
-                           user_id=request.user_id)
+                           user_id=request.user_id, semantic=compiled.semantic)
 
     def _verbose_for(self, snapshot: ConfigSnapshot) -> VerbosePublisher:
         """The ce_verbose publisher of ``snapshot`` (built once per configuration)."""
@@ -432,7 +435,8 @@ def _versions_hook(runtime: EngineRuntime, options: EngineOptions, extensions: E
     """Serve the engine's channel; ``engine.versions`` for list/draft/publish/rollback."""
     sync_live(runtime.sync_engine)
     runtime.versions = VersionServing(runtime.sync_engine, runtime.async_engine, options.channel,
-                                      options.settings, extensions)
+                                      options.settings, extensions, audit_filter=runtime.audit_filter,
+                                      semantic=_version_semantic(options.embeddings, runtime.services.semantic))
     runtime.versions.start()
     audit = StepHook(before=runtime.versions.audit_turn, steps=(names.LOAD_OR_CREATE_CONVERSATION,))
     runtime.services.hooks = (*runtime.services.hooks, audit)  # CONFIG_VERSION in each turn's first step
@@ -482,8 +486,20 @@ def _semantic_index(embeddings: Embeddings | None, snapshot: ConfigSnapshot) -> 
             raise ConfigError(f"ce_intent_classifier rows {semantic} are SEMANTIC and need an embeddings model: "
                               "Engine.open(..., embeddings=<a LangChain Embeddings>)")
         return None
+    return _build_semantic(embeddings, None, snapshot, ())
+
+
+def _version_semantic(embeddings: Embeddings | None, live: SemanticIndex | None) -> SemanticBuilder | None:
+    """How each served version gets its own SEMANTIC index (None without an embeddings model)."""
+    return None if embeddings is None else partial(_build_semantic, embeddings, live)
+
+
+def _build_semantic(embeddings: Embeddings, live: SemanticIndex | None, snapshot: ConfigSnapshot,
+                    known: Sequence[SemanticIndex]) -> SemanticIndex:
+    """An index of ``snapshot``'s SEMANTIC examples, reusing the vectors ``known`` and ``live`` hold."""
     index = SemanticIndex(embeddings)
-    index.prepare(c.matcher for c in snapshot.classifiers if c.rule_type == "SEMANTIC" and c.matcher is not None)
+    index.prepare((c.matcher for c in snapshot.classifiers if c.rule_type == "SEMANTIC" and c.matcher is not None),
+                  reuse=[*known, *([live] if live is not None else [])])
     return index
 
 

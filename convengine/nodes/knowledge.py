@@ -95,7 +95,7 @@ async def semantic_scores(turn: Turn) -> dict[int, bool]:
     enabled = turn.snapshot.enabled_intent_codes
     rows = [c for c in turn.snapshot.classifiers
             if c.enabled and c.intent_code in enabled and c.rule_type == "SEMANTIC" and c.matcher is not None]
-    index = turn.ctx.services.semantic
+    index = turn.ctx.semantic_index
     if not rows or not turn.user_text.strip():
         return {}
     if index is None:

@@ -3,24 +3,27 @@
 A conversation is pinned to the version it started on (``ce_conversation_version``) and keeps it
 until it resets (an ended conversation can only continue by resetting), unless its channel's
 migration policy is ``latest``. New conversations get the version the engine's channel serves.
-Compiled snapshots are kept in a small LRU keyed by version number (versions are immutable, so an
-entry never goes stale); the channel's version is re-read only when the configuration stamp changes.
+Compiled versions (the snapshot, the SEMANTIC classifiers' example embeddings and the audit filter of
+that version's settings) are kept in a small LRU keyed by version number (versions are immutable, so
+an entry never goes stale); the channel's version is re-read only when the configuration stamp changes.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from convengine.audit import stages
+from convengine.audit.filters import AuditFilter
 from convengine.config_loader import ConfigSnapshot, Extensions
 from convengine.db.models import CeConversationVersion
 from convengine.errors import InvalidInputError
@@ -28,8 +31,11 @@ from convengine.versions import store
 from convengine.versions.content import DRAFT_CHANNEL
 from convengine.versions.lifecycle import build
 
+if TYPE_CHECKING:  # numpy and the embeddings model load with the first SEMANTIC index, not at import
+    from convengine.knowledge.semantic import SemanticIndex
+
 PIN = CeConversationVersion.__table__
-VERSION_STAGE = "CONFIG_VERSION"
+VERSION_STAGE = stages.CONFIG_VERSION
 """The audit stage each turn records in its first step: the version it ran on and why that one."""
 CACHE_SIZE = 8
 MAX_RUNNING_TURNS = 4096
@@ -55,6 +61,21 @@ def pick_of(draft: bool, version: int | None) -> Pick | None:
 
 
 @dataclass(frozen=True, slots=True)
+class Compiled:
+    """One version ready to serve: its hash, compiled snapshot, SEMANTIC example embeddings (None
+    without an embeddings model) and the audit filter of its settings."""
+
+    hash: str
+    snapshot: ConfigSnapshot
+    semantic: SemanticIndex | None
+    audit_filter: AuditFilter
+
+
+SemanticBuilder = Callable[[ConfigSnapshot, Sequence["SemanticIndex"]], "SemanticIndex | None"]
+"""Builds a version's SEMANTIC index, reusing the vectors of the given indexes (run off the loop)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Choice:
     """The version a turn runs on and why: ``pinned``, ``channel`` (new or reset conversation, or the
     ``latest`` policy), ``draft`` or ``version`` (asked for)."""
@@ -62,7 +83,11 @@ class Choice:
     number: int
     hash: str
     reason: str
-    snapshot: ConfigSnapshot
+    compiled: Compiled
+
+    @property
+    def snapshot(self) -> ConfigSnapshot:
+        return self.compiled.snapshot
 
     def audit_payload(self, channel: str) -> dict[str, Any]:
         return {"version": self.number, "hash": self.hash, "reason": self.reason, "channel": channel}
@@ -72,14 +97,18 @@ class VersionServing:
     """Per engine: the channel it serves, the conversations' pins and the compiled snapshots."""
 
     def __init__(self, sync_engine: sa.Engine, async_engine: AsyncEngine, channel: str,
-                 settings_overrides: Mapping[str, Any], extensions: Extensions, cache_size: int = CACHE_SIZE) -> None:
+                 settings_overrides: Mapping[str, Any], extensions: Extensions, cache_size: int = CACHE_SIZE, *,
+                 semantic: SemanticBuilder | None = None, audit_filter: AuditFilter | None = None) -> None:
         self.sync_engine = sync_engine
         self.async_engine = async_engine
         self.channel = store.check_channel(channel)
         self.settings_overrides = dict(settings_overrides)
         self.extensions = extensions
         self.cache_size = cache_size
-        self._cache: OrderedDict[int, tuple[str, ConfigSnapshot]] = OrderedDict()
+        self._semantic = semantic
+        self._audit_filter = audit_filter
+        """The engine's filter: each version's filter shares its rate-limit buckets."""
+        self._cache: OrderedDict[int, Compiled] = OrderedDict()
         self._served: store.Channel | None = None
         self._build_lock = asyncio.Lock()
         self._turns: OrderedDict[str, Choice] = OrderedDict()
@@ -120,30 +149,42 @@ class VersionServing:
             keep = pinned is not None and not reset and served.migration == "pin"
             number, reason = (pinned, "pinned") if keep else (served.version, "channel")
         assert number is not None
-        digest, snapshot = await self.snapshot(number)
+        compiled = await self.compiled(number)
         if number != pinned:
             await self._set_pin(conversation_id, number)
-        return Choice(number, digest, reason, snapshot)
+        return Choice(number, compiled.hash, reason, compiled)
 
     async def snapshot(self, number: int) -> tuple[str, ConfigSnapshot]:
-        """The compiled snapshot of a version (built once, then kept in the LRU)."""
+        """The hash and compiled snapshot of a version."""
+        compiled = await self.compiled(number)
+        return compiled.hash, compiled.snapshot
+
+    async def compiled(self, number: int) -> Compiled:
+        """A version ready to serve (built once when first served, then kept in the LRU)."""
         cached = self._cache.get(number)
         if cached is not None:
             self._cache.move_to_end(number)
             return cached
         async with self._build_lock:
-            cached = self._cache.get(number) or await asyncio.to_thread(self._build, number)
+            cached = self._cache.get(number)
+            if cached is None:
+                known = [c.semantic for c in self._cache.values() if c.semantic is not None]
+                cached = await asyncio.to_thread(self._build, number, known)
         self._cache[number] = cached
         self._cache.move_to_end(number)
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
         return cached
 
-    def _build(self, number: int) -> tuple[str, ConfigSnapshot]:
+    def _build(self, number: int, known: Sequence[SemanticIndex]) -> Compiled:
         with self.sync_engine.connect() as conn:
             info = store.info(conn, number)
             content = store.content(conn, number)
-        return info.hash, build(content, settings_overrides=self.settings_overrides, extensions=self.extensions)
+        snapshot = build(content, settings_overrides=self.settings_overrides, extensions=self.extensions)
+        semantic = self._semantic(snapshot, known) if self._semantic is not None else None
+        audit = snapshot.settings.audit
+        audit_filter = self._audit_filter.sharing_buckets(audit) if self._audit_filter else AuditFilter(audit)
+        return Compiled(info.hash, snapshot, semantic, audit_filter)
 
     @property
     def cached_versions(self) -> tuple[int, ...]:
