@@ -54,7 +54,7 @@ from convengine.memory.service import Admission
 from convengine.memory.timeline import UndoResult
 from convengine.nodes.context import Services, StepHook, TurnContext
 from convengine.owners import KnownOwners
-from convengine.persistence import ConversationStore, insert_events
+from convengine.persistence import ConversationStore, Write, insert_events
 from convengine.registry import Registries, TaskRegistry
 from convengine.rules.engine import RuleRegistry
 from convengine.settings import EngineSettings
@@ -65,7 +65,7 @@ from convengine.tools.mcp_servers import McpServers
 from convengine.tools.runner import ToolRunner
 from convengine.versions import Versions
 from convengine.versions.lifecycle import record_import, sync_live
-from convengine.versions.serving import Compiled, Pick, SemanticBuilder, VersionServing
+from convengine.versions.serving import Choice, Compiled, Pick, SemanticBuilder, VersionServing
 
 logger = logging.getLogger(__name__)
 
@@ -195,7 +195,7 @@ class EngineRuntime:
                 admission = await memory_service.admit(conn, request)
                 refused = await self._refusal(conn, request.conversation_id, owner) or admission.refused
                 if refused is None:
-                    final = await self._run(conn, request, ctx, snapshot, admission)
+                    final = await self._run(conn, request, ctx, choice, admission)
         except ConversationBusyError:
             raise
         except Exception as exc:
@@ -208,8 +208,9 @@ class EngineRuntime:
         return _result(request.conversation_id, final, snapshot.settings)
 
     async def _run(self, conn: AsyncConnection | None, request: TurnRequest, ctx: TurnContext,
-                   snapshot: ConfigSnapshot, admission: Admission) -> EngineState:
-        """The graph run and its commit, under the conversation's lock."""
+                   choice: Choice, admission: Admission) -> EngineState:
+        """The graph run and its commit (with the conversation's version pin), under the conversation's lock."""
+        snapshot = choice.snapshot
         config: RunnableConfig = {"configurable": {"thread_id": request.conversation_id},
                                   "metadata": {"convengine_turn": request.turn_id},
                                   "recursion_limit": snapshot.settings.recursion_limit}
@@ -221,7 +222,8 @@ class EngineRuntime:
             final = cast(EngineState, await self.graph.ainvoke(graph_input, config, context=ctx, durability="exit"))
             memory_rows = await memory_service.after_run(conn, request, dict(final), ctx, snapshot.settings)
             await commit_turn(self.store, conn, conversation_id=ctx.conversation_id, final=final,
-                              events=ctx.audit.events, owner=ctx.owner, extra=memory_rows)
+                              events=ctx.audit.events, owner=ctx.owner,
+                              extra=_with_pin(memory_rows, choice.pin_write(request.conversation_id)))
         memory_service.publish_deferred(ctx, self.bus)
         await self._prune(request.conversation_id, int(final.get("turn") or 0), snapshot.settings)
         return final
@@ -425,6 +427,18 @@ def _result(conversation_id: str, final: EngineState, settings: EngineSettings) 
     return TurnResult(conversation_id, final.get("intent") or "", final.get("state") or "",
                       Payload.from_state(payload), dict(final.get("context") or {}), int(final.get("turn") or 0),
                       final.get("status") or "RUNNING", memory_service.lifecycle_of(final.get("state"), settings))
+
+
+def _with_pin(memory_rows: Write, pin: Write | None) -> Write:
+    """The memory rows, then the version pin when the turn moves it: both in the turn's transaction."""
+    if pin is None:
+        return memory_rows
+
+    def write(conn: sa.Connection) -> None:
+        memory_rows(conn)
+        pin(conn)
+
+    return write
 
 
 def _not_found(conversation_id: str) -> ConversationNotFoundError:

@@ -15,6 +15,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -27,6 +28,7 @@ from convengine.audit.filters import AuditFilter
 from convengine.config_loader import ConfigSnapshot, Extensions
 from convengine.db.models import CeConversationVersion
 from convengine.errors import InvalidInputError
+from convengine.persistence import Write
 from convengine.versions import store
 from convengine.versions.content import DRAFT_CHANNEL
 from convengine.versions.lifecycle import build
@@ -84,10 +86,17 @@ class Choice:
     hash: str
     reason: str
     compiled: Compiled
+    repin: bool = False
+    """The conversation's pin moves to this version when the turn commits."""
 
     @property
     def snapshot(self) -> ConfigSnapshot:
         return self.compiled.snapshot
+
+    def pin_write(self, conversation_id: str) -> Write | None:
+        """The pin row to write in the turn's transaction (None: the pin stays): a turn that fails or
+        is refused leaves the conversation pinned where it was."""
+        return partial(write_pin, conversation_id=conversation_id, number=self.number) if self.repin else None
 
     def audit_payload(self, channel: str) -> dict[str, Any]:
         return {"version": self.number, "hash": self.hash, "reason": self.reason, "channel": channel}
@@ -138,7 +147,7 @@ class VersionServing:
     # --- choosing --------------------------------------------------------------------------
 
     async def choose(self, conversation_id: str, reset: bool, pick: Pick | None) -> Choice:
-        """The version of this turn (pinning the conversation to it when that changes its pin)."""
+        """The version of this turn (``repin`` when the turn moves the conversation's pin)."""
         pinned = await self._pin(conversation_id)
         if pick is not None:
             number = pick.version if pick.version is not None else \
@@ -150,9 +159,7 @@ class VersionServing:
             number, reason = (pinned, "pinned") if keep else (served.version, "channel")
         assert number is not None
         compiled = await self.compiled(number)
-        if number != pinned:
-            await self._set_pin(conversation_id, number)
-        return Choice(number, compiled.hash, reason, compiled)
+        return Choice(number, compiled.hash, reason, compiled, repin=number != pinned)
 
     async def snapshot(self, number: int) -> tuple[str, ConfigSnapshot]:
         """The hash and compiled snapshot of a version."""
@@ -211,15 +218,15 @@ class VersionServing:
             found = await conn.execute(sa.select(PIN.c.version_no).where(PIN.c.conversation_id == conversation_id))
             return found.scalar_one_or_none()  # type: ignore[no-any-return]
 
-    async def _set_pin(self, conversation_id: str, number: int) -> None:
-        insert = pg_insert if self.async_engine.dialect.name == "postgresql" else sqlite_insert
-        now = datetime.now(UTC)
-        statement = insert(PIN).values(conversation_id=conversation_id, version_no=number, updated_at=now)
-        statement = statement.on_conflict_do_update(index_elements=[PIN.c.conversation_id],
-                                                    set_={"version_no": number, "updated_at": now})
-        async with self.async_engine.begin() as conn:
-            await conn.execute(statement)
-
     async def pinned(self, conversation_id: str) -> int | None:
         """The version a conversation is pinned to (None: it has not run a turn yet)."""
         return await self._pin(conversation_id)
+
+
+def write_pin(conn: sa.Connection, *, conversation_id: str, number: int) -> None:
+    """Pin a conversation to a version (in the transaction of the turn that runs on it)."""
+    insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+    now = datetime.now(UTC)
+    statement = insert(PIN).values(conversation_id=conversation_id, version_no=number, updated_at=now)
+    conn.execute(statement.on_conflict_do_update(index_elements=[PIN.c.conversation_id],
+                                                 set_={"version_no": number, "updated_at": now}))
