@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -28,13 +28,11 @@ from convengine.audit.filters import AuditFilter
 from convengine.config_loader import ConfigSnapshot, Extensions
 from convengine.db.models import CeConversationVersion
 from convengine.errors import InvalidInputError
+from convengine.knowledge.semantic import SemanticIndex
 from convengine.persistence import Write
 from convengine.versions import store
 from convengine.versions.content import DRAFT_CHANNEL
 from convengine.versions.lifecycle import build
-
-if TYPE_CHECKING:  # numpy and the embeddings model load with the first SEMANTIC index, not at import
-    from convengine.knowledge.semantic import SemanticIndex
 
 PIN = CeConversationVersion.__table__
 VERSION_STAGE = stages.CONFIG_VERSION
@@ -73,7 +71,7 @@ class Compiled:
     audit_filter: AuditFilter
 
 
-SemanticBuilder = Callable[[ConfigSnapshot, Sequence["SemanticIndex"]], "SemanticIndex | None"]
+SemanticBuilder = Callable[[ConfigSnapshot, Sequence[SemanticIndex]], SemanticIndex | None]
 """Builds a version's SEMANTIC index, reusing the vectors of the given indexes (run off the loop)."""
 
 
