@@ -44,6 +44,10 @@ class AuditFilter:
             return False
         return not s.rate_limit.enabled or self._within_rate(stage, conversation_id)
 
+    def sharing_buckets(self, settings: AuditSettings) -> AuditFilter:
+        """A filter with other settings (a pinned version's) counting into the same rate-limit buckets."""
+        return AuditFilter(settings, self._buckets)
+
     def bucket_count(self) -> int:
         """Rate-limit buckets currently tracked."""
         return len(self._buckets)

@@ -46,6 +46,8 @@ _A = "bootstrap"
 INPUT_PARAMS_REJECTED = _stage("INPUT_PARAMS_REJECTED", _A, "request params only the engine may set were dropped")
 CONVERSATION_ADOPTED = _stage("CONVERSATION_ADOPTED", _A, "an existing ce_conversation row was taken over")
 CONVERSATION_RESET = _stage("CONVERSATION_RESET", _A, "intent, state, context and params were cleared")
+CONFIG_VERSION = _stage("CONFIG_VERSION", _A, "the configuration version the turn runs on (`version`, `hash`, "
+                        "`channel`, `reason`: pinned, channel, draft or version)")
 USER_INPUT = _stage("USER_INPUT", _A, "the user's message and the turn's params")
 
 # --- policy and guardrail ---------------------------------------------------------------

@@ -148,22 +148,29 @@ class Engine:
         return await self._portal.acall(self._runtime.process(request, _owner(owner), pick))
 
     def start(self, conversation_id: str | None = None, input_params: Mapping[str, Any] | None = None, *,
-              owner: str | None = None) -> TurnResult:
-        """Start a conversation with the welcome event: the bot speaks first (``flows.welcome_flow``)."""
-        return self._portal.call(self.astart(conversation_id, input_params, owner=owner))
+              owner: str | None = None, draft: bool = False, version: int | None = None) -> TurnResult:
+        """Start a conversation with the welcome event: the bot speaks first (``flows.welcome_flow``).
+        ``draft=True`` / ``version=N`` start it on the draft or on version N, as :meth:`process` does."""
+        return self._portal.call(self.astart(conversation_id, input_params, owner=owner, draft=draft,
+                                             version=version))
 
     async def astart(self, conversation_id: str | None = None, input_params: Mapping[str, Any] | None = None, *,
-                     owner: str | None = None) -> TurnResult:
+                     owner: str | None = None, draft: bool = False, version: int | None = None) -> TurnResult:
+        pick = pick_of(draft, version)
         request = event_request("welcome", conversation_id, input_params, self.settings)
-        return await self._portal.acall(self._runtime.process(request, _owner(owner)))
+        return await self._portal.acall(self._runtime.process(request, _owner(owner), pick))
 
-    def resume_from_handoff(self, conversation_id: str) -> TurnResult:
-        """Hand a conversation back to the bot: its flow continues at the handoff node's next edge."""
-        return self._portal.call(self.aresume_from_handoff(conversation_id))
+    def resume_from_handoff(self, conversation_id: str, *, draft: bool = False,
+                            version: int | None = None) -> TurnResult:
+        """Hand a conversation back to the bot: its flow continues at the handoff node's next edge (on the
+        conversation's pinned version; ``draft=True`` / ``version=N`` as for :meth:`process`)."""
+        return self._portal.call(self.aresume_from_handoff(conversation_id, draft=draft, version=version))
 
-    async def aresume_from_handoff(self, conversation_id: str) -> TurnResult:
+    async def aresume_from_handoff(self, conversation_id: str, *, draft: bool = False,
+                                   version: int | None = None) -> TurnResult:
+        pick = pick_of(draft, version)
         request = event_request("handoff_resume", _cid(conversation_id), None, self.settings)
-        return await self._portal.acall(self._runtime.process(request, None))
+        return await self._portal.acall(self._runtime.process(request, None, pick))
 
     # --- undo, redo, steps, lifecycle -----------------------------------------------------
 

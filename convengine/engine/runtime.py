@@ -6,8 +6,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -53,7 +54,7 @@ from convengine.memory.service import Admission
 from convengine.memory.timeline import UndoResult
 from convengine.nodes.context import Services, StepHook, TurnContext
 from convengine.owners import KnownOwners
-from convengine.persistence import ConversationStore, insert_events
+from convengine.persistence import ConversationStore, Write, insert_events
 from convengine.registry import Registries, TaskRegistry
 from convengine.rules.engine import RuleRegistry
 from convengine.settings import EngineSettings
@@ -64,7 +65,7 @@ from convengine.tools.mcp_servers import McpServers
 from convengine.tools.runner import ToolRunner
 from convengine.versions import Versions
 from convengine.versions.lifecycle import record_import, sync_live
-from convengine.versions.serving import Pick, VersionServing
+from convengine.versions.serving import Choice, Compiled, Pick, SemanticBuilder, VersionServing
 
 logger = logging.getLogger(__name__)
 
@@ -185,7 +186,7 @@ class EngineRuntime:
         choice = await versions.choose(request.conversation_id, request.reset, pick)
         versions.remember(request.turn_id, choice)  # audited as the turn's first step starts
         snapshot = choice.snapshot
-        ctx = self._context(request, snapshot, owner)
+        ctx = self._context(request, choice.compiled, owner)
         if snapshot.settings.conversation_memory.long_term:
             # Set up before the turn's transaction: the PostgreSQL store's setup builds indexes
             # CONCURRENTLY, which waits for every open transaction (the turn's own included).
@@ -196,7 +197,7 @@ class EngineRuntime:
                 admission = await memory_service.admit(conn, request)
                 refused = await self._refusal(conn, request.conversation_id, owner) or admission.refused
                 if refused is None:
-                    final = await self._run(conn, request, ctx, snapshot, admission)
+                    final = await self._run(conn, request, ctx, choice, admission)
         except ConversationBusyError:
             raise
         except Exception as exc:
@@ -209,8 +210,9 @@ class EngineRuntime:
         return _result(request.conversation_id, final, snapshot.settings)
 
     async def _run(self, conn: AsyncConnection | None, request: TurnRequest, ctx: TurnContext,
-                   snapshot: ConfigSnapshot, admission: Admission) -> EngineState:
-        """The graph run and its commit, under the conversation's lock."""
+                   choice: Choice, admission: Admission) -> EngineState:
+        """The graph run and its commit (with the conversation's version pin), under the conversation's lock."""
+        snapshot = choice.snapshot
         config: RunnableConfig = {"configurable": {"thread_id": request.conversation_id},
                                   "metadata": {"convengine_turn": request.turn_id},
                                   "recursion_limit": snapshot.settings.recursion_limit}
@@ -222,7 +224,8 @@ class EngineRuntime:
             final = cast(EngineState, await self.graph.ainvoke(graph_input, config, context=ctx, durability="exit"))
             memory_rows = await memory_service.after_run(conn, request, dict(final), ctx, snapshot.settings)
             await commit_turn(self.store, conn, conversation_id=ctx.conversation_id, final=final,
-                              events=ctx.audit.events, owner=ctx.owner, extra=memory_rows)
+                              events=ctx.audit.events, owner=ctx.owner,
+                              extra=_with_pin(memory_rows, choice.pin_write(request.conversation_id)))
         memory_service.publish_deferred(ctx, self.bus)
         await self._prune(request.conversation_id, int(final.get("turn") or 0), snapshot.settings)
         return final
@@ -238,15 +241,17 @@ class EngineRuntime:
             return refused
         return None
 
-    def _context(self, request: TurnRequest, snapshot: ConfigSnapshot, owner: str | None) -> TurnContext:
+    def _context(self, request: TurnRequest, compiled: Compiled, owner: str | None) -> TurnContext:
+        """The turn's context on its version: that version's snapshot, audit filter and SEMANTIC index."""
+        snapshot = compiled.snapshot
         # With secret properties declared, live events wait for the commit, which masks them.
         live = None if snapshot.settings.conversation_memory.secret else self.bus
-        audit = TurnAudit(request.conversation_id, audit_filter=self.audit_filter, bus=live,
+        audit = TurnAudit(request.conversation_id, audit_filter=compiled.audit_filter, bus=live,
                           persist_meta=snapshot.settings.audit.persist_meta, turn_id=request.turn_id)
         audit.verbose = self._verbose_for(snapshot)
         return TurnContext(snapshot=snapshot, services=self.services, audit=audit,
                            conversation_id=request.conversation_id, turn_id=request.turn_id, owner=owner,
-                           user_id=request.user_id)
+                           user_id=request.user_id, semantic=compiled.semantic)
 
     def _verbose_for(self, snapshot: ConfigSnapshot) -> VerbosePublisher:
         """The ce_verbose publisher of ``snapshot`` (built once per configuration)."""
@@ -426,6 +431,18 @@ def _result(conversation_id: str, final: EngineState, settings: EngineSettings) 
                       final.get("status") or "RUNNING", memory_service.lifecycle_of(final.get("state"), settings))
 
 
+def _with_pin(memory_rows: Write, pin: Write | None) -> Write:
+    """The memory rows, then the version pin when the turn moves it: both in the turn's transaction."""
+    if pin is None:
+        return memory_rows
+
+    def write(conn: sa.Connection) -> None:
+        memory_rows(conn)
+        pin(conn)
+
+    return write
+
+
 def _not_found(conversation_id: str) -> ConversationNotFoundError:
     return ConversationNotFoundError(f"no conversation {conversation_id}")
 
@@ -434,7 +451,8 @@ def _versions_hook(runtime: EngineRuntime, options: EngineOptions, extensions: E
     """Serve the engine's channel; ``engine.versions`` for list/draft/publish/rollback."""
     sync_live(runtime.sync_engine)
     runtime.versions = VersionServing(runtime.sync_engine, runtime.async_engine, options.channel,
-                                      options.settings, extensions)
+                                      options.settings, extensions, audit_filter=runtime.audit_filter,
+                                      semantic=_version_semantic(options.embeddings, runtime.services.semantic))
     runtime.versions.start()
     audit = StepHook(before=runtime.versions.audit_turn, steps=(names.LOAD_OR_CREATE_CONVERSATION,))
     runtime.services.hooks = (*runtime.services.hooks, audit)  # CONFIG_VERSION in each turn's first step
@@ -484,8 +502,20 @@ def _semantic_index(embeddings: Embeddings | None, snapshot: ConfigSnapshot) -> 
             raise ConfigError(f"ce_intent_classifier rows {semantic} are SEMANTIC and need an embeddings model: "
                               "Engine.open(..., embeddings=<a LangChain Embeddings>)")
         return None
+    return _build_semantic(embeddings, None, snapshot, ())
+
+
+def _version_semantic(embeddings: Embeddings | None, live: SemanticIndex | None) -> SemanticBuilder | None:
+    """How each served version gets its own SEMANTIC index (None without an embeddings model)."""
+    return None if embeddings is None else partial(_build_semantic, embeddings, live)
+
+
+def _build_semantic(embeddings: Embeddings, live: SemanticIndex | None, snapshot: ConfigSnapshot,
+                    known: Sequence[SemanticIndex]) -> SemanticIndex:
+    """An index of ``snapshot``'s SEMANTIC examples, reusing the vectors ``known`` and ``live`` hold."""
     index = SemanticIndex(embeddings)
-    index.prepare(c.matcher for c in snapshot.classifiers if c.rule_type == "SEMANTIC" and c.matcher is not None)
+    index.prepare((c.matcher for c in snapshot.classifiers if c.rule_type == "SEMANTIC" and c.matcher is not None),
+                  reuse=[*known, *([live] if live is not None else [])])
     return index
 
 

@@ -1,7 +1,8 @@
 """SEMANTIC intent classifiers: example phrases compared with the user's text by embedding.
 
-The examples of every SEMANTIC row are embedded when a configuration is first used (at engine
-start, and once after a reload) and cached by text; a turn embeds only the user's text.
+Each served configuration version has its own index: the examples of its SEMANTIC rows are embedded
+when the version is first served (vectors another version's index already holds are reused, not
+embedded again), and a turn embeds only the user's text.
 """
 
 from __future__ import annotations
@@ -29,8 +30,15 @@ class SemanticIndex:
     def missing(self, matchers: Iterable[TextMatcher]) -> list[str]:
         return sorted({e for m in matchers for e in m.examples} - self._vectors.keys())
 
-    def prepare(self, matchers: Iterable[TextMatcher]) -> int:
-        """Embed every example not cached yet (synchronously); how many were embedded."""
+    def prepare(self, matchers: Iterable[TextMatcher], reuse: Iterable[SemanticIndex] = ()) -> int:
+        """Embed every example not cached yet (synchronously), taking the vectors ``reuse`` (indexes of
+        the same model) already has; how many were embedded."""
+        matchers = list(matchers)
+        for other in reuse:
+            for text in self.missing(matchers):
+                vector = other._vectors.get(text)
+                if vector is not None:
+                    self._vectors[text] = vector
         texts = self.missing(matchers)
         for start in range(0, len(texts), BATCH):
             batch = texts[start:start + BATCH]

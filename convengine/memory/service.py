@@ -16,7 +16,13 @@ from convengine.audit import stages
 from convengine.audit.collector import TurnAudit
 from convengine.booleans import truthy
 from convengine.checkpointing.bound import commit_turn_connection
-from convengine.db.models import CeAudit, CeConversation, CeConversationHistory, CeLlmCallLog
+from convengine.db.models import (
+    CeAudit,
+    CeConversation,
+    CeConversationHistory,
+    CeConversationVersion,
+    CeLlmCallLog,
+)
 from convengine.errors import (
     ConvEngineError,
     ConversationEndedError,
@@ -302,7 +308,7 @@ def _erase_rows(cid: str, conversations: bool) -> Write:
         if not conversations:
             conn.execute(sa.update(steps.STEP).where(steps.STEP.c.conversation_id == cid).values(properties_json=None))
             return
-        for model in (CeLlmCallLog, CeAudit, CeConversationHistory):
+        for model in (CeLlmCallLog, CeAudit, CeConversationHistory, CeConversationVersion):
             table = model.__table__
             conn.execute(sa.delete(table).where(table.c.conversation_id == cid))
         conn.execute(sa.delete(steps.STEP).where(steps.STEP.c.conversation_id == cid))

@@ -39,7 +39,8 @@ class Services:
     retriever: Retriever | None = None
     """Knowledge search (fallback answers, SEMANTIC classifiers), with the engine's embeddings."""
     semantic: SemanticIndex | None = None
-    """Cached example embeddings of SEMANTIC classifiers (None without an embeddings model)."""
+    """SEMANTIC example embeddings of the configuration loaded at start (None without an embeddings model);
+    the engine's turns use the index of the version each runs on (``TurnContext.semantic``)."""
 
 
 @dataclass(slots=True)
@@ -61,6 +62,12 @@ class TurnContext:
     graph's last node commits the turn (convengine.studio)."""
     extras: dict[str, Any] = field(default_factory=dict)
     """Scratch space for custom steps and hooks (not checkpointed)."""
+    semantic: SemanticIndex | None = None
+    """The SEMANTIC example embeddings of the version this turn runs on (None: the services' index)."""
+
+    @property
+    def semantic_index(self) -> SemanticIndex | None:
+        return self.semantic if self.semantic is not None else self.services.semantic
 
     @property
     def settings(self) -> Any:

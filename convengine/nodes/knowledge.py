@@ -98,7 +98,7 @@ async def semantic_scores(turn: Turn) -> dict[int, bool]:
     enabled = turn.snapshot.enabled_intent_codes
     rows = [(c, c.matcher) for c in turn.snapshot.classifiers
             if c.enabled and c.intent_code in enabled and c.rule_type == "SEMANTIC" and c.matcher is not None]
-    index, retriever = turn.ctx.services.semantic, turn.ctx.services.retriever
+    index, retriever = turn.ctx.semantic_index, turn.ctx.services.retriever
     if not rows or not turn.user_text.strip():
         return {}
     if index is None or retriever is None:  # the index exists only with the retriever's embeddings model

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, Query
@@ -22,6 +22,7 @@ from convengine.api.refusals import error_response
 from convengine.api.routes import REFUSALS, AdminDep, EngineDep, error_reply
 from convengine.api.schemas import ErrorBody, MessageResponse
 from convengine.config_loader.packs import redact_pack
+from convengine.engine.results import TurnResult
 from convengine.errors import (
     ConfigError,
     ConfigValidationError,
@@ -77,6 +78,13 @@ class SimulateBody(_Body):
     inputParams: dict[str, Any] | None = None
     reset: bool = False
     draft: bool = Field(True, description="Run on the draft (default) ...")
+    version: int | None = Field(None, description="... or on this version (then draft is ignored).")
+
+
+class SimulateStartBody(_Body):
+    conversationId: str | None = None
+    inputParams: dict[str, Any] | None = None
+    draft: bool = Field(True, description="Start on the draft (default) ...")
     version: int | None = Field(None, description="... or on this version (then draft is ignored).")
 
 
@@ -177,15 +185,29 @@ async def point(name: str, body: ChannelBody, engine: EngineDep, caller: AdminDe
 async def simulate(body: SimulateBody, engine: EngineDep, _: AdminDep) -> Any:
     """One turn on the draft (or a chosen version) without publishing it: the simulator."""
     draft = body.version is None and body.draft
+    return await _simulated(engine.aprocess(body.message or "", body.conversationId, body.inputParams, body.reset,
+                                            draft=draft, version=body.version), body.conversationId)
+
+
+@router.post("/simulate/start", response_model=MessageResponse, responses=ADMIN_REFUSALS)
+async def simulate_start(body: SimulateStartBody, engine: EngineDep, _: AdminDep) -> Any:
+    """Start a conversation with the welcome event on the draft (or a chosen version): the simulator's
+    ``/api/v1/conversation/start``."""
+    draft = body.version is None and body.draft
+    return await _simulated(engine.astart(body.conversationId, body.inputParams, draft=draft, version=body.version),
+                            body.conversationId)
+
+
+async def _simulated(turn: Awaitable[TurnResult], conversation_id: str | None) -> Any:
+    """A simulated turn's reply, or its refusal in the API's error shape."""
     try:
-        result = await engine.aprocess(body.message or "", body.conversationId, body.inputParams, body.reset,
-                                       draft=draft, version=body.version)
+        result = await turn
     except VersionNotFoundError as exc:
         return error_response(404, exc.code, exc.message)
     except ConvEngineError as exc:
         if isinstance(exc, (InvalidInputError, ConversationNotFoundError)):
             raise
-        return error_reply(exc.details.get("conversationId") or body.conversationId, exc)
+        return error_reply(exc.details.get("conversationId") or conversation_id, exc)
     return MessageResponse(success=True, conversationId=result.conversation_id, intent=result.intent,
                            state=result.state, payload={"type": result.payload.type, "value": result.payload.value},
                            context=json.dumps(result.context, ensure_ascii=False, default=str))

@@ -3,17 +3,19 @@
 A conversation is pinned to the version it started on (``ce_conversation_version``) and keeps it
 until it resets (an ended conversation can only continue by resetting), unless its channel's
 migration policy is ``latest``. New conversations get the version the engine's channel serves.
-Compiled snapshots are kept in a small LRU keyed by version number (versions are immutable, so an
-entry never goes stale); the channel's version is re-read only when the configuration stamp changes.
+Compiled versions (the snapshot, the SEMANTIC classifiers' example embeddings and the audit filter of
+that version's settings) are kept in a small LRU keyed by version number (versions are immutable, so
+an entry never goes stale); the channel's version is re-read only when the configuration stamp changes.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import sqlalchemy as sa
@@ -21,15 +23,19 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from convengine.audit import stages
+from convengine.audit.filters import AuditFilter
 from convengine.config_loader import ConfigSnapshot, Extensions
 from convengine.db.models import CeConversationVersion
 from convengine.errors import InvalidInputError
+from convengine.knowledge.semantic import SemanticIndex
+from convengine.persistence import Write
 from convengine.versions import store
 from convengine.versions.content import DRAFT_CHANNEL
 from convengine.versions.lifecycle import build
 
 PIN = CeConversationVersion.__table__
-VERSION_STAGE = "CONFIG_VERSION"
+VERSION_STAGE = stages.CONFIG_VERSION
 """The audit stage each turn records in its first step: the version it ran on and why that one."""
 CACHE_SIZE = 8
 MAX_RUNNING_TURNS = 4096
@@ -55,6 +61,21 @@ def pick_of(draft: bool, version: int | None) -> Pick | None:
 
 
 @dataclass(frozen=True, slots=True)
+class Compiled:
+    """One version ready to serve: its hash, compiled snapshot, SEMANTIC example embeddings (None
+    without an embeddings model) and the audit filter of its settings."""
+
+    hash: str
+    snapshot: ConfigSnapshot
+    semantic: SemanticIndex | None
+    audit_filter: AuditFilter
+
+
+SemanticBuilder = Callable[[ConfigSnapshot, Sequence[SemanticIndex]], SemanticIndex | None]
+"""Builds a version's SEMANTIC index, reusing the vectors of the given indexes (run off the loop)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Choice:
     """The version a turn runs on and why: ``pinned``, ``channel`` (new or reset conversation, or the
     ``latest`` policy), ``draft`` or ``version`` (asked for)."""
@@ -62,7 +83,18 @@ class Choice:
     number: int
     hash: str
     reason: str
-    snapshot: ConfigSnapshot
+    compiled: Compiled
+    repin: bool = False
+    """The conversation's pin moves to this version when the turn commits."""
+
+    @property
+    def snapshot(self) -> ConfigSnapshot:
+        return self.compiled.snapshot
+
+    def pin_write(self, conversation_id: str) -> Write | None:
+        """The pin row to write in the turn's transaction (None: the pin stays): a turn that fails or
+        is refused leaves the conversation pinned where it was."""
+        return partial(write_pin, conversation_id=conversation_id, number=self.number) if self.repin else None
 
     def audit_payload(self, channel: str) -> dict[str, Any]:
         return {"version": self.number, "hash": self.hash, "reason": self.reason, "channel": channel}
@@ -72,14 +104,18 @@ class VersionServing:
     """Per engine: the channel it serves, the conversations' pins and the compiled snapshots."""
 
     def __init__(self, sync_engine: sa.Engine, async_engine: AsyncEngine, channel: str,
-                 settings_overrides: Mapping[str, Any], extensions: Extensions, cache_size: int = CACHE_SIZE) -> None:
+                 settings_overrides: Mapping[str, Any], extensions: Extensions, cache_size: int = CACHE_SIZE, *,
+                 semantic: SemanticBuilder | None = None, audit_filter: AuditFilter | None = None) -> None:
         self.sync_engine = sync_engine
         self.async_engine = async_engine
         self.channel = store.check_channel(channel)
         self.settings_overrides = dict(settings_overrides)
         self.extensions = extensions
         self.cache_size = cache_size
-        self._cache: OrderedDict[int, tuple[str, ConfigSnapshot]] = OrderedDict()
+        self._semantic = semantic
+        self._audit_filter = audit_filter
+        """The engine's filter: each version's filter shares its rate-limit buckets."""
+        self._cache: OrderedDict[int, Compiled] = OrderedDict()
         self._served: store.Channel | None = None
         self._build_lock = asyncio.Lock()
         self._turns: OrderedDict[str, Choice] = OrderedDict()
@@ -109,7 +145,7 @@ class VersionServing:
     # --- choosing --------------------------------------------------------------------------
 
     async def choose(self, conversation_id: str, reset: bool, pick: Pick | None) -> Choice:
-        """The version of this turn (pinning the conversation to it when that changes its pin)."""
+        """The version of this turn (``repin`` when the turn moves the conversation's pin)."""
         pinned = await self._pin(conversation_id)
         number: int | None
         if pick is not None:
@@ -121,32 +157,40 @@ class VersionServing:
             keep = pinned is not None and not reset and served.migration == "pin"
             number, reason = (pinned, "pinned") if keep else (served.version, "channel")
         assert number is not None
-        digest, snapshot = await self.snapshot(number)
-        if number != pinned:
-            await self._set_pin(conversation_id, number)
-        return Choice(number, digest, reason, snapshot)
+        compiled = await self.compiled(number)
+        return Choice(number, compiled.hash, reason, compiled, repin=number != pinned)
 
     async def snapshot(self, number: int) -> tuple[str, ConfigSnapshot]:
-        """The compiled snapshot of a version (built once, then kept in the LRU)."""
+        """The hash and compiled snapshot of a version."""
+        compiled = await self.compiled(number)
+        return compiled.hash, compiled.snapshot
+
+    async def compiled(self, number: int) -> Compiled:
+        """A version ready to serve (built once when first served, then kept in the LRU)."""
         cached = self._cache.get(number)
         if cached is not None:
             self._cache.move_to_end(number)
             return cached
         async with self._build_lock:
-            built = self._cache.get(number)  # another task may have built it while this one waited
-            if built is None:
-                built = await asyncio.to_thread(self._build, number)
-        self._cache[number] = built
+            cached = self._cache.get(number)  # another task may have built it while this one waited
+            if cached is None:
+                known = [c.semantic for c in self._cache.values() if c.semantic is not None]
+                cached = await asyncio.to_thread(self._build, number, known)
+        self._cache[number] = cached
         self._cache.move_to_end(number)
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
-        return built
+        return cached
 
-    def _build(self, number: int) -> tuple[str, ConfigSnapshot]:
+    def _build(self, number: int, known: Sequence[SemanticIndex]) -> Compiled:
         with self.sync_engine.connect() as conn:
             info = store.info(conn, number)
             content = store.content(conn, number)
-        return info.hash, build(content, settings_overrides=self.settings_overrides, extensions=self.extensions)
+        snapshot = build(content, settings_overrides=self.settings_overrides, extensions=self.extensions)
+        semantic = self._semantic(snapshot, known) if self._semantic is not None else None
+        audit = snapshot.settings.audit
+        audit_filter = self._audit_filter.sharing_buckets(audit) if self._audit_filter else AuditFilter(audit)
+        return Compiled(info.hash, snapshot, semantic, audit_filter)
 
     @property
     def cached_versions(self) -> tuple[int, ...]:
@@ -173,15 +217,15 @@ class VersionServing:
             found = await conn.execute(sa.select(PIN.c.version_no).where(PIN.c.conversation_id == conversation_id))
             return found.scalar_one_or_none()
 
-    async def _set_pin(self, conversation_id: str, number: int) -> None:
-        insert = pg_insert if self.async_engine.dialect.name == "postgresql" else sqlite_insert
-        now = datetime.now(UTC)
-        statement = insert(PIN).values(conversation_id=conversation_id, version_no=number, updated_at=now)
-        statement = statement.on_conflict_do_update(index_elements=[PIN.c.conversation_id],
-                                                    set_={"version_no": number, "updated_at": now})
-        async with self.async_engine.begin() as conn:
-            await conn.execute(statement)
-
     async def pinned(self, conversation_id: str) -> int | None:
         """The version a conversation is pinned to (None: it has not run a turn yet)."""
         return await self._pin(conversation_id)
+
+
+def write_pin(conn: sa.Connection, *, conversation_id: str, number: int) -> None:
+    """Pin a conversation to a version (in the transaction of the turn that runs on it)."""
+    insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+    now = datetime.now(UTC)
+    statement = insert(PIN).values(conversation_id=conversation_id, version_no=number, updated_at=now)
+    conn.execute(statement.on_conflict_do_update(index_elements=[PIN.c.conversation_id],
+                                                 set_={"version_no": number, "updated_at": now}))

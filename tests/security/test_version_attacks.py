@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from convengine.engine import Engine
+from convengine.errors import ConversationNotFoundError
+from tests.helpers import pack
 from tests.versions.test_http import ADMIN, ALICE, VERSIONS, say, served
-from tests.versions.test_versions import WARM, live_greeting, warm_pack
+from tests.versions.test_versions import WARM, live_greeting, versions_of, warm_pack
 
 USER_ROUTES = [
     ("GET", VERSIONS, None),
@@ -21,6 +24,7 @@ USER_ROUTES = [
     ("POST", f"{VERSIONS}/rollback", {"version": 1}),
     ("PUT", f"{VERSIONS}/channels/production", {"version": 2}),
     ("POST", f"{VERSIONS}/simulate", {"message": "hello"}),
+    ("POST", f"{VERSIONS}/simulate/start", {}),
 ]
 
 
@@ -73,3 +77,18 @@ async def test_channel_names_and_versions_from_a_request_are_checked(db_url: str
         assert too_deep.status_code in (413, 422), too_deep.text
         missing = await client.post(f"{VERSIONS}/simulate", json={"message": "hi", "version": 42}, headers=ADMIN)
         assert missing.status_code == 404 and missing.json()["errorCode"] == "VERSION_NOT_FOUND"
+
+
+def test_another_callers_reset_cannot_move_a_conversation_to_another_version(db_url: str) -> None:
+    """A refused turn (another owner's conversation) pins nothing: the pin moves only when a turn commits."""
+    with Engine.open(db_url, pack=pack()) as engine:
+        cid = engine.process("hello", owner="alice").conversation_id
+        v1 = engine.versions.published_version
+        engine.versions.draft(warm_pack(), author="ann")
+        engine.versions.publish(author="ann")
+        with pytest.raises(ConversationNotFoundError):
+            engine.process("hello", cid, draft=True, owner="mallory")
+        with pytest.raises(ConversationNotFoundError):
+            engine.process("hello", cid, reset=True, owner="mallory")
+        assert engine.process("hello", cid, owner="alice").text == "Hello there"
+        assert versions_of(engine, cid) == [(v1, "channel"), (v1, "pinned")]
