@@ -214,7 +214,9 @@ async function openTurn(cid, number) {
     el("h3", {}, `Turn ${t.turn}`),
     el("p", {}, `user: ${t.user ?? ""}`), el("p", {}, `reply: ${text(t.reply)}`),
     el("p", { class: "state-change" }, `state before ${t.before.intent}/${t.before.state} → after ${after.intent}/${after.state} (${after.status ?? "failed"})`),
+    t.inputParams ? el("p", { class: "input-params" }, `input params: ${JSON.stringify(t.inputParams)}`) : "",
     t.error ? el("p", { class: "error" }, `error: ${t.error}`) : "",
+    el("h4", {}, "Context changes"), el("div", { id: "context-changes" }, recordedChanges(t)),
     el("h4", {}, "Steps"), el("div", { id: "steps" }, t.steps.map(stepNode)),
     el("h4", {}, "Rules"), t.rules.length ? el("table", {}, el("tbody", {}, t.rules.map((r) => el("tr", {},
       el("td", {}, r.kind), el("td", {}, r.where), el("td", {}, `rule ${r.ruleId}`), el("td", {}, r.phase),
@@ -223,6 +225,20 @@ async function openTurn(cid, number) {
     el("h4", {}, "Tool calls"), el("div", { id: "tool-calls" }, t.toolCalls.length ? t.toolCalls.map((c) => el("div", { class: "tool-call" },
       el("strong", {}, c.tool), el("pre", {}, `args: ${text(c.args)}`),
       el("pre", {}, c.error ? `error: ${c.error}` : `result: ${text(c.result)}`))) : el("p", { class: "muted" }, "none")));
+}
+
+function recordedChanges(t) {
+  const c = t.contextChanges;
+  if (!c) return el("div", { class: "diff muted" }, t.after ? "context unchanged" : "the turn failed: nothing was kept");
+  const lines = [];
+  for (const [key, value] of Object.entries(c.added || {})) lines.push(el("div", { class: "add" }, `+ ${key}: ${JSON.stringify(value)}`));
+  for (const [key, pair] of Object.entries(c.changed || {})) {
+    lines.push(el("div", { class: "del" }, `- ${key}: ${JSON.stringify(pair.before)}`));
+    lines.push(el("div", { class: "add" }, `+ ${key}: ${JSON.stringify(pair.after)}`));
+  }
+  for (const key of c.removed || []) lines.push(el("div", { class: "del" }, `- ${key} (removed)`));
+  if (c.moreKeys) lines.push(el("div", { class: "muted" }, `… and ${c.moreKeys} more key(s)`));
+  return el("div", { class: "diff" }, lines);
 }
 
 function stepNode(step) {
