@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, FastAPI, HTTPException, Query, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
+from pydantic import AwareDatetime
 
 from convengine.api.body import DepthCheckedRoute
 from convengine.api.refusals import ApiRefusal
@@ -91,9 +92,17 @@ async def info(engine: EngineDep, _: AdminDep, request: Request) -> dict[str, An
 @router.get("/console/api/conversations", tags=["console"], responses=ADMIN)
 async def conversation_list(engine: EngineDep, _: AdminDep,
                             q: Annotated[str, Query(max_length=queries.SEARCH_MAX_CHARS)] = "",
-                            limit: Annotated[int, Query(ge=1, le=queries.MAX_LIST)] = 50) -> list[dict[str, Any]]:
-    """The latest conversations, searchable by id, user, intent, state, status and feedback (admin)."""
-    return await queries.conversations(engine, q, limit)
+                            limit: Annotated[int, Query(ge=1, le=queries.MAX_LIST)] = 50,
+                            feedback: Annotated[queries.FeedbackFilter | None, Query(
+                                description="ANY, NONE, THUMBS_UP or THUMBS_DOWN")] = None,
+                            since: Annotated[AwareDatetime | None, Query(
+                                description="last activity at or after (ISO 8601 with a time zone)")] = None,
+                            until: Annotated[AwareDatetime | None, Query(
+                                description="last activity before (ISO 8601 with a time zone)")] = None,
+                            ) -> list[dict[str, Any]]:
+    """The latest conversations, searchable by id, user, intent, state, status and feedback, and
+    filtered by feedback and last activity (admin)."""
+    return await queries.conversations(engine, q, limit, feedback=feedback, since=since, until=until)
 
 
 @router.get("/console/api/conversations/{conversation_id}/turns", tags=["console"], responses=ADMIN)

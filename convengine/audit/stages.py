@@ -48,7 +48,7 @@ CONVERSATION_ADOPTED = _stage("CONVERSATION_ADOPTED", _A, "an existing ce_conver
 CONVERSATION_RESET = _stage("CONVERSATION_RESET", _A, "intent, state, context and params were cleared")
 CONFIG_VERSION = _stage("CONFIG_VERSION", _A, "the configuration version the turn runs on (`version`, `hash`, "
                         "`channel`, `reason`: pinned, channel, draft or version)")
-USER_INPUT = _stage("USER_INPUT", _A, "the user's message and the turn's params")
+USER_INPUT = _stage("USER_INPUT", _A, "the user's message and the caller's input params")
 
 # --- policy and guardrail ---------------------------------------------------------------
 _A = "policy"
@@ -219,7 +219,7 @@ LONG_TERM_PROPERTIES_LOADED = _stage("LONG_TERM_PROPERTIES_LOADED", _A, "the use
 LONG_TERM_PROPERTIES_SAVED = _stage("LONG_TERM_PROPERTIES_SAVED", _A, "the user's long-term properties were written")
 MEMORY_SKIPPED = _stage("MEMORY_SKIPPED", _A, "the summary was not updated (`reason`)")
 MEMORY_UPDATED = _stage("MEMORY_UPDATED", _A, "the rolling summary was updated")
-ENGINE_RETURN = _stage("ENGINE_RETURN", _A, "the turn's result as returned")
+ENGINE_RETURN = _stage("ENGINE_RETURN", _A, "the turn's result as returned and what it changed in the context")
 PIPELINE_TIMING = _stage("PIPELINE_TIMING", _A, "each step's time and the turn's total")
 UNDO = _stage("UNDO", _A, "a turn was undone (its own ce_audit row)")
 REDO = _stage("REDO", _A, "an undone turn was redone")

@@ -1,6 +1,6 @@
 """A recorded conversation exported as a ``.conv.yaml`` conversation test that replays it.
 
-The test sends the recorded inputs in order, scripts the LLM with the recorded replies (from
+The test sends the recorded inputs (user text and the caller's input params) in order, scripts the LLM with the recorded replies (from
 ``ce_llm_call_log``, so ``llm.log_calls`` must have been on when the model was called), stubs the
 tools with their recorded results, and expects what happened: intent, state, status, payload, the
 LLM calls per call site and the tool calls per tool. Turns that were undone or failed are left out
@@ -79,7 +79,7 @@ def _test(cid: str, turns: list[tuple[int, list[AuditEvent]]],
         for tool_call in tool_calls(events):
             stub = {"error": tool_call["error"]} if tool_call["error"] else {"result": tool_call["result"]}
             tools[str(tool_call["tool"])].append(stub)
-        steps.append(_turn(events))
+        steps.append(_turn(number, events))
     test: dict[str, Any] = {"name": f"replay of conversation {cid}"}
     if llm:
         test["llm"] = dict(llm)
@@ -114,10 +114,17 @@ def _reply(text: str, wants_json: bool) -> Any:
     return text
 
 
-def _turn(events: list[AuditEvent]) -> dict[str, Any]:
-    user = next((e.payload.get("text") for e in events if e.stage == stages.USER_INPUT), "")
+def _turn(number: int, events: list[AuditEvent]) -> dict[str, Any]:
+    user_input = next((e.payload for e in events if e.stage == stages.USER_INPUT), {})
     result = _result(events) or {}
-    turn: dict[str, Any] = {"user": user or ""}
+    turn: dict[str, Any] = {"user": user_input.get("text") or ""}
+    if user_input.get("inputParamsOmitted"):
+        omitted = user_input["inputParamsOmitted"]
+        raise ExportError(f"turn {number}'s inputParams ({omitted.get('bytes')} bytes) were too large for the audit "
+                          "to record them, so the turn cannot be replayed; export the turns before it with ?upto= "
+                          "(convengine export-test --upto)")
+    if user_input.get("inputParams"):
+        turn["params"] = user_input["inputParams"]
     if any(e.stage == stages.CONVERSATION_RESET and str(e.payload.get("reason", "")).startswith("INPUT_PARAM") for e in events):
         turn["reset"] = True
     expect: dict[str, Any] = {"intent": result.get("intent"), "state": result.get("state")}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import sqlalchemy as sa
 
@@ -25,9 +25,35 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-async def conversations(engine: Any, search: str = "", limit: int = 50) -> list[dict[str, Any]]:
+FeedbackFilter = Literal["ANY", "NONE", "THUMBS_UP", "THUMBS_DOWN"]
+"""``feedback=`` of the list: conversations with any feedback, with none, or with one of this type."""
+
+
+def _feedback_filter(feedback: str) -> Any:
+    given = sa.exists().where(FEEDBACK.c.conversation_id == CONVERSATION.c.conversation_id)
+    if feedback == "ANY":
+        return given
+    if feedback == "NONE":
+        return ~given
+    return given.where(FEEDBACK.c.feedback_type == feedback)
+
+
+def _filters(feedback: str | None, since: datetime | None, until: datetime | None) -> list[Any]:
+    """The list's filters: feedback (one of :data:`FEEDBACK_FILTERS`) and last activity in [since, until)."""
+    active = sa.func.coalesce(CONVERSATION.c.updated_at, CONVERSATION.c.created_at)
+    found = [_feedback_filter(feedback)] if feedback else []
+    if since is not None:
+        found.append(active >= sa.bindparam(None, since, type_=CONVERSATION.c.updated_at.type))
+    if until is not None:
+        found.append(active < sa.bindparam(None, until, type_=CONVERSATION.c.updated_at.type))
+    return found
+
+
+async def conversations(engine: Any, search: str = "", limit: int = 50, *, feedback: str | None = None,
+                        since: datetime | None = None, until: datetime | None = None) -> list[dict[str, Any]]:
     """The latest conversations, newest first; ``search`` matches (case-insensitively) the id,
-    user, intent, state, status, lifecycle or latest feedback type."""
+    user, intent, state, status, lifecycle or latest feedback type; ``feedback`` and ``since`` /
+    ``until`` (last activity) narrow the list."""
     limit = max(1, min(int(limit), MAX_LIST))
     latest = (sa.select(FEEDBACK.c.feedback_type).where(FEEDBACK.c.conversation_id == CONVERSATION.c.conversation_id)
               .order_by(FEEDBACK.c.feedback_id.desc()).limit(1).scalar_subquery())
@@ -44,6 +70,7 @@ async def conversations(engine: Any, search: str = "", limit: int = 50) -> list[
                    CONVERSATION.c.state_code, CONVERSATION.c.status, CONVERSATION.c.lifecycle, latest]
         query = query.where(sa.or_(*(sa.func.lower(sa.func.coalesce(c, "")).like(pattern, escape="\\")
                                      for c in columns)))
+    query = query.where(*_filters(feedback, since, until))
     query = query.order_by(CONVERSATION.c.updated_at.desc().nullslast(), CONVERSATION.c.created_at.desc()).limit(limit)
     async with _database(engine).connect() as conn:
         rows = (await conn.execute(query)).all()

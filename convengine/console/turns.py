@@ -3,7 +3,8 @@
 A turn's view holds the step
 tree (durations, skipped steps with their reason, the stages each step emitted), the rule matches
 and actions, the LLM calls (matched in order with ``ce_llm_call_log`` rows when calls are logged),
-the tool calls with their arguments and results, and the intent/state before and after.
+the tool calls with their arguments and results, the intent/state before and after, the caller's
+input params and what the turn changed in the context.
 """
 
 from __future__ import annotations
@@ -61,7 +62,11 @@ def summary(index: int, events: Sequence[AuditEvent]) -> dict[str, Any]:
 
 def view(index: int, events: Sequence[AuditEvent], llm_rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Everything the turn view shows; ``llm_rows`` are this turn's ``ce_llm_call_log`` rows in order."""
-    return {**summary(index, events), "steps": step_tree(events), "rules": rules(events),
+    result = _last(events, stages.ENGINE_RETURN)
+    user = _last(events, stages.USER_INPUT)
+    return {**summary(index, events), "inputParams": user.get("inputParams") if user else None,
+            "contextChanges": result.get("contextChanges") if result else None,
+            "steps": step_tree(events), "rules": rules(events),
             "llmCalls": llm_calls(events, llm_rows), "toolCalls": tool_calls(events),
             "events": len(events)}
 

@@ -282,7 +282,7 @@ class EngineRuntime:
         error.details.setdefault("conversationId", request.conversation_id)
         known = isinstance(exc, ConvEngineError) or error.code is ErrorCode.DATABASE_UNAVAILABLE
         event = replace(failure_event(request.conversation_id, error, known=known), turn_id=request.turn_id)
-        memory_service.mask_failed(ctx, request.params, ctx.snapshot.settings.conversation_memory.secret)
+        event = memory_service.mask_failed(ctx, request.params, ctx.snapshot.settings.conversation_memory.secret, event)
         memory_service.publish_deferred(ctx, self.bus)
         self.bus.publish(event)
         try:

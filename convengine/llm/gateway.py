@@ -30,7 +30,7 @@ from convengine.llm import spend
 from convengine.llm.langchain import LangChainBackend, chat_model_from_env
 from convengine.llm.scripted import LlmCall, LlmReply, ScriptedLLM, UnscriptedCallError, reply_text
 from convengine.llm.session import LlmSession
-from convengine.memory.secrets import mask, secret_values
+from convengine.memory.secrets import mask, reply_secrets, secret_values
 from convengine.settings import LlmSettings
 
 CALL_SITES = ("DIALOGUE_ACT", "INTENT_AGENT", "INTENT_COLLISION", "SCHEMA_EXTRACTION", "RESPONSE_TEXT",
@@ -173,7 +173,7 @@ class LlmGateway:
                "user_context": call.call_site, "response_text": text, "success": ok, "error_message": error}
         declared = list(turn.settings.conversation_memory.secret)
         if declared:  # a secret property may be in a prompt or a reply: the log keeps it masked
-            row = mask(row, secret_values(turn, declared))
+            row = mask(row, secret_values(turn, declared, reply_secrets(text, declared)))
         try:
             await self.store.write_llm_calls([row])
         except Exception:  # noqa: BLE001 - the call log never breaks a turn

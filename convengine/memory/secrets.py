@@ -6,23 +6,39 @@ a secret that appears in a prompt or a reply masked.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
 SECRET_VALUES = "secret_values"
 MASK = "***"
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 MIN_SUBSTRING_CHARS = 4
 """Secret values at least this long are masked inside longer texts too; shorter ones only when whole."""
 
 
-def secret_values(turn: Any, declared: Iterable[str]) -> list[str]:
-    found: list[str] = list(turn.ctx.extras.get(SECRET_VALUES) or [])
+def secret_values(turn: Any, declared: Iterable[str], extra: Iterable[str] = ()) -> list[str]:
+    found: list[str] = [*(turn.ctx.extras.get(SECRET_VALUES) or []), *extra]
     for source in (turn.read_context(), turn.read_params()):
         for name in declared:
             value = source.get(name)
             if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value):
                 found.append(str(value))
     return sorted(set(found), key=len, reverse=True)
+
+
+def reply_secrets(text: str | None, declared: Iterable[str]) -> list[str]:
+    """Values of secret properties in a model's JSON reply (an extraction brings a secret into the
+    turn only after its call is logged, so the log masks what the reply itself carries)."""
+    try:
+        reply = json.loads(_FENCE.sub(r"\1", text or "").strip())
+    except ValueError:
+        return []
+    if not isinstance(reply, dict):
+        return []
+    values = (reply.get(name) for name in declared)
+    return [str(v) for v in values if isinstance(v, (str, int, float)) and not isinstance(v, bool) and str(v)]
 
 
 def mask(value: Any, secrets: list[str]) -> Any:

@@ -120,9 +120,10 @@ def publish_deferred(ctx: Any, bus: Any) -> None:
             bus.publish(event)
 
 
-def mask_failed(ctx: Any, params: Any = None, declared: Any = ()) -> None:
+def mask_failed(ctx: Any, params: Any = None, declared: Any = (), failure: Any = None) -> Any:
     """A failed turn's events with the secrets it had declared masked: the values the turn saw
-    before it failed, and the declared properties the caller sent in its params."""
+    before it failed, and the declared properties the caller sent in its params. Returns
+    ``failure`` (the event that reports the failure, whose message may quote a secret) masked alike."""
     secrets = list(ctx.extras.get(SECRET_VALUES) or [])
     for name in declared or ():
         value = (params or {}).get(name)
@@ -132,6 +133,9 @@ def mask_failed(ctx: Any, params: Any = None, declared: Any = ()) -> None:
     names = frozenset(declared or ())
     if secrets or names:
         ctx.audit.events[:] = [_masked_event(e, secrets, names) for e in ctx.audit.events]
+        if failure is not None:
+            failure = _masked_event(failure, secrets, names)
+    return failure
 
 
 def _masked_event(event: Any, secrets: list[str], names: frozenset[str] = frozenset()) -> Any:

@@ -14,6 +14,7 @@ from convengine.audit import stages
 from convengine.booleans import truthy
 from convengine.graph import names
 from convengine.nodes.common import Step
+from convengine.nodes.recorded import input_params, remember_context
 from convengine.nodes.schema_scope import adopt_schema
 from convengine.nodes.turn import Turn
 from convengine.state import RESET_PARAM_KEYS, caller_params, persistent_params, turn_defaults
@@ -26,6 +27,7 @@ async def load_or_create_conversation(turn: Turn) -> None:
     """Clear turn-scoped keys, create the conversation on its first turn, merge params."""
     request = turn.get(keys.TURN_INPUT) or {}
     is_new = turn.get(keys.TURN) is None
+    remember_context(turn)
     for key, value in turn_defaults().items():
         if turn.get(key) != value:  # unchanged keys keep their version: nothing to checkpoint
             turn.set(key, value)
@@ -143,7 +145,7 @@ async def persist_conversation_bootstrap(turn: Turn) -> None:
 
 
 async def audit_user_input(turn: Turn) -> None:
-    turn.audit(stages.USER_INPUT, {"text": turn.user_text})
+    turn.audit(stages.USER_INPUT, {"text": turn.user_text, **input_params(turn)})
 
 
 def _reset_skip(turn: Turn) -> tuple[str | None, dict[str, Any]] | None:

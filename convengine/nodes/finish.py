@@ -13,6 +13,7 @@ from convengine.errors import ErrorCode, InvalidInputError, StepError
 from convengine.graph import names
 from convengine.jsontext import dumps
 from convengine.nodes.common import Step, now_ms
+from convengine.nodes.recorded import context_changes
 from convengine.nodes.response import transform
 from convengine.nodes.schema_scope import settle_schema_scope
 from convengine.nodes.summary import assistant_text, memory_row, summarise
@@ -87,8 +88,9 @@ async def persist_conversation(turn: Turn) -> None:
         window.append({"user": turn.user_text, "assistant": _window_value(payload), "at": now_ms(turn)})
         turn.set(keys.RECENT_TURNS, window[-turn.settings.flow.conversation_history.max_turns:])
     turn.set(keys.PERSISTED, True)  # the caller commits the row from this state (convengine.engine.commit)
-    turn.audit(stages.ENGINE_RETURN, {"intent": turn.intent, "state": turn.state, "payload": payload,
-                                 "status": status})
+    result = {"intent": turn.intent, "state": turn.state, "payload": payload, "status": status}
+    changes = context_changes(turn, context)
+    turn.audit(stages.ENGINE_RETURN, {**result, "contextChanges": changes} if changes else result)
 
 
 def _check_params_size(turn: Turn, params: dict[str, Any]) -> None:

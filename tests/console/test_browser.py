@@ -5,6 +5,7 @@ Screenshots go to test-artifacts/; no request may leave 127.0.0.1."""
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -132,3 +133,64 @@ def test_docs_work_offline(page: Any, server: Server) -> None:
     expect(page.locator(".opblock-summary-path", has_text="/api/v1/conversation/message")).to_be_visible()
     screenshot(page, "docs")
     assert page.request.get(server.base + "/redoc").status == 404  # ReDoc would load its logo from the internet
+
+
+def test_turn_view_shows_the_context_diff_and_input_params(page: Any) -> None:
+    page.fill("#params", '{"table": 7}')
+    say(page, "I'd like a pizza", 1)
+    page.fill("#params", "{}")
+    say(page, "large please", 2)
+    page.click("#open-sim-conversation")
+    expect(page.locator("#turns li")).to_have_count(2)
+    expect(page.locator("#turn h3")).to_have_text("Turn 2")  # the latest turn opens
+    changes = page.locator("#context-changes")
+    expect(changes.locator(".add", has_text='+ size: "large"')).to_be_visible()
+    expect(changes.locator(".del", has_text="- memory:")).to_be_visible()  # changed: before and after
+    expect(page.locator("#turn .input-params")).to_have_count(0)  # the caller sent no params this turn
+    screenshot(page, "turn-context-diff")
+    page.click('#turns li[data-turn="1"]')
+    expect(page.locator("#turn h3")).to_have_text("Turn 1")
+    expect(page.locator("#turn .input-params")).to_have_text('input params: {"table":7}')
+    expect(changes.locator(".add", has_text='+ intent_lock: {"locked":true,"reason":"SCHEMA_INCOMPLETE"}')).to_be_visible()
+
+
+def test_conversation_list_filters_by_feedback(page: Any, server: Server) -> None:
+    say(page, "when are you open?", 1)
+    cid = page.locator("#sim-cid").inner_text()
+    sent = httpx.post(f"{server.base}/api/v1/conversation/feedback",
+                      json={"conversationId": cid, "feedbackType": "THUMBS_DOWN"})
+    assert sent.status_code == 200, sent.text
+    page.click('.tab[data-tab="conversations"]')
+    page.select_option("#feedback-filter", "THUMBS_DOWN")
+    page.click("#search-form button")
+    rows = page.locator("#conversation-list tbody tr")
+    expect(rows.filter(has_text=cid)).to_have_count(1)
+    expect(rows.filter(has_text="THUMBS_UP")).to_have_count(0)
+    page.select_option("#feedback-filter", "NONE")
+    page.click("#search-form button")
+    expect(rows.filter(has_text=cid)).to_have_count(0)
+    screenshot(page, "conversation-filters")
+
+
+def test_follow_an_open_conversation_live(page: Any, server: Server) -> None:
+    """A conversation opened in the browser follows turns sent by someone else, and lists them when done."""
+    say(page, "when are you open?", 1)
+    cid = page.locator("#sim-cid").inner_text()
+    page.click("#open-sim-conversation")
+    expect(page.locator("#turns li")).to_have_count(1)
+    page.click("#follow-conversation")
+    expect(page.locator("#conv-live-status")).to_have_text("connected")
+    elsewhere = threading.Thread(target=lambda: httpx.post(
+        f"{server.base}/api/v1/conversation/message", json={"message": "I'd like a pizza slowly", "conversationId": cid},
+        timeout=30))
+    elsewhere.start()
+    try:
+        expect(page.locator("#conv-live li", has_text="STEP_ENTER schema_extraction")).to_be_visible()
+        expect(page.locator("#conv-live-status")).to_have_text("turn running")
+        assert page.locator("#turns li").count() == 1  # the turn is still running: not listed yet
+        screenshot(page, "conversation-live")
+        expect(page.locator("#turns li")).to_have_count(2, timeout=20_000)
+        expect(page.locator("#conv-live-status")).to_have_text("turn done")
+        expect(page.locator('#turns li[data-turn="2"]')).to_contain_text("I'd like a pizza slowly")
+    finally:
+        elsewhere.join()

@@ -58,17 +58,17 @@ let liveAbort = null;
 const live = { cid: null, active: false, connected: null, done: false };
 
 // Follows the conversation's stream; resolves once the server said CONNECTED (or gave up).
-function follow(cid, into, status) {
+function follow(cid, into, status, onDone) {
   if (liveAbort) liveAbort.abort();
   let connected;
   live.connected = new Promise((resolve) => { connected = resolve; });
   live.cid = cid;
   live.active = true;
-  read(cid, into, status, connected).finally(() => { if (live.cid === cid) live.active = false; connected(); });
+  read(cid, into, status, connected, onDone).finally(() => { if (live.cid === cid) live.active = false; connected(); });
   return Promise.race([live.connected, new Promise((resolve) => setTimeout(resolve, 3000))]);
 }
 
-async function read(cid, into, status, connected) {
+async function read(cid, into, status, connected, onDone) {
   const abort = new AbortController();
   liveAbort = abort;
   into.replaceChildren();
@@ -86,7 +86,7 @@ async function read(cid, into, status, connected) {
       while ((end = buffer.search(/\r?\n\r?\n/)) >= 0) {
         const block = buffer.slice(0, end);
         buffer = buffer.slice(end).replace(/^\r?\n\r?\n/, "");
-        liveEvent(block, into, status, connected);
+        liveEvent(block, into, status, connected, onDone);
       }
     }
   } catch (error) {
@@ -94,7 +94,7 @@ async function read(cid, into, status, connected) {
   }
 }
 
-function liveEvent(block, into, status, connected) {
+function liveEvent(block, into, status, connected, onDone) {
   const data = block.split(/\r?\n/).filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim()).join("\n");
   if (!data) return;
   let event;
@@ -113,6 +113,7 @@ function liveEvent(block, into, status, connected) {
   if (payload.durationMs !== undefined) item.append(` ${payload.durationMs} ms`);
   into.append(item);
   into.scrollTop = into.scrollHeight;
+  if (event.stage === "PIPELINE_TIMING" && onDone) onDone();
 }
 
 // --- simulator ------------------------------------------------------------------------------
@@ -182,8 +183,12 @@ async function undo() {
 // --- conversations --------------------------------------------------------------------------
 async function loadConversations(event) {
   if (event) event.preventDefault();
-  const q = encodeURIComponent($("#search").value);
-  const rows = await getJson(`/console/api/conversations?q=${q}`);
+  const query = new URLSearchParams({ q: $("#search").value });
+  if ($("#feedback-filter").value) query.set("feedback", $("#feedback-filter").value);
+  for (const bound of ["since", "until"]) {  // the inputs hold local time: sent as UTC
+    if ($(`#${bound}`).value) query.set(bound, new Date($(`#${bound}`).value).toISOString());
+  }
+  const rows = await getJson(`/console/api/conversations?${query}`);
   const body = $("#conversation-list tbody");
   body.replaceChildren(...rows.map((r) => el("tr", { "data-cid": r.conversationId, onclick: () => openConversation(r.conversationId) },
     el("td", {}, el("code", {}, r.conversationId)), el("td", {}, r.userId || ""), el("td", {}, r.intent),
@@ -214,7 +219,9 @@ async function openTurn(cid, number) {
     el("h3", {}, `Turn ${t.turn}`),
     el("p", {}, `user: ${t.user ?? ""}`), el("p", {}, `reply: ${text(t.reply)}`),
     el("p", { class: "state-change" }, `state before ${t.before.intent}/${t.before.state} → after ${after.intent}/${after.state} (${after.status ?? "failed"})`),
+    t.inputParams ? el("p", { class: "input-params" }, `input params: ${JSON.stringify(t.inputParams)}`) : "",
     t.error ? el("p", { class: "error" }, `error: ${t.error}`) : "",
+    el("h4", {}, "Context changes"), el("div", { id: "context-changes" }, recordedChanges(t)),
     el("h4", {}, "Steps"), el("div", { id: "steps" }, t.steps.map(stepNode)),
     el("h4", {}, "Rules"), t.rules.length ? el("table", {}, el("tbody", {}, t.rules.map((r) => el("tr", {},
       el("td", {}, r.kind), el("td", {}, r.where), el("td", {}, `rule ${r.ruleId}`), el("td", {}, r.phase),
@@ -223,6 +230,20 @@ async function openTurn(cid, number) {
     el("h4", {}, "Tool calls"), el("div", { id: "tool-calls" }, t.toolCalls.length ? t.toolCalls.map((c) => el("div", { class: "tool-call" },
       el("strong", {}, c.tool), el("pre", {}, `args: ${text(c.args)}`),
       el("pre", {}, c.error ? `error: ${c.error}` : `result: ${text(c.result)}`))) : el("p", { class: "muted" }, "none")));
+}
+
+function recordedChanges(t) {
+  const c = t.contextChanges;
+  if (!c) return el("div", { class: "diff muted" }, t.after ? "context unchanged" : "the turn failed: nothing was kept");
+  const lines = [];
+  for (const [key, value] of Object.entries(c.added || {})) lines.push(el("div", { class: "add" }, `+ ${key}: ${JSON.stringify(value)}`));
+  for (const [key, pair] of Object.entries(c.changed || {})) {
+    lines.push(el("div", { class: "del" }, `- ${key}: ${JSON.stringify(pair.before)}`));
+    lines.push(el("div", { class: "add" }, `+ ${key}: ${JSON.stringify(pair.after)}`));
+  }
+  for (const key of c.removed || []) lines.push(el("div", { class: "del" }, `- ${key} (removed)`));
+  if (c.moreKeys) lines.push(el("div", { class: "muted" }, `… and ${c.moreKeys} more key(s)`));
+  return el("div", { class: "diff" }, lines);
 }
 
 function stepNode(step) {
@@ -290,6 +311,10 @@ $("#undo").addEventListener("click", () => undo().catch(() => {}));
 $("#reset").addEventListener("click", newConversation);
 $("#search-form").addEventListener("submit", loadConversations);
 $("#export").addEventListener("click", () => exportConversation().catch(() => {}));
+$("#follow-conversation").addEventListener("click", () => {  // its turns as they run, the list refreshed after each
+  const cid = openCid;
+  if (cid) follow(cid, $("#conv-live"), $("#conv-live-status"), () => openConversation(cid).catch(() => {}));
+});
 $("#open-sim-conversation").addEventListener("click", (event) => { event.preventDefault(); openConversation(sim.cid); });
 newConversation();
 loadInfo();
