@@ -22,7 +22,7 @@ from convengine.db import create_sync_engine, parse_database_url
 
 # Tables whose rows belong to one conversation (column conversation_id).
 CONVERSATION_TABLES = ("ce_conversation", "ce_conversation_history", "ce_audit", "ce_llm_call_log",
-                       "ce_mcp_user_feedback", "ce_conversation_step")
+                       "ce_mcp_user_feedback", "ce_conversation_step", "ce_conversation_version")
 CHECKPOINT_TABLES = {"sqlite": ("checkpoints", "writes"),
                      "postgresql": ("checkpoints", "checkpoint_blobs", "checkpoint_writes")}
 
