@@ -13,7 +13,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,7 +32,7 @@ from convengine.errors import (
 )
 from convengine.versions.content import LIVE_CHANNEL
 from convengine.versions.lifecycle import PublishRefusedError
-from convengine.versions.store import VersionNotFoundError
+from convengine.versions.store import MAX_VERSION, VersionNotFoundError
 
 router = APIRouter(route_class=DepthCheckedRoute, prefix="/api/v1/versions", tags=["versions"])
 ADMIN_REFUSALS: dict[int | str, dict[str, Any]] = {**REFUSALS, 403: {"model": ErrorBody}, 409: {"model": ErrorBody}}
@@ -56,18 +56,19 @@ class EditBody(_Body):
 
 class PublishBody(_Body):
     channel: str = LIVE_CHANNEL
-    version: int | None = Field(None, description="Publish this version instead of the draft.")
+    version: int | None = Field(None, ge=1, le=MAX_VERSION,
+                                description="Publish this version instead of the draft.")
     message: str | None = None
 
 
 class RollbackBody(_Body):
-    version: int
+    version: int = Field(ge=1, le=MAX_VERSION)
     channel: str = LIVE_CHANNEL
     message: str | None = None
 
 
 class ChannelBody(_Body):
-    version: int
+    version: int = Field(ge=1, le=MAX_VERSION)
     migration: str | None = Field(None, description="pin (default) or latest.")
     message: str | None = None
 
@@ -78,14 +79,16 @@ class SimulateBody(_Body):
     inputParams: dict[str, Any] | None = None
     reset: bool = False
     draft: bool = Field(True, description="Run on the draft (default) ...")
-    version: int | None = Field(None, description="... or on this version (then draft is ignored).")
+    version: int | None = Field(None, ge=1, le=MAX_VERSION,
+                                description="... or on this version (then draft is ignored).")
 
 
 class SimulateStartBody(_Body):
     conversationId: str | None = None
     inputParams: dict[str, Any] | None = None
     draft: bool = Field(True, description="Start on the draft (default) ...")
-    version: int | None = Field(None, description="... or on this version (then draft is ignored).")
+    version: int | None = Field(None, ge=1, le=MAX_VERSION,
+                                description="... or on this version (then draft is ignored).")
 
 
 async def _call(work: Callable[[], Any]) -> Any:
@@ -117,7 +120,8 @@ async def list_versions(engine: EngineDep, _: AdminDep) -> Any:
 
 
 @router.get("/diff", responses=ADMIN_REFUSALS)
-async def diff_versions(engine: EngineDep, _: AdminDep, a: int = Query(..., ge=1), b: int = Query(..., ge=1)) -> Any:
+async def diff_versions(engine: EngineDep, _: AdminDep, a: int = Query(..., ge=1, le=MAX_VERSION),
+                        b: int = Query(..., ge=1, le=MAX_VERSION)) -> Any:
     """What changed from version ``a`` to version ``b``, table by table and row by row (secrets masked)."""
     result = await _call(lambda: engine.versions.diff(a, b))
     if isinstance(result, JSONResponse):
@@ -133,7 +137,7 @@ async def history(engine: EngineDep, _: AdminDep, channel: str | None = None) ->
 
 
 @router.get("/{number}", responses=ADMIN_REFUSALS)
-async def read_version(number: int, engine: EngineDep, _: AdminDep) -> Any:
+async def read_version(engine: EngineDep, _: AdminDep, number: int = Path(ge=1, le=MAX_VERSION)) -> Any:
     """One version and its pack (secrets masked as ``***``)."""
     info = await _call(lambda: engine.versions.info(number))
     if isinstance(info, JSONResponse):

@@ -108,15 +108,26 @@ _INFO_COLUMNS = (VERSION.c.version_no, VERSION.c.content_hash, VERSION.c.author,
                  VERSION.c.created_at, VERSION.c.parent_no)
 
 
+MAX_VERSION = 2**31 - 1
+"""The highest version number (an INTEGER column on both databases)."""
+
+
+def _number(number: Any) -> int:
+    """``number`` when it can name a version; anything else names none (never a database error)."""
+    if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= MAX_VERSION:
+        raise VersionNotFoundError(f"no configuration version {number!r} (versions are numbered 1 to {MAX_VERSION})")
+    return number
+
+
 def info(conn: sa.Connection, number: int) -> VersionInfo:
-    row = conn.execute(sa.select(*_INFO_COLUMNS).where(VERSION.c.version_no == number)).first()
+    row = conn.execute(sa.select(*_INFO_COLUMNS).where(VERSION.c.version_no == _number(number))).first()
     if row is None:
         raise VersionNotFoundError(f"no configuration version {number}")
     return _info(row)
 
 
 def content(conn: sa.Connection, number: int) -> dict[str, Any]:
-    text = conn.execute(sa.select(VERSION.c.content).where(VERSION.c.version_no == number)).scalar_one_or_none()
+    text = conn.execute(sa.select(VERSION.c.content).where(VERSION.c.version_no == _number(number))).scalar_one_or_none()
     if text is None:
         raise VersionNotFoundError(f"no configuration version {number}")
     return json.loads(text)

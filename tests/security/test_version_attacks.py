@@ -77,6 +77,13 @@ async def test_channel_names_and_versions_from_a_request_are_checked(db_url: str
         assert too_deep.status_code in (413, 422), too_deep.text
         missing = await client.post(f"{VERSIONS}/simulate", json={"message": "hi", "version": 42}, headers=ADMIN)
         assert missing.status_code == 404 and missing.json()["errorCode"] == "VERSION_NOT_FOUND"
+        huge = 2**64  # past any INTEGER column: a clear refusal, never a database error
+        for response in (await client.get(f"{VERSIONS}/{huge}", headers=ADMIN),
+                         await client.get(f"{VERSIONS}/diff", params={"a": 1, "b": huge}, headers=ADMIN),
+                         await client.post(f"{VERSIONS}/rollback", json={"version": huge}, headers=ADMIN),
+                         await client.post(f"{VERSIONS}/simulate", json={"message": "hi", "version": huge},
+                                           headers=ADMIN)):
+            assert response.status_code == 422, response.text
 
 
 def test_another_callers_reset_cannot_move_a_conversation_to_another_version(db_url: str) -> None:

@@ -171,6 +171,8 @@ def test_the_draft_simulator_runs_the_draft_without_changing_what_users_get(db_u
             engine.process("hello", version=0)
         with pytest.raises(VersionNotFoundError):
             engine.process("hello", version=999)
+        with pytest.raises(VersionNotFoundError, match="numbered 1 to"):
+            engine.versions.info(2**64)
 
 
 def test_diff_lists_the_changed_rows_table_by_table(db_url: str) -> None:
