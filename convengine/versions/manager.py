@@ -104,6 +104,8 @@ class Versions:
 
     def history(self, channel: str | None = None) -> builtins.list[dict[str, Any]]:
         """Every move of a channel (all channels when None), oldest first."""
+        if channel is not None:
+            store.check_channel(channel, draft_ok=True)
         with self.engine.connect() as conn:
             return store.publications(conn, channel)
 

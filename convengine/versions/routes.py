@@ -133,7 +133,7 @@ async def diff_versions(engine: EngineDep, _: AdminDep, a: int = Query(..., ge=1
 @router.get("/history", responses=ADMIN_REFUSALS)
 async def history(engine: EngineDep, _: AdminDep, channel: str | None = None) -> Any:
     """Every move of a channel (publish, rollback, import, point), oldest first."""
-    return await asyncio.to_thread(engine.versions.history, channel)
+    return await _call(lambda: engine.versions.history(channel))
 
 
 @router.get("/{number}", responses=ADMIN_REFUSALS)

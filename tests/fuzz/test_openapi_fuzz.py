@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
+from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
@@ -51,10 +52,16 @@ def operations(schema: schemathesis.BaseSchema) -> list[schemathesis.APIOperatio
     return found
 
 
+NO_NEGATIVE_CASES: list[str] = ["PUT /api/v1/versions/channels/{name}"]
+"""Operations for which schemathesis generates no invalid request (every candidate fails its own
+filters); tests/security/test_version_attacks.py sends this one bad channel names and versions."""
+
+
 # Schemathesis drives Hypothesis directly here: its pytest plugin does not support pytest 9 yet.
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
 def test_the_api_keeps_its_contract_and_never_fails_with_a_server_error(api_server: Server, api_schema: schemathesis.BaseSchema,
                                                  mode: GenerationMode) -> None:
+    unsatisfiable: list[str] = []
     for operation in operations(api_schema):
         if mode is GenerationMode.NEGATIVE and not (list(operation.iter_parameters()) or len(operation.body)):
             continue  # a request without parameters or body has nothing to get wrong
@@ -63,4 +70,8 @@ def test_the_api_keeps_its_contract_and_never_fails_with_a_server_error(api_serv
         def call(case: schemathesis.Case) -> None:
             case.call_and_validate(base_url=api_server.base, timeout=30, excluded_checks=[positive_data_acceptance])
 
-        call()
+        try:
+            call()
+        except Unsatisfiable:
+            unsatisfiable.append(f"{operation.method.upper()} {operation.path}")
+    assert unsatisfiable in ([], NO_NEGATIVE_CASES), unsatisfiable
