@@ -180,10 +180,15 @@ class EngineRuntime:
         """One turn; with an ``owner``, only on a conversation that is new or belongs to that owner
         (checked under the turn lock: another owner's turn raises ConversationNotFoundError unrun)."""
         await self._follow_changes()
-        # [versions hook] the version the conversation is pinned to (or the draft / a version asked for)
+        # the version the conversation is pinned to (or the draft / a version asked for)
         versions = self.versions
         assert versions is not None, "start() serves the versions before any turn runs"
-        choice = await versions.choose(request.conversation_id, request.reset, pick)
+        try:
+            choice = await versions.choose(request.conversation_id, request.reset, pick)
+        except ConvEngineError:
+            raise
+        except Exception as exc:  # the pin is read before the turn starts: nothing to roll back or audit
+            raise map_failure(exc) from exc
         versions.remember(request.turn_id, choice)  # audited as the turn's first step starts
         snapshot = choice.snapshot
         ctx = self._context(request, choice.compiled, owner)
