@@ -6,37 +6,18 @@ templates variables and ``ce_config`` prompts through it. Nothing in ``llm/`` kn
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Protocol
 
 from convengine.config_loader.snapshot import ConfigSnapshot
-from convengine.settings import EngineSettings
 from convengine.templates.variables import TemplateSession
+from convengine.turn_view import TurnView
 
 
-class LlmSession(Protocol):
+class LlmSession(TurnView, Protocol):
     """What the gateway and spend accounting need: who is calling, the settings, the audit."""
 
     ctx: Any
     """The run context: the store (spend), and the secret values taken out this turn (call log)."""
-
-    @property
-    def settings(self) -> EngineSettings: ...
-
-    @property
-    def conversation_id(self) -> str: ...
-
-    @property
-    def intent(self) -> str: ...
-
-    @property
-    def state(self) -> str: ...
-
-    def read_params(self) -> Mapping[str, Any]: ...
-
-    def read_context(self) -> Mapping[str, Any]: ...
-
-    def audit(self, stage: str, payload: Mapping[str, Any] | None = None) -> None: ...
 
 
 class PromptSession(TemplateSession, LlmSession, Protocol):

@@ -11,35 +11,17 @@ from typing import Any, Protocol
 from convengine.config_loader.records import ToolRecord
 from convengine.config_loader.snapshot import ConfigSnapshot
 from convengine.errors import ErrorCode, ToolError
-from convengine.settings import EngineSettings
+from convengine.turn_view import TurnView
 
 
-class ToolSession(Protocol):
+class ToolSession(TurnView, Protocol):
     """The slice of a turn that tool executors see (implemented by the nodes' Turn)."""
 
     @property
     def snapshot(self) -> ConfigSnapshot: ...
 
     @property
-    def settings(self) -> EngineSettings: ...
-
-    @property
-    def conversation_id(self) -> str: ...
-
-    @property
-    def intent(self) -> str: ...
-
-    @property
-    def state(self) -> str: ...
-
-    @property
     def user_text(self) -> str: ...
-
-    def read_params(self) -> Mapping[str, Any]: ...
-
-    def read_context(self) -> Mapping[str, Any]: ...
-
-    def audit(self, stage: str, payload: Mapping[str, Any] | None = None) -> None: ...
 
 
 class AdapterNotConfiguredError(ToolError):
