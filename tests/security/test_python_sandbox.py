@@ -58,16 +58,16 @@ def escaped(escape: str, attack: str) -> str:
     "session['leak'] = open({path!r}).read()",
     POSIX + "session['leak'] = p.read(p.open({path!r}, 0), 100).decode()",
     # an object graph walk from object's subclasses to a module's globals, to sys and posix
-    "g = [c.__init__.__globals__ for c in ().__class__.__base__.__subclasses__()\n"
+    ("g = [c.__init__.__globals__ for c in ().__class__.__base__.__subclasses__()\n"
     "     if 'sys' in getattr(c.__init__, '__globals__', {{}})][0]\n"
-    "p = g['sys'].modules['posix']\nsession['leak'] = p.read(p.open({path!r}, 0), 100).decode()",
+    "p = g['sys'].modules['posix']\nsession['leak'] = p.read(p.open({path!r}, 0), 100).decode()"),
     # gc finds the posix module without importing anything
-    "gc = __import__('gc')\n"
+    ("gc = __import__('gc')\n"
     "p = [o for o in gc.get_objects() if type(o).__name__ == 'module' and o.__name__ == 'posix'][0]\n"
-    "session['leak'] = p.read(p.open({path!r}, 0), 100).decode()",
+    "session['leak'] = p.read(p.open({path!r}, 0), 100).decode()"),
     # native code: libc's open and read
-    "ct = __import__('ctypes')\nlibc = ct.CDLL(None)\nbuf = ct.create_string_buffer(200)\n"
-    "libc.read(libc.open({path!r}.encode(), 0), buf, 200)\nsession['leak'] = buf.value.decode()",
+    ("ct = __import__('ctypes')\nlibc = ct.CDLL(None)\nbuf = ct.create_string_buffer(200)\n"
+    "libc.read(libc.open({path!r}.encode(), 0), buf, 200)\nsession['leak'] = buf.value.decode()"),
 ])
 async def test_a_script_that_switches_the_hook_off_still_cannot_read_the_servers_files(
         escape: str, attack: str, secret_file: Path) -> None:

@@ -71,7 +71,7 @@ def bwrap_prefix(bwrap: str) -> tuple[str, ...]:
 
 def seccomp_program() -> bytes:
     """The allow-list as a BPF program; raises (ImportError, OSError...) when libseccomp is missing."""
-    import pyseccomp  # noqa: PLC0415 - loads libseccomp.so.2 (ctypes), only when a python node needs it
+    import pyseccomp  # type: ignore[import-untyped]  # loads libseccomp.so.2: only when a python node needs it
 
     rules = pyseccomp.SyscallFilter(pyseccomp.ERRNO(1))  # EPERM
     for name in ALLOWED_SYSCALLS:
@@ -84,7 +84,7 @@ def seccomp_program() -> bytes:
 
 def _probe_run(argv: list[str], seccomp: bytes) -> str | None:
     """Run a trivial script the way a python node runs; None when it worked, else what went wrong."""
-    request = {"code": "session['uid'] = re.enum.sys.modules['posix'].getuid()", "session": {}, "user": {},
+    request: dict[str, object] = {"code": "session['uid'] = re.enum.sys.modules['posix'].getuid()", "session": {}, "user": {},
                "flow": {}, "tool_response": None, "max_out": 100, "limits": [], "seccomp": seccomp.hex()}
     try:
         done = subprocess.run(argv, input=json.dumps(request).encode(), capture_output=True, env={},
@@ -104,12 +104,11 @@ def _probe_run(argv: list[str], seccomp: bytes) -> str | None:
 @functools.cache
 def boundary() -> Boundary:
     """What this host offers, checked once per process (a real script through bwrap and seccomp)."""
+    missing: str | None = None
     try:
         seccomp = seccomp_program()
     except Exception as exc:  # noqa: BLE001 - ImportError, OSError (no libseccomp.so.2), a libseccomp error
         seccomp, missing = b"", f"libseccomp is not available ({type(exc).__name__}: {exc})"
-    else:
-        missing = None
     found = shutil.which("bwrap")
     if found is None:
         return Boundary(seccomp=seccomp, problem=missing or "bubblewrap (bwrap) is not installed")

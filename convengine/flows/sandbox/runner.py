@@ -19,8 +19,9 @@ from typing import Any, Literal
 
 from convengine.flows.sandbox import host
 
-STRICT, WEAK = "strict", "weak"
 SandboxMode = Literal["strict", "weak"]
+STRICT: SandboxMode = "strict"
+WEAK: SandboxMode = "weak"
 MAX_REPLY_BYTES = 8 * 1024 * 1024
 """What a script may write back (its scopes, its print() output) on top of twice what it was handed."""
 REAP_S = 2.0
