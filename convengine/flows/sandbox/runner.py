@@ -46,7 +46,9 @@ async def run_script(code: str, inputs: dict[str, Any], *, timeout_s: float, mem
     request = json.dumps({**inputs, "code": code, "max_out": max_output_chars, "seccomp": box.seccomp.hex(),
                           "limits": _limits(memory_mb, timeout_s, confined=bool(box.bwrap))}, default=str).encode()
     cap = MAX_REPLY_BYTES + 2 * len(request)
-    with tempfile.TemporaryDirectory(prefix="ce-flow-py-") as home:
+    # in bwrap the script's working directory is its empty root; a plain child gets an empty temporary one
+    where = contextlib.nullcontext("/") if box.bwrap else tempfile.TemporaryDirectory(prefix="ce-flow-py-")
+    with where as home:
         proc = await asyncio.create_subprocess_exec(
             *host.child_argv(box.bwrap), cwd=home, env={}, stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
