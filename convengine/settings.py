@@ -371,6 +371,10 @@ class FlowsSettings(_Section):
     """Address-space limit of a python node's process."""
     python_max_output_chars: int = Field(20_000, ge=100)
     """print() output kept from a script (for the trace)."""
+    python_sandbox: Literal["strict", "weak"] = "strict"
+    """``strict``: a pack with python nodes is refused at load where the host cannot set up their
+    operating-system sandbox (bubblewrap namespaces and seccomp); ``weak`` runs them anyway with
+    what the host has (a separate process, resource limits, an audit hook, seccomp when present)."""
     welcome_flow: str | None = None
     """The flow a conversation started with ``Engine.start`` (the welcome event) runs."""
     small_talk_intents: list[str] = Field(default_factory=list)

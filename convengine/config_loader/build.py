@@ -76,7 +76,7 @@ def build_snapshot(data: SnapshotInput) -> ConfigSnapshot:
     )
     validate(check, labels)
     check.warnings[:0] = settings_warnings
-    validate_flows(check, labels)
+    validate_flows(check, labels, python_sandbox=settings.flows.python_sandbox if settings else "strict")
     violations = rowset.violations + settings_violations + check.violations
     if violations or settings is None:
         raise ConfigValidationError(violations, source=data.source)

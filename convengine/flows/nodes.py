@@ -12,7 +12,7 @@ from convengine.flows.agent import agent as run_agent
 from convengine.flows.catalog import Flow
 from convengine.flows.expr import ExpressionError, _number
 from convengine.flows.extract import extract_with_llm, wanted
-from convengine.flows.sandbox import run_script_node
+from convengine.flows.sandbox.node import run_script_node
 from convengine.flows.service import answer_from_knowledge, call_service
 from convengine.flows.walk import NEXT, WAIT, FlowError, Result, Walk
 from convengine.textmatch import RegexTimeoutError, cached_regex

@@ -19,6 +19,7 @@ from convengine.errors import Violation
 from convengine.flows import vocab
 from convengine.flows.catalog import intent_of
 from convengine.flows.expr import ExpressionError, compile_expression
+from convengine.flows.sandbox import refusal as sandbox_refusal
 from convengine.jsonschemas import checked_validator
 from convengine.textmatch import PatternError, compile_regex
 
@@ -42,6 +43,7 @@ class _Check:
     nodes: dict[str, dict[str, FlowNodeRecord]]
     edges: dict[str, list[FlowEdgeRecord]]
     intents: set[str] | None = None
+    python_sandbox: str = "strict"
     found: list[Violation] = field(default_factory=list)
     no_entry: set[str] = field(default_factory=set)
     """Flows entered only at their intent nodes (a subflow or the welcome flow needs one entry)."""
@@ -50,11 +52,14 @@ class _Check:
         self.found.append(Violation(table, row_id, column, reason))
 
 
-def validate_flows(v: Any, labels: dict[str, dict[Any, str]]) -> None:
-    """Check ce_flow / ce_flow_node / ce_flow_edge of a :class:`Validation`, adding its violations."""
+def validate_flows(v: Any, labels: dict[str, dict[Any, str]], *, python_sandbox: str = "strict") -> None:
+    """Check ce_flow / ce_flow_node / ce_flow_edge of a :class:`Validation`, adding its violations.
+
+    ``python_sandbox`` is ``flows.python-sandbox``: under ``strict`` a python node is refused where
+    this host cannot set up its sandbox."""
     flows = {f.flow_code: f for f in v.rows(FLOW) if f.enabled}
     check = _Check(flows, {code: {} for code in flows}, {code: [] for code in flows},
-                   {i.intent_code for i in v.rows("ce_intent") if i.enabled})
+                   {i.intent_code for i in v.rows("ce_intent") if i.enabled}, python_sandbox)
     for code in [c for c in flows if c.startswith("__") or any(ch in c for ch in RESERVED_CHARS)]:
         check.bad(FLOW, code, "flow_code", f"flow {code}: flow codes may not start with '__' nor contain "
                   f"{' or '.join(map(repr, RESERVED_CHARS))}")
@@ -113,6 +118,8 @@ def _check_node(c: _Check, node: FlowNodeRecord, where: str) -> None:
         _expression(c, NODE, node.flow_node_id, "config", where, str(config["expression"]))
     if node.node_type == vocab.AGENT:
         _agent_options(c, node, where, config)
+    if node.node_type == vocab.PYTHON and (refused := sandbox_refusal(c.python_sandbox)):
+        c.bad(NODE, node.flow_node_id, "node_type", f"{where}: {refused}")
 
 
 def _agent_options(c: _Check, node: FlowNodeRecord, where: str, config: dict[str, Any]) -> None:

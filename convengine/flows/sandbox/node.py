@@ -1,0 +1,33 @@
+"""The ``python`` flow node: run the script, keep its changes or take the ``error`` edge."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from convengine.config_loader.records import FlowNodeRecord
+from convengine.flows import vocab
+from convengine.flows.catalog import Flow
+from convengine.flows.sandbox.runner import run_script
+from convengine.flows.walk import NEXT, Result, Walk
+
+MAX_TIMEOUT_S = 60.0
+
+
+async def run_script_node(walk: Walk, flow: Flow, node: FlowNodeRecord, config: dict[str, Any]) -> Result:
+    settings = walk.turn.settings.flows
+    timeout = float(config.get("timeout_s") or settings.python_timeout_s)
+    inputs = {"session": walk.variables, "user": dict(walk.turn.read_params()), "flow": walk.frame_vars(),
+              "tool_response": walk.last_service}
+    result = await run_script(str(config["code"]), inputs, timeout_s=min(timeout, MAX_TIMEOUT_S),
+                              memory_mb=int(config.get("memory_mb") or settings.python_memory_mb),
+                              max_output_chars=settings.python_max_output_chars, mode=settings.python_sandbox)
+    audit = {"flow": flow.code, "node": node.node_id, "stdout": result.get("stdout", "")}
+    if result.get("error"):
+        walk.turn.audit(vocab.FLOW_SCRIPT_FAILED, {**audit, "error": result["error"]})
+        return Result("next", vocab.ERROR)
+    if isinstance(result.get("session"), dict):
+        walk.data["vars"] = result["session"]
+    if isinstance(result.get("flow"), dict) and walk.stack:
+        walk.stack[-1]["vars"] = result["flow"]
+    walk.turn.audit(vocab.FLOW_SCRIPT_RAN, audit)
+    return NEXT
