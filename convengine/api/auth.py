@@ -219,9 +219,16 @@ def _parse(path: Path) -> KeyList:
         raise ConfigError(f"{where} is not YAML or JSON: {str(exc).splitlines()[0][:200]}",
                           code=ErrorCode.SETTINGS_INVALID) from None
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors()[:5])
+        problems = "; ".join(f"{_field(e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
         raise ConfigError(f"{where} must be a mapping of api_keys, admin_keys (lists of keys) and tenants "
                           f"(name -> list of keys): {problems}", code=ErrorCode.SETTINGS_INVALID) from None
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    """Where a keys file is wrong, without quoting what it holds (it may be a file that holds other secrets)."""
+    if not loc:
+        return "(top)"
+    return str(loc[0]) if loc[0] in KeyList.model_fields else "a field other than api_keys, admin_keys, tenants"
 
 
 def _check_tenant(name: str) -> None:

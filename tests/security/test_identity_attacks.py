@@ -253,3 +253,26 @@ async def test_identities_are_stable() -> None:
     """Conversations stored before tenants existed keep their owner: a key in no tenant is itself."""
     assert key_identity(USER_A).startswith("key:") and len(key_identity(USER_A)) == 36
     assert tenant_identity("acme") == "tenant:acme"
+
+
+@pytest.mark.parametrize("content, says", [
+    (None, "is not a file"),
+    ("api_keys: [", "is not YAML or JSON"),
+    ("api_keys: [short-key]", "at least 16 characters"),
+    ("root:x:0:0:root:/root:/bin/bash", "must be a mapping"),
+    (f"secret_thing: {USER_A}", "a field other than api_keys, admin_keys, tenants"),
+    (f"tenants: {{acme: [{TENANT_1}], other: [{TENANT_1}]}}", "a key belongs to one tenant"),
+    (f"admin_keys: [{ADMIN}]\ntenants: {{acme: [{ADMIN}]}}", "lists an admin key"),
+    (f"tenants: {{'-acme': [{TENANT_1}]}}", "tenant name"),
+])
+async def test_a_bad_keys_file_refuses_to_serve_saying_why(tmp_path: Path, content: str | None, says: str) -> None:
+    from convengine.api.auth import ApiKeys
+    from convengine.errors import ConfigError
+    from convengine.settings import AuthSettings
+
+    keys = tmp_path / "keys.yaml"
+    if content is not None:
+        keys.write_text(content)
+    with pytest.raises(ConfigError, match=says) as refused:
+        ApiKeys(AuthSettings(keys_file=str(keys)))
+    assert "/bin/bash" not in refused.value.message and USER_A not in refused.value.message
