@@ -422,8 +422,16 @@ class AuthSettings(_Section):
     """Keys for the conversation endpoints (``Authorization: Bearer <key>`` or ``X-API-Key``)."""
     admin_keys: list[str] = Field(default_factory=list)
     """Keys that may also use the admin endpoints (cache refresh/analyze) and read any conversation."""
+    tenants: dict[str, list[str]] = Field(default_factory=dict)
+    """Tenant name -> its keys (user keys, valid without being listed in ``api_keys``): the keys of a
+    tenant share its conversations and users; a key in no tenant is a tenant of its own."""
+    keys_file: str | None = None
+    """A YAML or JSON file holding ``api_keys``, ``admin_keys`` and ``tenants`` besides the ones above,
+    re-read by every worker within a second of a change: a key removed from it is refused without a
+    restart."""
     conversation_ownership: bool = True
-    """With authentication on, a conversation belongs to the caller that created it; others get 404."""
+    """With authentication on, a conversation belongs to the caller (key or tenant) that created it,
+    others get 404, and the users it names are its own; off, every key acts for the host application."""
 
 
 class CorsSettings(_Section):

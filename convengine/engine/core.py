@@ -132,6 +132,8 @@ class Engine:
         ConversationNotFoundError before anything runs or is written. None (host code) skips the check.
         ``user_id`` (the end user) is stored with the conversation on its first turn and never changes:
         a turn naming another user raises ConversationNotFoundError unrun; None continues as stored.
+        The user is ``owner``'s: its long-term properties are those ``owner``'s conversations saved for
+        that id, never another owner's of the same id.
         A message to an ENDED conversation raises ConversationEndedError unless it resets.
         """
         request = check_request(message, conversation_id, input_params, reset, self.settings, user_id)
@@ -193,20 +195,25 @@ class Engine:
     async def aredo(self, conversation_id: str, owner: str | None = None) -> UndoResult:
         return await self._portal.acall(self._runtime.move(_cid(conversation_id), stages.REDO, _owner(owner)))
 
-    def properties(self, user_id: str) -> dict[str, Any]:
+    # A user belongs to the caller that names it: ``owner``'s user "ana" (the conversations ``owner``
+    # created for "ana") is not another owner's "ana", nor host code's (``owner=None``).
+
+    def properties(self, user_id: str, owner: str | None = None) -> dict[str, Any]:
         """The user's long-term properties (``conversation_memory.long_term``), by name."""
-        return self._portal.call(self._runtime.properties(_user(user_id)))
+        return self._portal.call(self._runtime.properties(_user(user_id), _owner(owner)))
 
-    async def aproperties(self, user_id: str) -> dict[str, Any]:
-        return await self._portal.acall(self._runtime.properties(_user(user_id)))
+    async def aproperties(self, user_id: str, owner: str | None = None) -> dict[str, Any]:
+        return await self._portal.acall(self._runtime.properties(_user(user_id), _owner(owner)))
 
-    def forget_user(self, user_id: str, *, conversations: bool = False) -> dict[str, int]:
+    def forget_user(self, user_id: str, *, conversations: bool = False, owner: str | None = None) -> dict[str, int]:
         """Erase the user's long-term memory; with ``conversations=True`` also every conversation of
-        theirs (rows, history, audit, steps, LLM call log and checkpoints). Returns what was erased."""
-        return self._portal.call(self._runtime.forget_user(_user(user_id), conversations))
+        theirs (rows, history, audit, steps, LLM call log and checkpoints). Returns what was erased.
+        Only ``owner``'s user of that id is touched (None: host code's)."""
+        return self._portal.call(self._runtime.forget_user(_user(user_id), conversations, _owner(owner)))
 
-    async def aforget_user(self, user_id: str, *, conversations: bool = False) -> dict[str, int]:
-        return await self._portal.acall(self._runtime.forget_user(_user(user_id), conversations))
+    async def aforget_user(self, user_id: str, *, conversations: bool = False,
+                           owner: str | None = None) -> dict[str, int]:
+        return await self._portal.acall(self._runtime.forget_user(_user(user_id), conversations, _owner(owner)))
 
     def steps(self, conversation_id: str, owner: str | None = None) -> list[dict[str, Any]]:
         """One entry per completed turn: input, actions, data, output, side effects, undone."""

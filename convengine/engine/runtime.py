@@ -199,7 +199,7 @@ class EngineRuntime:
         refused: ConvEngineError | None = None
         try:
             async with self.locks.hold(request.conversation_id) as conn:
-                admission = await memory_service.admit(conn, request)
+                admission = await memory_service.admit(conn, request, owner)
                 refused = await self._refusal(conn, request.conversation_id, owner) or admission.refused
                 if refused is None:
                     final = await self._run(conn, request, ctx, choice, admission)
@@ -227,7 +227,8 @@ class EngineRuntime:
         async with self.saver.bind(conn):
             await memory_service.before_run(conn, admission, ctx, snapshot.settings)
             final = cast(EngineState, await self.graph.ainvoke(graph_input, config, context=ctx, durability="exit"))
-            memory_rows = await memory_service.after_run(conn, request, dict(final), ctx, snapshot.settings)
+            memory_rows = await memory_service.after_run(conn, request, dict(final), ctx, snapshot.settings,
+                                                         admission.owner)
             await commit_turn(self.store, conn, conversation_id=ctx.conversation_id, final=final,
                               events=ctx.audit.events, owner=ctx.owner,
                               extra=_with_pin(memory_rows, choice.pin_write(request.conversation_id)))
@@ -335,13 +336,13 @@ class EngineRuntime:
                     self.long_term = await self.saver_stack.enter_async_context(open_store(self.url, self.saver.shared))
         return self.long_term
 
-    async def properties(self, user_id: str) -> dict[str, Any]:
-        return await longterm.read_all(await self.long_term_store(), user_id)
+    async def properties(self, user_id: str, owner: str | None = None) -> dict[str, Any]:
+        return await longterm.read_all(await self.long_term_store(), user_id, owner)
 
-    async def forget_user(self, user_id: str, conversations: bool) -> dict[str, int]:
-        """Erase a user's long-term properties and, with ``conversations``, every conversation of theirs
-        (rows, checkpoints, audit), each under its turn lock."""
-        return await memory_service.forget_user(self, user_id, conversations)
+    async def forget_user(self, user_id: str, conversations: bool, owner: str | None = None) -> dict[str, int]:
+        """Erase ``owner``'s user's long-term properties and, with ``conversations``, every conversation
+        of theirs (rows, checkpoints, audit), each under its turn lock."""
+        return await memory_service.forget_user(self, user_id, conversations, owner)
 
     async def steps(self, conversation_id: str, owner: str | None = None) -> list[dict[str, Any]]:
         await self._readable(conversation_id, owner)

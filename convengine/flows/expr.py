@@ -10,6 +10,7 @@ texts, within a size limit) and a few functions (:data:`FUNCTIONS`). Nothing is 
 from __future__ import annotations
 
 import ast
+import math
 import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -31,15 +32,26 @@ def _matches(text: Any, pattern: Any) -> bool:
 
 
 def _number(value: Any) -> float | int:
+    """A finite number: ``nan``, ``inf``, ``infinity`` (any sign and case) and values past the float
+    range (``1e999``) are refused, since NaN makes every comparison false and would skip a limit."""
     if isinstance(value, bool):
         raise ExpressionError("number() of a boolean")
-    if isinstance(value, (int, float)):
+    if isinstance(value, int):
         return value
+    if isinstance(value, float):
+        return finite(value)
     text = str(value).strip().replace(",", "")
     try:
         return int(text)
     except ValueError:
-        return float(text)
+        return finite(float(text), text)
+
+
+def finite(value: float, shown: Any = None) -> float:
+    """``value`` if it is a finite float; ExpressionError naming it otherwise."""
+    if not math.isfinite(value):
+        raise ExpressionError(f"{str(value if shown is None else shown)[:40]!r} is not a finite number")
+    return value
 
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
@@ -116,6 +128,10 @@ def _check(node: ast.AST) -> None:
         raise ExpressionError(f"names starting with '_' are not allowed ({node.attr})")
     if isinstance(node, ast.Name) and node.id.startswith("_"):
         raise ExpressionError(f"names starting with '_' are not allowed ({node.id})")
+    if isinstance(node, ast.Constant) and isinstance(node.value, (float, complex)):
+        if isinstance(node.value, complex):
+            raise ExpressionError("complex numbers are not allowed in a flow expression")
+        finite(node.value, "a literal past the float range")
     if isinstance(node, ast.Call) and (not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS
                                        or node.keywords):
         raise ExpressionError(f"only these functions may be called: {', '.join(sorted(FUNCTIONS))}")
@@ -168,9 +184,9 @@ def _bool_op(node: ast.BoolOp, scopes: Mapping[str, Any]) -> Any:
 
 
 def _compare(node: ast.Compare, scopes: Mapping[str, Any]) -> bool:
-    left = _eval(node.left, scopes)
+    left = _checked(_eval(node.left, scopes))
     for op, right_node in zip(node.ops, node.comparators, strict=True):
-        right = _eval(right_node, scopes)
+        right = _checked(_eval(right_node, scopes))
         try:
             ok = _COMPARE[type(op)](left, right)
         except TypeError:
@@ -188,4 +204,11 @@ def _arith(node: ast.BinOp, scopes: Mapping[str, Any]) -> Any:
         if len(joined) > MAX_TEXT_CHARS:
             raise ExpressionError(f"text longer than {MAX_TEXT_CHARS} characters")
         return joined
-    return _ARITH[type(node.op)](_number(left), _number(right))
+    result = _ARITH[type(node.op)](_number(left), _number(right))
+    return finite(result, f"{left!r} {type(node.op).__name__} {right!r}") if isinstance(result, float) else result
+
+
+def _checked(value: Any) -> Any:
+    """A compared value: a NaN or infinite float (from a tool result, a python node, stored data) is
+    an error rather than a comparison that is silently false."""
+    return finite(value) if isinstance(value, float) else value

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 import time
 from collections.abc import Sequence
@@ -107,6 +108,7 @@ class LlmGateway:
         reply = await self._call(turn, call)
         try:
             value = reply.value if reply.value is not None else parse_json(reply.text, call_site)
+            check_finite(value, call_site)
             if schema and validate:
                 validate_reply(value, schema, call_site)
         except LlmError as exc:
@@ -203,6 +205,21 @@ def parse_json(text: str, call_site: str) -> Any:
                 pass
         raise LlmInvalidResponseError(f"LLM reply for {call_site} is not valid JSON ({exc.msg}): {_preview(text)}",
                                       details={"callSite": call_site}) from None
+
+
+def check_finite(value: Any, call_site: str) -> None:
+    """LLM_INVALID_RESPONSE for a NaN or infinite number anywhere in a reply (``NaN``, ``Infinity``,
+    ``1e999``): JSON Schema's ``number`` accepts them, and NaN makes every comparison false."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise LlmInvalidResponseError(f"LLM reply for {call_site} holds {item!r}, not a finite number",
+                                          details={"callSite": call_site})
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            pending.extend(item)
 
 
 @lru_cache(maxsize=256)

@@ -1,9 +1,12 @@
 """Long-term properties: per-user values kept across conversations in LangGraph's store.
 
 The official ``BaseStore`` implementations hold them (``AsyncSqliteStore`` / ``AsyncPostgresStore``,
-tables created by their own ``setup()``), one item per property in the namespace
-``("convengine", "users", <digest of the user id>, "properties")`` (a digest because store
-namespace labels may not contain dots). During a turn the store is bound to the turn's connection,
+tables created by their own ``setup()``), one item per property in the namespace of its user. A user belongs to the caller that names it: the
+owner of the conversation (an API key's or tenant's identity) scopes it, so two callers naming the
+same user id are two users. Host code (no owner) keeps ConvEngine's namespace
+``("convengine", "users", <digest of the user id>, "properties")``; an owner's users live in
+``("convengine", "owners", <digest of the owner>, "users", <digest of the user id>, "properties")``
+(digests because store namespace labels may not contain dots). During a turn the store is bound to the turn's connection,
 so what a turn saves commits or rolls back with its checkpoint and rows.
 """
 
@@ -24,9 +27,15 @@ from convengine.checkpointing.postgres import _set_up
 from convengine.db.url import DatabaseUrl
 
 
-def namespace(user_id: str) -> tuple[str, ...]:
-    digest = hashlib.sha256(user_id.encode("utf-8")).hexdigest()[:40]
-    return ("convengine", "users", digest, "properties")
+def namespace(user_id: str, owner: str | None = None) -> tuple[str, ...]:
+    """Where ``owner``'s user ``user_id`` keeps its properties (None: host code's users)."""
+    if owner is None:
+        return ("convengine", "users", _digest(user_id), "properties")
+    return ("convengine", "owners", _digest(owner), "users", _digest(user_id), "properties")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:40]
 
 
 @asynccontextmanager
@@ -107,50 +116,50 @@ async def _bound_store(conn: AsyncConnection) -> BaseStore:
     return store
 
 
-async def load(store: BaseStore, user_id: str, names: Iterable[str]) -> dict[str, Any]:
+async def load(store: BaseStore, user_id: str, names: Iterable[str], owner: str | None = None) -> dict[str, Any]:
     """The user's stored values of ``names`` (absent ones left out)."""
     wanted = list(dict.fromkeys(names))
     if not wanted:
         return {}
-    items = await store.abatch([GetOp(namespace(user_id), name) for name in wanted])
+    items = await store.abatch([GetOp(namespace(user_id, owner), name) for name in wanted])
     # a GetOp's result is the Item or None
     return {name: item.value.get("value") for name, item in zip(wanted, items, strict=True) if isinstance(item, Item)}
 
 
 async def save_changes(store: BaseStore, user_id: str, context: Mapping[str, Any],
-                       names: Iterable[str]) -> dict[str, dict[str, Any]]:
+                       names: Iterable[str], owner: str | None = None) -> dict[str, dict[str, Any]]:
     """Save the declared properties whose value in ``context`` differs from the stored one;
     ``{name: {before, after}}`` for each (None: absent)."""
     wanted = [n for n in dict.fromkeys(names) if n in context]
     if not wanted:
         return {}
-    stored = await load(store, user_id, wanted)
+    stored = await load(store, user_id, wanted, owner)
     changes = {n: {"before": stored.get(n), "after": context[n]} for n in wanted if stored.get(n) != context[n]}
-    await put_values(store, user_id, {n: c["after"] for n, c in changes.items()})
+    await put_values(store, user_id, {n: c["after"] for n, c in changes.items()}, owner)
     return changes
 
 
-async def put_values(store: BaseStore, user_id: str, values: Mapping[str, Any]) -> None:
+async def put_values(store: BaseStore, user_id: str, values: Mapping[str, Any], owner: str | None = None) -> None:
     """Set (or, for None, delete) properties."""
     if values:
-        await store.abatch([PutOp(namespace(user_id), name, None if value is None else {"value": value})
+        await store.abatch([PutOp(namespace(user_id, owner), name, None if value is None else {"value": value})
                             for name, value in values.items()])
 
 
-async def read_all(store: BaseStore, user_id: str) -> dict[str, Any]:
+async def read_all(store: BaseStore, user_id: str, owner: str | None = None) -> dict[str, Any]:
     found: dict[str, Any] = {}
     offset = 0
     while True:
-        items = await store.asearch(namespace(user_id), limit=500, offset=offset)
+        items = await store.asearch(namespace(user_id, owner), limit=500, offset=offset)
         found.update({item.key: item.value.get("value") for item in items})
         if len(items) < 500:
             return found
         offset += 500
 
 
-async def forget(store: BaseStore, user_id: str) -> int:
+async def forget(store: BaseStore, user_id: str, owner: str | None = None) -> int:
     """Delete every long-term property of the user; how many there were."""
-    keys = list(await read_all(store, user_id))
+    keys = list(await read_all(store, user_id, owner))
     if keys:
-        await store.abatch([PutOp(namespace(user_id), key, None) for key in keys])
+        await store.abatch([PutOp(namespace(user_id, owner), key, None) for key in keys])
     return len(keys)

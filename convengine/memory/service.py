@@ -63,26 +63,30 @@ class Admission:
     exists: bool
     user_id: str | None
     """The conversation's user: the stored one, else the request's."""
+    owner: str | None = None
+    """Whose user it is: the conversation's owner (stored, else the caller's for a new conversation);
+    None for host code's users."""
 
 
-async def admit(conn: AsyncConnection | None, request: Any) -> Admission:
+async def admit(conn: AsyncConnection | None, request: Any, owner: str | None = None) -> Admission:
     """Whether this turn may run (not another user's conversation, not an ended one) and who its user
-    is. Nothing is written for a refused turn."""
-    query = sa.select(CONVERSATION.c.user_id, CONVERSATION.c.lifecycle).where(
+    is (``owner``: the caller's identity, the owner of a conversation it creates). Nothing is written
+    for a refused turn."""
+    query = sa.select(CONVERSATION.c.user_id, CONVERSATION.c.lifecycle, CONVERSATION.c.owner_id).where(
         CONVERSATION.c.conversation_id == request.conversation_id)
     assert conn is not None
     row = (await conn.execute(query)).first()
     if row is None:
-        return Admission(None, False, request.user_id)
-    stored_user, lifecycle = row
+        return Admission(None, False, request.user_id, owner)
+    stored_user, lifecycle, stored_owner = row
     cid = request.conversation_id
     if request.user_id is not None and stored_user != request.user_id:
-        return Admission(ConversationNotFoundError(f"no conversation {cid}"), True, stored_user)
+        return Admission(ConversationNotFoundError(f"no conversation {cid}"), True, stored_user, stored_owner)
     if lifecycle == Lifecycle.ENDED.value and not resets(request):
         return Admission(ConversationEndedError(
             f"conversation {cid} has ended; send reset=true (or a reset command) to start it again",
-            details={"conversationId": cid}), True, stored_user)
-    return Admission(None, True, stored_user)
+            details={"conversationId": cid}), True, stored_user, stored_owner)
+    return Admission(None, True, stored_user, stored_owner)
 
 
 async def before_run(conn: AsyncConnection | None, admission: Admission, ctx: Any, settings: Any) -> None:
@@ -92,18 +96,18 @@ async def before_run(conn: AsyncConnection | None, admission: Admission, ctx: An
     if conn is None or admission.exists or admission.user_id is None or not names:
         return
     async with longterm.bound(conn) as store:
-        ctx.extras[scopes.LONG_TERM_LOADED] = await longterm.load(store, admission.user_id, names)
+        ctx.extras[scopes.LONG_TERM_LOADED] = await longterm.load(store, admission.user_id, names, admission.owner)
 
 
 async def after_run(conn: AsyncConnection | None, request: Any, final: dict[str, Any], ctx: Any,
-                    settings: Any) -> Write:
-    """Save changed long-term properties in the turn's transaction, mask secrets in its audit batch;
-    the memory rows to write with the turn."""
+                    settings: Any, owner: str | None = None) -> Write:
+    """Save changed long-term properties of ``owner``'s user in the turn's transaction, mask secrets
+    in its audit batch; the memory rows to write with the turn."""
     names = settings.conversation_memory.long_term
     changes: dict[str, Any] = {}
     if conn is not None and ctx.user_id is not None and names:
         async with longterm.bound(conn) as store:
-            changes = await longterm.save_changes(store, ctx.user_id, final.get("context") or {}, names)
+            changes = await longterm.save_changes(store, ctx.user_id, final.get("context") or {}, names, owner)
         if changes:
             ctx.audit.emit(stages.LONG_TERM_PROPERTIES_SAVED, {"properties": sorted(changes)},
                            intent=final.get("intent"), state=final.get("state"))
@@ -223,13 +227,13 @@ async def _restore_long_term(conn: AsyncConnection | None, step: dict[str, Any] 
     changes = (step or {}).get("properties_json") or {}
     if not changes or conn is None or step is None:
         return
-    user = (await conn.execute(sa.select(CONVERSATION.c.user_id).where(
-        CONVERSATION.c.conversation_id == step["conversation_id"]))).scalar()
-    if user is None:
+    row = (await conn.execute(sa.select(CONVERSATION.c.user_id, CONVERSATION.c.owner_id).where(
+        CONVERSATION.c.conversation_id == step["conversation_id"]))).first()
+    if row is None or row.user_id is None:
         return
     side = "before" if kind == UNDO_STAGE else "after"
     async with longterm.bound(conn) as store:
-        await longterm.put_values(store, user, {n: c.get(side) for n, c in changes.items()})
+        await longterm.put_values(store, row.user_id, {n: c.get(side) for n, c in changes.items()}, row.owner_id)
 
 
 def _result(cid: str, kind: str, planned: timeline.Move, values: dict[str, Any], effects: list[dict[str, Any]],
@@ -289,14 +293,16 @@ async def read_lifecycle(runtime: Any, conversation_id: str) -> str | None:
 # --- erasure -----------------------------------------------------------------------------
 
 
-async def forget_user(runtime: Any, user_id: str, conversations: bool) -> dict[str, int]:
-    """Erase the user's long-term properties; with ``conversations`` also every conversation of theirs
-    (its rows in every ce_* table and its checkpoints), each under its turn lock. Without it, the
-    values the user's turns saved are cleared from their step rows, so undo cannot bring them back."""
-    erased = await longterm.forget(await runtime.long_term_store(), user_id)
+async def forget_user(runtime: Any, user_id: str, conversations: bool, owner: str | None = None) -> dict[str, int]:
+    """Erase ``owner``'s user's long-term properties (None: host code's user); with ``conversations``
+    also every conversation of theirs (its rows in every ce_* table and its checkpoints), each under
+    its turn lock. Without it, the values the user's turns saved are cleared from their step rows, so
+    undo cannot bring them back. Another owner's user of the same id is not touched."""
+    erased = await longterm.forget(await runtime.long_term_store(), user_id, owner)
+    owned_by = CONVERSATION.c.owner_id.is_(None) if owner is None else CONVERSATION.c.owner_id == owner
     async with runtime.async_engine.connect() as conn:
         owned = [r[0] for r in await conn.execute(sa.select(CONVERSATION.c.conversation_id)
-                                                  .where(CONVERSATION.c.user_id == user_id))]
+                                                  .where(CONVERSATION.c.user_id == user_id, owned_by))]
     for cid in owned:
         async with runtime.locks.hold(cid) as held, runtime.saver.bind(held):
             if conversations:

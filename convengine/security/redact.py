@@ -3,7 +3,8 @@
 Two kinds of knowledge:
 
 * **known values** - passwords of configured database URLs (``database_url``, ``mcp.db.databases``,
-  ``mcp.servers.*.url``, ``llm.base_url``), API keys (``api.auth.api_keys``/``admin_keys``), STOMP
+  ``mcp.servers.*.url``, ``llm.base_url``), API keys (``api.auth.api_keys``/``admin_keys``/``tenants``
+  and those of ``api.auth.keys_file``), STOMP
   passcodes, MCP server ``headers``/``env`` entries with sensitive names, values read through a
   sensitive ``${env:NAME}`` reference, and the auth values HTTP tools send. They are remembered
   when settings are built and when a tool runs (see :func:`remember_secret`).
@@ -55,6 +56,7 @@ SECRET_SETTINGS: dict[str, str] = {
     "mcp.servers.*.url": URL,
     "api.auth.api_keys": VALUE,
     "api.auth.admin_keys": VALUE,
+    "api.auth.tenants.*": VALUE,
     "transport.stomp.broker.*passcode": VALUE,
     "mcp.servers.*.headers.*": NAMED,
     "mcp.servers.*.env.*": NAMED,
