@@ -191,6 +191,15 @@ def sse_event(event: AuditEvent) -> dict[str, str]:
     return {"event": event.stage, "data": json.dumps(data, ensure_ascii=False, default=str)}
 
 
+SSE_EVENT: dict[str, Any] = {
+    "type": "object", "required": ["data"], "description": "A CONNECTED event first ({conversationId, transport}), "
+    "then one event per audit stage, named by it (eventType, auditId, stage, createdAt, payload, verbose).",
+    "properties": {"event": {"type": "string"}, "id": {"type": "string"}, "retry": {"type": "integer"},
+                   "data": {"type": "string", "contentMediaType": "application/json",
+                            "contentSchema": {"type": "object"}}}}
+"""One server-sent event (OpenAPI 3.2's ``itemSchema`` of ``text/event-stream``)."""
+
+
 class LeasedStream(EventSourceResponse):
     """An SSE response that gives its stream's slot back however it ends."""
 
@@ -208,7 +217,7 @@ class LeasedStream(EventSourceResponse):
 @router.get("/api/v1/conversation/stream/{conversation_id}", tags=["conversation"],
             response_class=EventSourceResponse, responses={**REFUSALS, 429: {"model": ErrorBody}, 200: {
                 "description": "Server-sent events (ConvEngine's AuditStreamEventResponse as each event's data).",
-                "content": {"text/event-stream": {"schema": {"type": "string"}}}}})
+                "content": {"text/event-stream": {"itemSchema": SSE_EVENT}}}})
 async def stream(conversation_id: ConversationId, request: Request, engine: EngineDep, caller: CallerDep) -> Any:
     """Server-sent events: ``CONNECTED`` first, then every audit event of the conversation as it happens.
 

@@ -43,7 +43,7 @@ ResetFlag = Annotated[bool, PlainValidator(_reset), WithJsonSchema({
 
 
 def _user_id_schema(schema: dict[str, Any]) -> None:
-    schema["anyOf"] = [{"type": "string", "pattern": user_id_pattern()}, {"type": "null"}]
+    schema["anyOf"] = [{"type": "string", "pattern": user_id_pattern(declared=True)}, {"type": "null"}]
 
 
 def _feedback_type_schema(schema: dict[str, Any]) -> None:

@@ -17,11 +17,11 @@ private-use characters: refused in user ids."""
 
 
 @functools.cache
-def _invisible_class() -> str:
-    """A regex character class of every INVISIBLE_CATEGORIES code point (BMP as ``\\uXXXX``)."""
+def _invisible_class(categories: frozenset[str] = INVISIBLE_CATEGORIES) -> str:
+    """A regex character class of every code point of ``categories`` (BMP as ``\\uXXXX``)."""
     ranges, start = [], None
     for cp in range(sys.maxunicode + 2):
-        bad = cp <= sys.maxunicode and unicodedata.category(chr(cp)) in INVISIBLE_CATEGORIES
+        bad = cp <= sys.maxunicode and unicodedata.category(chr(cp)) in categories
         if bad and start is None:
             start = cp
         elif not bad and start is not None:
@@ -35,10 +35,14 @@ def _invisible_class() -> str:
 
 
 @functools.cache
-def user_id_pattern() -> str:
-    """What a user id must match (stated as such in the OpenAPI schema): 1-200 characters, not all blank,
-    none of them invisible. Built from the Unicode database on first use (it takes a fraction of a second)."""
-    return f"^(?=.*\\S)[^{_invisible_class()}]{{1,{MAX_USER_ID_CHARS}}}$"
+def user_id_pattern(*, declared: bool = False) -> str:
+    """What a user id must match: 1-200 characters, not all blank, none of them invisible. Built from the
+    Unicode database on first use (it takes a fraction of a second).
+
+    ``declared``: as the OpenAPI schema states it, without the surrogate range (a JSON Schema regex
+    cannot name lone surrogates; they are not text and are refused all the same)."""
+    categories = INVISIBLE_CATEGORIES - {"Cs"} if declared else INVISIBLE_CATEGORIES
+    return f"^(?=.*\\S)[^{_invisible_class(categories)}]{{1,{MAX_USER_ID_CHARS}}}$"
 
 
 @functools.cache
