@@ -19,6 +19,7 @@ from fastapi import FastAPI, routing
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 
+from convengine.api.routes import admin_of
 from convengine.api.schemas import ErrorBody
 from convengine.errors import ErrorCode
 
@@ -102,12 +103,15 @@ def _admin_operations(app: FastAPI) -> set[tuple[str, str]]:
     contexts = getattr(routing, "iter_route_contexts", None)  # FastAPI >= 0.130 nests included routers
     found = ([(c.path, c.methods, c.original_route) for c in contexts(app.routes)] if contexts else
              [(getattr(r, "path", None), getattr(r, "methods", None), r) for r in app.routes])
-    admin = set()
+    admin: set[tuple[str, str]] = set()
     for path, methods, route in found:
-        if isinstance(route, APIRoute) and path and methods:
-            if "admin_of" in {getattr(d.call, "__name__", "") for d in _all_dependencies(route.dependant)}:
-                admin.update((path, m.lower()) for m in methods)
+        if isinstance(route, APIRoute) and path and methods and _needs_admin(route):
+            admin.update((path, m.lower()) for m in methods)
     return admin
+
+
+def _needs_admin(route: APIRoute) -> bool:
+    return any(d.call is admin_of for d in _all_dependencies(route.dependant))
 
 
 def _all_dependencies(dependant: Any) -> list[Any]:

@@ -64,7 +64,7 @@ class Readiness:
                 await self._probe(self._timeout)
         except TimeoutError:
             return self._failed(f"the database did not answer within {self._timeout:g} s", None)
-        except Exception as exc:  # any driver failure means the same to a load balancer
+        except Exception as exc:  # noqa: BLE001 - any driver failure means the same to a load balancer
             return self._failed("the database cannot be reached", exc)
         return ReadyState(True)
 

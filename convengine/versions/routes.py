@@ -32,7 +32,12 @@ from convengine.errors import (
 )
 from convengine.versions.content import LIVE_CHANNEL
 from convengine.versions.lifecycle import PublishRefusedError
-from convengine.versions.store import CHANNEL_PATTERN, MAX_VERSION, TARGET_CHANNEL_PATTERN, VersionNotFoundError
+from convengine.versions.store import (
+    CHANNEL_PATTERN,
+    MAX_VERSION,
+    TARGET_CHANNEL_PATTERN,
+    VersionNotFoundError,
+)
 
 TARGET_CHANNEL: dict[str, Any] = {"pattern": TARGET_CHANNEL_PATTERN}
 """Declared only: the engine checks it (pydantic's regex engine has no lookahead)."""

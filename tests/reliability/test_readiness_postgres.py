@@ -3,17 +3,33 @@ stays 200), 200 again once it is back, and turns work again without restarting t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.api.test_readiness import FAST, READY, assert_not_ready, wait_for
-from tests.reliability.test_postgres_restart import DedicatedPostgres, postgres  # noqa: F401 (fixture)
+from tests.conftest import PG_URL, REQUIRE_PG
+from tests.reliability.test_postgres_restart import DedicatedPostgres
 from tests.servers import Server
 
 
-def test_ready_is_503_while_postgres_is_down_and_200_once_it_is_back(postgres: DedicatedPostgres,
+@pytest.fixture
+def dedicated_postgres() -> Iterator[DedicatedPostgres]:
+    """A PostgreSQL server of this test's own, stopped and started by it."""
+    if not PG_URL:  # the suite's PostgreSQL variable says PostgreSQL is available here
+        if REQUIRE_PG:
+            pytest.fail("CONVENGINE_REQUIRE_PG=1 but CONVENGINE_TEST_PG_URL is not set")
+        pytest.skip("PostgreSQL not configured (set CONVENGINE_TEST_PG_URL)")
+    server = DedicatedPostgres()
+    yield server
+    server.remove()
+
+
+def test_ready_is_503_while_postgres_is_down_and_200_once_it_is_back(dedicated_postgres: DedicatedPostgres,
                                                                      tmp_path: Path) -> None:
+    postgres = dedicated_postgres
     server = Server(postgres.url, tmp_path / "server.log", env=FAST)
     try:
         assert wait_for(server.base, 200).json() == READY
