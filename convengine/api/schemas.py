@@ -59,7 +59,7 @@ class MessageRequest(BaseModel):
                                        json_schema_extra=UUID_TEXT)
     message: str | None = Field(None, description="The user's message; empty or omitted for a silent submit "
                                 "(a turn driven by inputParams alone); at most api.max_message_chars characters "
-                                "(413 beyond).", pattern=NO_NUL)
+                                "(413 beyond).", json_schema_extra={"pattern": NO_NUL})
     reset: ResetFlag = False
     inputParams: dict[str, Any] | None = Field(None, description="Caller params for this turn (an object).")
     userId: str | None = Field(None, description="The end user the conversation belongs to (stored on its first "

@@ -139,7 +139,7 @@ async def diff_versions(engine: EngineDep, _: AdminDep, a: int = Query(..., ge=1
 
 @router.get("/history", responses=ADMIN_REFUSALS)
 async def history(engine: EngineDep, _: AdminDep,
-                  channel: str | None = Query(None, pattern=CHANNEL_PATTERN)) -> Any:
+                  channel: str | None = Query(None, json_schema_extra={"pattern": CHANNEL_PATTERN})) -> Any:
     """Every move of a channel (publish, rollback, import, point), oldest first."""
     return await _call(lambda: engine.versions.history(channel))
 

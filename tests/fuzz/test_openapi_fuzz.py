@@ -36,7 +36,7 @@ KEYS = {"user": USER_A, "admin": ADMIN}
 EXAMPLES = {"user": 8, "admin": 12}
 REFUSED_EXAMPLES = 2
 """Examples of an admin operation with a user key: each is a 403 before anything is read."""
-BUDGET_S = 75
+BUDGET_S = 60
 """Time bound of one backend's run (both keys, both modes): past it, each remaining operation gets one
 example (every operation is still called; a loaded machine makes the run shallower, not longer)."""
 
