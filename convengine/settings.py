@@ -447,6 +447,13 @@ class StreamLimits(_Section):
     """A stream of a conversation that has not started is closed when no turn arrives in this time."""
 
 
+class ReadinessSettings(_Section):
+    timeout_s: float = Field(2.0, gt=0, le=30)
+    """``GET /ready`` answers 503 when the database has not answered its probe within this time."""
+    cache_s: float = Field(1.0, ge=0, le=60)
+    """A probe's answer is reused for this long, so polling ``/ready`` cannot load the database."""
+
+
 class ApiSettings(_Section):
     max_message_chars: int = Field(DEFAULT_MAX_MESSAGE_CHARS, ge=1)
     max_body_bytes: int = Field(2_000_000, ge=1024)
@@ -460,6 +467,7 @@ class ApiSettings(_Section):
     trusted_hosts: list[str] = Field(default_factory=list)
     """Host headers the server answers; empty: loopback names when serving on loopback, any otherwise."""
     streams: StreamLimits = Field(default_factory=StreamLimits)
+    readiness: ReadinessSettings = Field(default_factory=ReadinessSettings)
     max_concurrency: int = Field(512, ge=1)
     """Connections the HTTP server serves at once (more get 503)."""
     max_header_bytes: int = Field(16_384, ge=1024)

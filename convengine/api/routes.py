@@ -22,8 +22,10 @@ from convengine.api.schemas import (
     FeedbackRequestBody,
     FeedbackResponse,
     FeedbackRow,
+    HealthBody,
     MessageRequest,
     MessageResponse,
+    ReadyBody,
 )
 from convengine.api.streams import Lease, StreamRegistry, Watch
 from convengine.audit.collector import VERBOSE_STAGE
@@ -189,6 +191,15 @@ def sse_event(event: AuditEvent) -> dict[str, str]:
     return {"event": event.stage, "data": json.dumps(data, ensure_ascii=False, default=str)}
 
 
+SSE_EVENT: dict[str, Any] = {
+    "type": "object", "required": ["data"], "description": "A CONNECTED event first ({conversationId, transport}), "
+    "then one event per audit stage, named by it (eventType, auditId, stage, createdAt, payload, verbose).",
+    "properties": {"event": {"type": "string"}, "id": {"type": "string"}, "retry": {"type": "integer"},
+                   "data": {"type": "string", "contentMediaType": "application/json",
+                            "contentSchema": {"type": "object"}}}}
+"""One server-sent event (OpenAPI 3.2's ``itemSchema`` of ``text/event-stream``)."""
+
+
 class LeasedStream(EventSourceResponse):
     """An SSE response that gives its stream's slot back however it ends."""
 
@@ -204,7 +215,9 @@ class LeasedStream(EventSourceResponse):
 
 
 @router.get("/api/v1/conversation/stream/{conversation_id}", tags=["conversation"],
-            responses={**REFUSALS, 429: {"model": ErrorBody}})
+            response_class=EventSourceResponse, responses={**REFUSALS, 429: {"model": ErrorBody}, 200: {
+                "description": "Server-sent events (ConvEngine's AuditStreamEventResponse as each event's data).",
+                "content": {"text/event-stream": {"itemSchema": SSE_EVENT}}}})
 async def stream(conversation_id: ConversationId, request: Request, engine: EngineDep, caller: CallerDep) -> Any:
     """Server-sent events: ``CONNECTED`` first, then every audit event of the conversation as it happens.
 
@@ -265,7 +278,24 @@ async def analyze(engine: EngineDep, _: AdminDep, warmup: Warmup = "true") -> di
     return report
 
 
-@router.get("/health", tags=["health"])
-async def health(engine: EngineDep) -> dict[str, Any]:
-    """Liveness and the configuration version in use (no authentication, nothing about the database)."""
-    return {"status": "ok", "configVersion": engine.snapshot.version}
+NO_STORE = {"Cache-Control": "no-store"}
+
+
+@router.get("/health", tags=["health"], response_model=HealthBody)
+async def health(engine: EngineDep) -> JSONResponse:
+    """Liveness and the configuration version in use (no authentication, nothing about the database:
+    it stays 200 while the database is down; see ``/ready``)."""
+    return JSONResponse({"status": "ok", "configVersion": engine.snapshot.version}, headers=NO_STORE)
+
+
+@router.get("/ready", tags=["health"], response_model=ReadyBody,
+            responses={503: {"model": ReadyBody, "description": "Not ready: the database does not answer."}})
+async def ready(request: Request) -> JSONResponse:
+    """Readiness: 200 while the database answers, 503 ``DATABASE_UNAVAILABLE`` while it does not (no
+    authentication; the probe runs at most once per ``api.readiness.cache_s`` and takes at most
+    ``api.readiness.timeout_s``)."""
+    state = await request.app.state.readiness.check()
+    if state.ready:
+        return JSONResponse({"status": "ready"}, headers=NO_STORE)
+    body = ReadyBody(status="unavailable", errorCode=ErrorCode.DATABASE_UNAVAILABLE.value, message=state.message)
+    return JSONResponse(body.model_dump(), status_code=503, headers=NO_STORE)
