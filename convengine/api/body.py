@@ -1,7 +1,7 @@
 """JSON request bodies parsed with a depth bound: a body nesting deeper than inputParams may is refused
 with 422 before it can exhaust the parser's recursion (``[[[[...`` 100,000 deep) or the validators'.
 
-Every key and string of a body, and every path and query parameter, must also be storable text (no NUL,
+Every key and string of a body, and every query parameter, must also be storable text (no NUL,
 no lone surrogate: :mod:`convengine.storable`): one 422 naming the field, on every route and both
 backends, before any handler or database sees it."""
 
@@ -66,10 +66,10 @@ class DepthCheckedRoute(APIRoute):
 
 
 def _check_parameters(request: Request) -> None:
-    """422 for a path or query parameter that is not storable text (``%00`` in a URL)."""
-    named = [*(("path parameter " + k, str(v)) for k, v in request.path_params.items()),
-             *(("query parameter " + k, v) for k, v in request.query_params.multi_items())]
-    for name, value in named:
+    """422 for a query parameter that is not storable text (``?q=%00``). Path parameters are checked by
+    their routes (conversation ids are UUIDs, versions numbers, channel names and asset names are checked)."""
+    for key, value in request.query_params.multi_items():
+        name = "query parameter " + key
         problem = text_problem(value) or text_problem(name)
         if problem is not None:
             shown = "".join(ch if ch.isprintable() else "?" for ch in name[:60])
