@@ -22,6 +22,7 @@ from convengine.errors import (
 from convengine.memory.users import check_user_id
 from convengine.security.redact import redact_error, redact_text, redact_value, scrub_chain
 from convengine.settings import DEFAULT_MAX_INPUT_DEPTH
+from convengine.storable import check_storable
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +95,7 @@ def check_params(params: Any, max_depth: int = DEFAULT_MAX_INPUT_DEPTH, *, name:
     depth = nesting_depth(params, max_depth + 1)
     if depth > max_depth:
         raise InvalidInputError(f"{name} nests deeper than {max_depth} levels (settings.api.max_input_depth)")
+    check_storable(params, name)
     try:
         return json.loads(json.dumps(dict(params), allow_nan=False))
     except (TypeError, ValueError) as exc:
@@ -144,6 +146,13 @@ def _is_database_error(exc: BaseException) -> bool:
 def _first_line(exc: BaseException) -> str:
     text = redact_text(str(getattr(exc, "orig", None) or exc).strip())
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def describe_error(exc: BaseException) -> str:
+    """An error for a log line: its type and the first line of the driver's message. Never the statement's
+    parameters nor PostgreSQL's DETAIL/CONTEXT lines, which quote the caller's data."""
+    orig = getattr(exc, "orig", None) or exc
+    return f"{type(orig).__name__}: {_first_line(exc)}"
 
 
 def failure_event(conversation_id: str, error: ConvEngineError, *, known: bool) -> AuditEvent:

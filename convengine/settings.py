@@ -469,7 +469,11 @@ class ApiSettings(_Section):
     streams: StreamLimits = Field(default_factory=StreamLimits)
     readiness: ReadinessSettings = Field(default_factory=ReadinessSettings)
     max_concurrency: int = Field(512, ge=1)
-    """Connections the HTTP server serves at once (more get 503)."""
+    """Requests the HTTP server serves at once (more get 503). Only requests whose head has fully arrived
+    count: connections still sending theirs (or idle) take no slot."""
+    max_connections_per_client: int = Field(128, ge=0)
+    """Open connections one client address may hold; more are closed at once (0: no cap). Behind a
+    reverse proxy every caller has the proxy's address: raise it above the proxy's connection pool or set 0."""
     max_header_bytes: int = Field(16_384, ge=1024)
     header_timeout_s: float = Field(10.0, gt=0)
     """A connection must send a complete request head within this time (slow-header connections are dropped)."""

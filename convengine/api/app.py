@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 import convengine
 from convengine.api import console_routes, contract
 from convengine.api.auth import Authenticate
+from convengine.api.browser import OriginCheck, SecurityHeaders
 from convengine.api.config import DEFAULT_HOST, ApiConfig, resolve_api
 from convengine.api.flow_routes import router as flow_router
 from convengine.api.memory_routes import router as memory_router
@@ -102,7 +103,8 @@ def _resolve(engine: Engine, host: str, authenticate: Authenticate | None, cors_
 
 
 def _middleware(app: FastAPI) -> None:
-    """Outermost first: head limit, trusted hosts, CORS, authentication, body limit (added innermost first)."""
+    """Outermost first: security headers, head limit, trusted hosts, origin check, CORS, authentication,
+    body limit (added innermost first)."""
 
     def config() -> ApiConfig | None:
         return getattr(app.state, "api", None)
@@ -111,8 +113,10 @@ def _middleware(app: FastAPI) -> None:
     app.add_middleware(BodyLimit, limit=lambda: _body_limit(app))
     app.add_middleware(Authentication, config=config, public=public)
     app.add_middleware(Cors, config=config)
+    app.add_middleware(OriginCheck, config=config)
     app.add_middleware(TrustedHosts, config=config)
     app.add_middleware(HeadLimit, config=config)
+    app.add_middleware(SecurityHeaders)
 
 
 def readiness_of(engine: Engine) -> Readiness:

@@ -10,6 +10,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from convengine.db.url import DatabaseUrl
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+# A statement's error never carries its parameters (a caller's text, params, a secret) into a message or log.
+SAFE_ERRORS = {"hide_parameters": True}
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -23,6 +25,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 def create_sync_engine(url: DatabaseUrl, **kwargs: Any) -> sa.Engine:
     """A synchronous engine (CLI, migrations, packs, snapshot loading)."""
+    kwargs = {**SAFE_ERRORS, **kwargs}
     if url.backend == "sqlite":
         assert url.sqlite_path is not None
         url.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
@@ -34,6 +37,7 @@ def create_sync_engine(url: DatabaseUrl, **kwargs: Any) -> sa.Engine:
 
 def create_async_sa_engine(url: DatabaseUrl, *, pool_size: int = 10, **kwargs: Any) -> AsyncEngine:
     """The async engine used while turns run (projection, history, audit writes)."""
+    kwargs = {**SAFE_ERRORS, **kwargs}
     if url.backend == "sqlite":
         assert url.sqlite_path is not None
         url.sqlite_path.parent.mkdir(parents=True, exist_ok=True)

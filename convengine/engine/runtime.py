@@ -30,7 +30,7 @@ from convengine.db import create_async_sa_engine, create_sync_engine, parse_data
 from convengine.db.url import DatabaseUrl
 from convengine.engine.commit import commit_turn
 from convengine.engine.results import EngineOptions, Payload, TurnResult
-from convengine.engine_io import TurnRequest, failure_event, map_failure
+from convengine.engine_io import TurnRequest, describe_error, failure_event, map_failure
 from convengine.errors import (
     ConfigError,
     ConvEngineError,
@@ -172,7 +172,7 @@ class EngineRuntime:
             if self.holder.is_stale(await stamp.aread(self.async_engine)):
                 self._apply(await asyncio.to_thread(self.holder.reload, raise_on_error=False))
         except (SQLAlchemyError, OSError) as exc:  # the turn itself reports a database that is gone
-            logger.warning("could not check for a configuration change: %s", exc)
+            logger.warning("could not check for a configuration change: %s", describe_error(exc))
 
     # --- a turn -----------------------------------------------------------------------
 
@@ -279,7 +279,7 @@ class EngineRuntime:
                 return
             await prune_checkpoints(self.saver.shared, conversation_id)
         except Exception as exc:  # noqa: BLE001 - a missed prune only delays the next one
-            logger.warning("pruning the checkpoints of %s failed: %s", conversation_id, exc)
+            logger.warning("pruning the checkpoints of %s failed: %s", conversation_id, describe_error(exc))
 
     async def _failed(self, request: TurnRequest, ctx: TurnContext, exc: BaseException) -> ConvEngineError:
         """Audit a failed turn. Its checkpoint and rows rolled back with its transaction, so the
@@ -295,7 +295,8 @@ class EngineRuntime:
             await self.store.write_failure(request.conversation_id, [*ctx.audit.events, event], ctx.owner,
                                            memory_service.failure_writes(request))
         except Exception as write_error:  # noqa: BLE001 - the original failure is what the caller needs
-            logger.warning("could not store the audit of a failed turn of %s: %s", request.conversation_id, write_error)
+            logger.warning("could not store the audit of a failed turn of %s: %s", request.conversation_id,
+                           describe_error(write_error))
         if not known:
             logger.exception("turn of %s failed", request.conversation_id, exc_info=exc)
         elif error.code is ErrorCode.DATABASE_UNAVAILABLE:
