@@ -25,6 +25,7 @@ from convengine.errors import ErrorCode
 
 ERROR_SCHEMA = {"$ref": "#/components/schemas/ErrorBody"}
 JSON = "application/json"
+STATE_CHANGING = frozenset({"post", "put", "patch", "delete"})
 SECURITY_SCHEMES = {"bearer": {"type": "http", "scheme": "bearer", "description": "An API key (api.auth.api_keys "
                                "or api.auth.admin_keys) as a bearer token; the X-API-Key header is accepted too "
                                "(one scheme is declared: fuzzers read two alternatives as two required headers)."}}
@@ -67,6 +68,9 @@ COMMON_REFUSALS: list[CommonRefusal] = [
                   {"WWW-Authenticate": {"schema": {"type": "string"}, "description": "Bearer"}}),
     CommonRefusal(403, (ErrorCode.FORBIDDEN.value,), "The endpoint needs an admin key (api.auth.admin_keys).",
                   lambda r: r.admin),
+    CommonRefusal(403, (ErrorCode.ORIGIN_NOT_ALLOWED.value,), "A browser request that changes something, sent "
+                  "from an origin that is neither the server's own nor in api.cors.allowed_origins.",
+                  lambda r: r.method in STATE_CHANGING),
     CommonRefusal(413, (ErrorCode.MESSAGE_TOO_LARGE.value,), "The request body exceeds api.max_body_bytes "
                   "(or the message api.max_message_chars).", _everywhere),
     CommonRefusal(422, (ErrorCode.INVALID_INPUT.value, ErrorCode.INVALID_CONVERSATION_ID.value),
@@ -145,7 +149,9 @@ def _declare_refusals(operation: dict[str, Any], info: RouteInfo) -> None:
     for refusal in COMMON_REFUSALS:
         if refusal.applies(info):
             declared = responses.setdefault(str(refusal.status), {})
-            declared.setdefault("description", f"{refusal.description} (errorCode {', '.join(refusal.codes)})")
+            text = f"{refusal.description} (errorCode {', '.join(refusal.codes)})"
+            known = declared.get("description")
+            declared["description"] = f"{known} Or: {text}" if known else text
             if refusal.headers:
                 declared.setdefault("headers", {}).update(refusal.headers)
     for status, response in responses.items():
