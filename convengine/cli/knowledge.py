@@ -13,9 +13,9 @@ from rich.table import Table
 from rich.text import Text
 
 from convengine.cli.guard import guarded
-from convengine.cli.inert import inert
 from convengine.defaults import DEFAULT_DATABASE_URL
 from convengine.errors import ErrorCode, InvalidInputError
+from convengine.security.terminal import inert
 
 knowledge_app = typer.Typer(no_args_is_help=True, help="Knowledge bases: ingest documents, list, search, delete.")
 err = Console(stderr=True)

@@ -19,7 +19,6 @@ from convengine.knowledge.files import (
     HTML_SUFFIXES,
     PDF_SUFFIXES,
     SUFFIXES,
-    TEXT_SUFFIXES,
     Found,
     Skipped,
     discover_files,

@@ -76,7 +76,7 @@ def main() -> int:
     except RecursionError:
         print("nested too deeply to read", file=sys.stderr)
         return 2
-    except Exception as exc:  # any parser failure is this file's error, reported in one line
+    except Exception as exc:  # noqa: BLE001 - any parser failure is this file's error, in one line
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"not a readable PDF: {message}", file=sys.stderr)
         return 2
