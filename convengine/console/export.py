@@ -58,8 +58,8 @@ async def export_conversation(engine: Any, conversation_id: str, *, pack: str, t
 def _without_secrets(test: dict[str, Any]) -> Any:
     """``test`` with every secret masked the same way everywhere (see the module docstring)."""
     named: set[str] = set()
-    for turn in test["turns"]:
-        _secret_params(turn.get("params"), named)
+    for replayed in test["turns"]:
+        _secret_params(replayed.get("params"), named)
     values = sorted(named, key=len, reverse=True)
 
     def clean(value: Any) -> Any:

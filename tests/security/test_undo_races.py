@@ -10,6 +10,7 @@ before or wholly after it.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 from typing import Any
 
@@ -51,7 +52,7 @@ def checkpoint_chain(url: str, cid: str) -> list[tuple[str, str | None]]:
 
 def assert_linear(chain: list[tuple[str, str | None]]) -> None:
     assert chain and chain[0][1] is None
-    for (previous, _), (_, parent) in zip(chain, chain[1:], strict=False):
+    for (previous, _), (_, parent) in itertools.pairwise(chain):
         assert parent == previous, f"checkpoint chain forks or skips: {chain}"
 
 
