@@ -28,6 +28,7 @@ from langgraph.checkpoint.base.id import uuid6
 
 from convengine.errors import ErrorCode, UndoError, UnsafeCheckpointError
 from convengine.memory.catalogue import TURN_METADATA_KEY, UNDO_METADATA_KEY
+from convengine.state import stored_state_problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +87,8 @@ def position(tup: CheckpointTuple) -> Position:
 
 
 def checked(tup: CheckpointTuple) -> CheckpointTuple:
-    """``tup`` when its metadata has the shape the engine and LangGraph write; stored bytes are untrusted.
+    """``tup`` when its metadata and channel values have the shape the engine and LangGraph write
+    (stored bytes are untrusted).
 
     Raises:
         UnsafeCheckpointError: a wrong type, a value out of range, a timeline too long.
@@ -105,6 +107,10 @@ def checked(tup: CheckpointTuple) -> CheckpointTuple:
     info = metadata.get(UNDO_METADATA_KEY)
     if info is not None and not _a_timeline(info):
         raise _altered(f"undo metadata of {_shown(info)}")
+    values = tup.checkpoint.get("channel_values")
+    problem = stored_state_problem(values) if isinstance(values, dict) else "channel values that are not an object"
+    if problem is not None:
+        raise _altered(problem)
     return tup
 
 

@@ -4,8 +4,10 @@ Attack (failed before the fix): the head checkpoint's undo metadata (JSON in the
 both backends) rewritten to wrong types (``depth: "x"``, ``before: {...}``, ``forward: 5``,
 ``step: "x"``) made undo, redo or the next turn fail with a raw ValueError/TypeError or a driver
 error; a 100,000-entry ``forward`` list made every undo copy it and pruning fetch each entry.
-Now every read checks the metadata's shape and refuses an altered checkpoint with
-CHECKPOINT_REJECTED. References to another conversation's checkpoints and cycles lead nowhere
+Channel values of the wrong type (``turn: "abc"``, ``context: [1, 2]``, ``payload: "x"``...) made
+undo, redo, the next turn or the state read fail the same raw ways (a sqlite3 binding error for an
+``intent`` object). Now every read checks the metadata's and the state's shape and refuses an
+altered checkpoint with CHECKPOINT_REJECTED. References to another conversation's checkpoints and cycles lead nowhere
 else: lookups stay within the conversation's own thread and every chain walk is bounded.
 """
 
@@ -15,6 +17,7 @@ import json
 from typing import Any
 
 import httpx
+import ormsgpack
 import pytest
 import sqlalchemy as sa
 
@@ -141,3 +144,62 @@ async def test_tampered_undo_metadata_over_http(db_url: str, serve: Any) -> None
         assert reply["success"] is False and reply["errorCode"] == "CHECKPOINT_REJECTED"
         other = await client.post("/api/v1/conversation/message", json={"message": "ok", "conversationId": bystander})
         assert other.status_code == 200 and other.json()["success"] is True
+
+
+CHANNELS: dict[str, tuple[str, Any]] = {
+    "turn a string": ("turn", "abc"),
+    "turn past any INTEGER": ("turn", 10**12),
+    "turn a list": ("turn", [1]),
+    "context a list": ("context", [1, 2]),
+    "intent an object": ("intent", {"a": 1}),
+    "state a number": ("state", 5),
+    "payload a string": ("payload", "x"),
+    "input_params a list": ("input_params", [1]),
+    "recent_turns of numbers": ("recent_turns", [1, 2]),
+}
+
+
+def rewrite_channel(url: str, cid: str, channel: str, value: Any) -> None:
+    """Set ``channel`` in every stored checkpoint of the conversation, as someone with database access could."""
+    engine = create_sync_engine(parse_database_url(url))
+    try:
+        with engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                inline = conn.execute(sa.text(
+                    "UPDATE checkpoints SET checkpoint = jsonb_set(checkpoint, ARRAY['channel_values', :ch], "
+                    "CAST(:v AS jsonb)) WHERE thread_id = :t AND jsonb_exists(checkpoint->'channel_values', :ch)"),
+                    {"ch": channel, "v": json.dumps(value), "t": cid}).rowcount
+                blobs = conn.execute(sa.text("UPDATE checkpoint_blobs SET type = 'json', blob = :b WHERE thread_id = :t "
+                                             "AND channel = :ch"),
+                                     {"b": json.dumps(value).encode(), "t": cid, "ch": channel}).rowcount
+                assert inline or blobs
+                return
+            rows = conn.execute(sa.text("SELECT checkpoint_id, checkpoint FROM checkpoints WHERE thread_id = :t"),
+                                {"t": cid}).all()
+            for checkpoint_id, blob in rows:
+                data = ormsgpack.unpackb(blob)
+                data["channel_values"][channel] = value
+                conn.execute(sa.text("UPDATE checkpoints SET checkpoint = :b WHERE thread_id = :t AND "
+                                     "checkpoint_id = :c"), {"b": ormsgpack.packb(data), "t": cid, "c": checkpoint_id})
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("name", list(CHANNELS))
+async def test_tampered_channel_values_are_refused(db_url: str, world: Any, name: str) -> None:
+    channel, value = CHANNELS[name]
+    engine = await Engine.aopen(db_url, pack=ECHO)
+    try:
+        cid, bystander = await tampered_conversation(engine, db_url, lambda metadata, others: metadata)
+        rewrite_channel(db_url, cid, channel, value)
+        before = world(attacker=cid)
+        for attempt in (lambda: engine.aundo(cid), lambda: engine.aredo(cid), lambda: engine.astate(cid),
+                        lambda: engine.aprocess("four", cid)):
+            with pytest.raises(ConvEngineError) as refused:
+                await attempt()
+            assert refused.value.code.value == "CHECKPOINT_REJECTED", (name, refused.value.message)
+            assert repr(channel) in refused.value.message or "turn of" in refused.value.message
+        assert_unchanged(before, world(attacker=cid))
+        assert (await engine.aprocess("still here", bystander)).turn == 2
+    finally:
+        await engine.aclose()
