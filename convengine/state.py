@@ -195,7 +195,7 @@ def stored_state_problem(values: Mapping[str, Any]) -> str | None:
             continue
         if not isinstance(value, accepted) or isinstance(value, bool) and bool not in accepted:
             return f"a {key!r} of type {type(value).__name__}"
-        if key == TURN and not 0 <= value <= MAX_STORED_INT:
+        if key == TURN and isinstance(value, int) and not 0 <= value <= MAX_STORED_INT:
             return f"a turn of {value}"
         if isinstance(value, list) and key in (RECENT_TURNS, TRANSITIONS) and \
                 not all(isinstance(item, dict) for item in value):
