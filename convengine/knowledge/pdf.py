@@ -5,7 +5,8 @@ parser redo that work per page, and pypdf's extraction cannot be interrupted fro
 bytes go to ``pdf_worker.py`` (stdlib and pypdf only) in a child process that limits its own
 memory, checks the page count and the content every page draws before extracting anything, and
 stops at the text limit; the parent kills it at ``max_seconds``. The child gets no secrets: its
-environment holds only what Python needs to start.
+environment holds only what Python needs to start (``-P``: the worker's own folder is not put on
+its import path).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def pdf_text(data: bytes, name: str, limits: KnowledgeIngestSettings) -> str:
               "max_pdf_content_bytes": limits.max_pdf_content_bytes, "max_pdf_memory_mb": limits.max_pdf_memory_mb}
     env = {key: os.environ[key] for key in _KEPT_ENVIRONMENT if key in os.environ}
     try:
-        done = subprocess.run([sys.executable, str(WORKER), json.dumps(budget)], input=data, capture_output=True,
+        done = subprocess.run([sys.executable, "-P", str(WORKER), json.dumps(budget)], input=data, capture_output=True,
                               timeout=limits.max_seconds, env=env, check=False)
     except subprocess.TimeoutExpired:
         raise ConfigError(f"{name}: took longer than {limits.max_seconds:g} s to read "
