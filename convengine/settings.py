@@ -350,6 +350,23 @@ class ConversationMemorySettings(_Section):
     logged; every occurrence of their values is masked as ``***``."""
 
 
+class KnowledgeIngestSettings(_Section):
+    """What one ingested file may cost (the folder may be writable by others; see docs/knowledge.md)."""
+
+    max_file_bytes: int = Field(20_000_000, ge=1)
+    """A larger file is refused (its bytes are never read past this)."""
+    max_text_chars: int = Field(5_000_000, ge=1)
+    """Text extracted from one file (PDF, HTML, Markdown...) may not pass this."""
+    max_seconds: float = Field(60.0, gt=0)
+    """Longest reading one file may take; a slower one is refused."""
+    max_pdf_pages: int = Field(5_000, ge=1)
+    max_pdf_content_bytes: int = Field(10_000_000, ge=1)
+    """Decompressed page content a PDF may hold, counted once per page that draws it (the work of
+    extracting its text); checked before any text is extracted."""
+    max_pdf_memory_mb: int = Field(1024, ge=64)
+    """Memory the process reading one PDF may take (on systems that can limit it)."""
+
+
 class KnowledgeSettings(_Section):
     lexical_weight: float = Field(0.5, ge=0.0)
     vector_weight: float = Field(0.5, ge=0.0)
@@ -358,6 +375,7 @@ class KnowledgeSettings(_Section):
     semantic_threshold: float = Field(0.75, ge=0.0, le=1.0)
     """Default similarity a SEMANTIC intent classifier needs (a row may set its own)."""
     fallback: KnowledgeFallbackSettings = Field(default_factory=KnowledgeFallbackSettings)
+    ingest: KnowledgeIngestSettings = Field(default_factory=KnowledgeIngestSettings)
 
 
 class FlowsSettings(_Section):
