@@ -448,8 +448,10 @@ class ApiSettings(_Section):
     trusted_hosts: list[str] = Field(default_factory=list)
     """Host headers the server answers; empty: loopback names when serving on loopback, any otherwise."""
     streams: StreamLimits = Field(default_factory=StreamLimits)
-    max_concurrency: int = Field(512, ge=1)
-    """Connections the HTTP server serves at once (more get 503)."""
+    max_concurrency: int = Field(2048, ge=1)
+    """Connections the HTTP server serves at once, per process (more get a bare 503). Above
+    ``admission.max_turns + admission.queue_length``, so a turn past the admission queue gets its
+    ``SERVER_BUSY`` answer with ``Retry-After`` rather than this one."""
     max_header_bytes: int = Field(16_384, ge=1024)
     header_timeout_s: float = Field(10.0, gt=0)
     """A connection must send a complete request head within this time (slow-header connections are dropped)."""

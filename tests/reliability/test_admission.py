@@ -152,3 +152,22 @@ async def test_a_turn_that_waits_past_the_queue_timeout_is_refused_unrun(db_url:
         assert refused.value.recoverable and refused.value.retry_after_s == 2
         with pytest.raises(ConversationNotFoundError):
             await engine.aaudit(late)
+
+
+async def test_a_pool_timeout_reaches_the_caller_without_the_librarys_text(db_url: str,
+                                                                          caplog: pytest.LogCaptureFixture) -> None:
+    held = Held()
+    app = create_app(db_url, pack=PACKS / "api_pack.yaml", tasks={"slow": {"wait": held.wait}},
+                     pool={"size": 1, "max_overflow": 0, "timeout_s": 0.3}, admission={"max_turns": 2})
+    async with in_process(app) as client:
+        first = asyncio.create_task(client.post("/api/v1/conversation/message",
+                                                json={"message": "a loan slowly", "conversationId": str(uuid.uuid4())}))
+        await asyncio.wait_for(held.started.wait(), 10)  # its turn holds the only connection
+        failed = await client.post("/api/v1/conversation/message", json={"message": "hello"})
+        held.release.set()
+        assert (await first).json()["success"]
+    body = failed.json()
+    assert failed.status_code == 200 and body["errorCode"] == "DATABASE_UNAVAILABLE" and body["recoverable"]
+    for internal in ("QueuePool", "timed out", "sqlalche.me", "SELECT"):
+        assert internal not in failed.text
+    assert "QueuePool limit of size 1" in caplog.text  # the server log keeps what happened
