@@ -479,7 +479,7 @@ class AdmissionSettings(_Section):
     less a tenth, kept for reads outside turns (audit, history, pins): 90 on PostgreSQL, 13 on SQLite."""
     queue_length: int = Field(1000, ge=0)
     """Turns that may wait for a free slot; one more is refused at once (SERVER_BUSY, HTTP 503)."""
-    queue_timeout_s: float = Field(120.0, gt=0)
+    queue_timeout_s: float = Field(300.0, gt=0)
     """Longest a turn waits in the queue before it is refused (SERVER_BUSY, HTTP 503)."""
     retry_after_s: int = Field(2, ge=1)
     """The ``Retry-After`` a refused request is told (seconds)."""
