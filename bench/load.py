@@ -1,7 +1,7 @@
 """Load: many concurrent conversations over HTTP against a real ``convengine serve``, and what the
 database holds checked against what the clients were told.
 
-Each conversation (its own HTTP connection) sends ``--turns`` support-desk messages one after the
+Each conversation (a new HTTP connection per turn) sends ``--turns`` support-desk messages one after the
 other; all conversations start at once. A turn is *answered* (200, ``success``), *failed* (200, an
 error reply), *refused* (503 ``SERVER_BUSY`` past the admission queue: the conversation stops there)
 or *lost* (no answer within ``--request-timeout-s``). Afterwards the database must hold, for every
@@ -145,8 +145,11 @@ async def run_load(backend: str, url: str, folder: Path, args: argparse.Namespac
         stop = asyncio.Event()
         sampler = asyncio.create_task(peak_connections(url, stop)) if backend == "postgres" else None
         watcher = asyncio.create_task(watch_processes(servers, stop))
-        # an idle connection is dropped before the server's keep-alive timeout (5 s) could close it under a request
-        limits = httpx.Limits(max_connections=count, max_keepalive_connections=count, keepalive_expiry=2.0)
+        # A connection per turn: this process, starved of CPU like the servers, can read a response
+        # seconds after it was sent, and reusing that connection then races the server's keep-alive
+        # timeout (5 s): the request is reset unread (nothing of it runs), which measures the load
+        # generator, not the engine.
+        limits = httpx.Limits(max_connections=count, max_keepalive_connections=0)
         started = time.perf_counter()
         async with httpx.AsyncClient(limits=limits) as client:
             conversations = await asyncio.wait_for(
