@@ -12,15 +12,18 @@ failure audit when it fails.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import partial
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 Write = Callable[[sa.Connection], None]
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -70,9 +73,23 @@ async def reading(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
 
 
 def defer(engine: AsyncEngine, write: Write) -> bool:
-    """Queue ``write`` for the running turn's commit (True), or False when no turn of ``engine`` runs."""
+    """Queue ``write`` for the running turn's commit (True), or False when no turn of ``engine`` runs.
+
+    A deferred write is a log (LLM calls, usage) and never breaks the turn: one that fails is left
+    out (on PostgreSQL inside a savepoint, so the turn's transaction goes on) and logged."""
     turn = current(engine)
     if turn is None:
         return False
-    turn.deferred.append(write)
+    turn.deferred.append(partial(_best_effort, write))
     return True
+
+
+def _best_effort(write: Write, conn: sa.Connection) -> None:
+    try:
+        if conn.dialect.name == "postgresql":  # a failed statement aborts the transaction: isolate it
+            with conn.begin_nested():
+                write(conn)
+        else:  # SQLite rolls back just the failed statement
+            write(conn)
+    except sa.exc.SQLAlchemyError as exc:
+        logger.warning("a log row deferred to the turn's commit was left out: %s", str(exc).splitlines()[0])

@@ -171,3 +171,19 @@ async def test_a_pool_timeout_reaches_the_caller_without_the_librarys_text(db_ur
     for internal in ("QueuePool", "timed out", "sqlalche.me", "SELECT"):
         assert internal not in failed.text
     assert "QueuePool limit of size 1" in caplog.text  # the server log keeps what happened
+
+
+async def test_a_call_log_row_the_database_refuses_does_not_break_the_turn(db_url: str) -> None:
+    """The call log is written in the turn's commit: a row the database refuses (PostgreSQL: a
+    temperature past the column's NUMERIC(3,2)) is left out and the turn commits, as when the log had
+    its own transaction."""
+    from convengine.llm import ScriptedLLM
+
+    llm = ScriptedLLM(default={"dialogueAct": "NEW_REQUEST", "confidence": 0.9})
+    settings = {"flow": {"dialogue_act": {"resolute": "LLM_ONLY"}}, "llm": {"log_calls": True, "temperature": 12.5}}
+    async with engine_on(db_url, pack(settings=settings), llm=llm) as engine:
+        cid = str(uuid.uuid4())
+        assert (await engine.aprocess("hello", cid)).turn == 1
+        assert (await engine.aprocess("hello again", cid)).turn == 2
+        assert [row["user_input"] for row in await engine.ahistory(cid)] == ["hello", "hello again"]
+    assert llm.calls, "the turns called the model"
