@@ -486,9 +486,11 @@ class ApiSettings(_Section):
     """Host headers the server answers; empty: loopback names when serving on loopback, any otherwise."""
     streams: StreamLimits = Field(default_factory=StreamLimits)
     readiness: ReadinessSettings = Field(default_factory=ReadinessSettings)
-    max_concurrency: int = Field(512, ge=1)
-    """Requests the HTTP server serves at once (more get 503). Only requests whose head has fully arrived
-    count: connections still sending theirs (or idle) take no slot."""
+    max_concurrency: int = Field(2048, ge=1)
+    """Requests the HTTP server serves at once, per process (more get a bare 503). Only requests whose head
+    has fully arrived count: connections still sending theirs (or idle) take no slot. Above
+    ``admission.max_turns + admission.queue_length``, so a turn past the admission queue gets its
+    ``SERVER_BUSY`` answer with ``Retry-After`` rather than this one."""
     max_connections_per_client: int = Field(128, ge=0)
     """Open connections one client address may hold; more are closed at once (0: no cap). Behind a
     reverse proxy every caller has the proxy's address: raise it above the proxy's connection pool or set 0."""
@@ -497,6 +499,32 @@ class ApiSettings(_Section):
     """A connection must send a complete request head within this time (slow-header connections are dropped)."""
     body_timeout_s: float = Field(30.0, gt=0)
     """A request body must arrive within this time after its head (slow-body connections are dropped)."""
+
+
+class PoolSettings(_Section):
+    """The pool of database connections turns run on (one per process). A turn holds one connection
+    from its lock to its commit and never asks for a second one."""
+
+    size: int | None = Field(None, ge=1)
+    """Connections kept open; None: 20 on PostgreSQL, 5 on SQLite."""
+    max_overflow: int | None = Field(None, ge=0)
+    """Connections opened beyond ``size`` under load (closed when idle); None: 80 on PostgreSQL, 10 on SQLite."""
+    timeout_s: float = Field(30.0, gt=0)
+    """Longest a statement waits for a free connection before failing with DATABASE_UNAVAILABLE."""
+
+
+class AdmissionSettings(_Section):
+    """How many turns a process runs at once, and the queue of the ones that wait (per process)."""
+
+    max_turns: int | None = Field(None, ge=1)
+    """Turns (and undo/redo) running at once; None: the pool's connections (``size + max_overflow``)
+    less a tenth, kept for reads outside turns (audit, history, pins): 90 on PostgreSQL, 13 on SQLite."""
+    queue_length: int = Field(1000, ge=0)
+    """Turns that may wait for a free slot; one more is refused at once (SERVER_BUSY, HTTP 503)."""
+    queue_timeout_s: float = Field(300.0, gt=0)
+    """Longest a turn waits in the queue before it is refused (SERVER_BUSY, HTTP 503)."""
+    retry_after_s: int = Field(2, ge=1)
+    """The ``Retry-After`` a refused request is told (seconds)."""
 
 
 class EngineSettings(BaseSettings):
@@ -524,6 +552,8 @@ class EngineSettings(BaseSettings):
     schema_active: str | None = Field(None, alias="schema")
     experimental: dict[str, Any] = Field(default_factory=lambda: {"enabled": False})
     turn_lock_timeout_s: float = Field(DEFAULT_TURN_LOCK_TIMEOUT_S, ge=0)
+    pool: PoolSettings = Field(default_factory=PoolSettings)
+    admission: AdmissionSettings = Field(default_factory=AdmissionSettings)
     max_rule_passes: int = Field(DEFAULT_MAX_PASSES, ge=1)
     recursion_limit: int = Field(DEFAULT_RECURSION_LIMIT, ge=30)
     regex_timeout_ms: int = Field(100, ge=1)

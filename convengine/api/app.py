@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import convengine
 from convengine.api import console_routes, contract
+from convengine.api.admission import busy_response
 from convengine.api.auth import Authenticate
 from convengine.api.browser import OriginCheck, SecurityHeaders
 from convengine.api.config import DEFAULT_HOST, ApiConfig, resolve_api
@@ -33,6 +34,7 @@ from convengine.errors import (
     ErrorCode,
     InvalidInputError,
     MessageTooLargeError,
+    ServerBusyError,
 )
 from convengine.versions.routes import router as versions_router
 
@@ -173,6 +175,8 @@ def _handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ConvEngineError)
     async def engine_error(_: Request, exc: ConvEngineError) -> JSONResponse:
+        if isinstance(exc, ServerBusyError):
+            return busy_response(exc)
         return error_response(_status(exc), exc.code, exc.message)
 
 

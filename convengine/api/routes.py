@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from sse_starlette.sse import EventSourceResponse
 from starlette.types import Receive, Scope, Send
 
+from convengine.api.admission import ANSWERED_BY_STATUS
 from convengine.api.auth import Principal
 from convengine.api.body import DepthCheckedRoute
 from convengine.api.config import ApiConfig
@@ -39,7 +40,6 @@ from convengine.errors import (
     ConvEngineError,
     ConversationNotFoundError,
     ErrorCode,
-    InvalidInputError,
 )
 
 router = APIRouter(route_class=DepthCheckedRoute)
@@ -104,7 +104,7 @@ def error_reply(conversation_id: str | None, error: ConvEngineError) -> MessageR
 
 
 @router.post("/api/v1/conversation/message", response_model=MessageResponse, tags=["conversation"],
-             responses={**REFUSALS, 413: {"model": ErrorBody}})
+             responses={**REFUSALS, 413: {"model": ErrorBody}, 503: {"model": ErrorBody}})
 async def post_message(body: MessageRequest, request: Request, engine: EngineDep, caller: CallerDep) -> MessageResponse:
     """Process one user message (one turn)."""
     try:
@@ -113,8 +113,8 @@ async def post_message(body: MessageRequest, request: Request, engine: EngineDep
         result = await engine.aprocess(message, body.conversationId, body.inputParams, body.reset,
                                        owner=caller.owner, user_id=body.userId)
     except ConvEngineError as exc:
-        if isinstance(exc, (InvalidInputError, ConversationNotFoundError)):
-            raise  # the caller's mistake (4xx)
+        if isinstance(exc, ANSWERED_BY_STATUS):
+            raise  # the caller's mistake (4xx), or a full server (503 SERVER_BUSY)
         return error_reply(exc.details.get("conversationId") or body.conversationId, exc)
     return MessageResponse(success=True, conversationId=result.conversation_id, intent=result.intent,
                            state=result.state, payload={"type": result.payload.type, "value": result.payload.value},

@@ -17,6 +17,7 @@ from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from convengine.api.admission import ANSWERED_BY_STATUS
 from convengine.api.body import DepthCheckedRoute
 from convengine.api.refusals import error_response
 from convengine.api.routes import REFUSALS, AdminDep, EngineDep, error_reply
@@ -27,8 +28,6 @@ from convengine.errors import (
     ConfigError,
     ConfigValidationError,
     ConvEngineError,
-    ConversationNotFoundError,
-    InvalidInputError,
 )
 from convengine.versions.content import LIVE_CHANNEL
 from convengine.versions.lifecycle import PublishRefusedError
@@ -218,7 +217,7 @@ async def _simulated(turn: Awaitable[TurnResult], conversation_id: str | None) -
     except VersionNotFoundError as exc:
         return error_response(404, exc.code, exc.message)
     except ConvEngineError as exc:
-        if isinstance(exc, (InvalidInputError, ConversationNotFoundError)):
+        if isinstance(exc, ANSWERED_BY_STATUS):
             raise
         return error_reply(exc.details.get("conversationId") or conversation_id, exc)
     return MessageResponse(success=True, conversationId=result.conversation_id, intent=result.intent,
