@@ -26,6 +26,9 @@ from convengine.errors import ErrorCode
 ERROR_SCHEMA = {"$ref": "#/components/schemas/ErrorBody"}
 JSON = "application/json"
 STATE_CHANGING = frozenset({"post", "put", "patch", "delete"})
+TURN_PATHS = ("/api/v1/conversation/message", "/api/v1/conversation/start", "/handoff/resume", "/undo", "/redo",
+              "/simulate", "/simulate/start")
+"""Operations that run a turn, so pass the engine's admission (503 ``SERVER_BUSY`` past its queue)."""
 SECURITY_SCHEMES = {"bearer": {"type": "http", "scheme": "bearer", "description": "An API key (api.auth.api_keys "
                                "or api.auth.admin_keys) as a bearer token; the X-API-Key header is accepted too "
                                "(one scheme is declared: fuzzers read two alternatives as two required headers)."}}
@@ -77,6 +80,10 @@ COMMON_REFUSALS: list[CommonRefusal] = [
                   "A parameter or the body is invalid; the message names it.", lambda r: r.has_input),
     CommonRefusal(431, (ErrorCode.INVALID_INPUT.value,), "The request head exceeds api.max_header_bytes.",
                   _everywhere),
+    CommonRefusal(503, (ErrorCode.SERVER_BUSY.value,), "The process runs as many turns as its pool serves and "
+                  "its admission queue is full (admission.*): nothing ran; retry after Retry-After seconds.",
+                  lambda r: r.method == "post" and r.path.endswith(TURN_PATHS),
+                  {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait before retrying."}}),
     CommonRefusal(500, (ErrorCode.INTERNAL_ERROR.value, ErrorCode.DATABASE_UNAVAILABLE.value),
                   "The server failed (e.g. its database is unavailable); the message says why.",
                   lambda r: not r.public),

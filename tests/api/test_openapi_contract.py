@@ -137,3 +137,13 @@ def test_an_unexpected_failure_is_answered_in_the_error_shape_without_a_tracebac
     assert answer.status_code == 500 and answer.headers["content-type"] == "application/json"
     assert answer.json() == {"success": False, "errorCode": "INTERNAL_ERROR", "message": "internal error: RuntimeError",
                              "details": []}
+
+
+def test_every_turn_operation_declares_the_admission_refusal(schema: dict[str, Any]) -> None:
+    turns = ["/api/v1/conversation/message", "/api/v1/conversation/start", "/api/v1/conversation/{conversation_id}/undo",
+             "/api/v1/conversation/{conversation_id}/redo", "/api/v1/conversation/{conversation_id}/handoff/resume"]
+    for path in turns:
+        busy = schema["paths"][path]["post"]["responses"]["503"]
+        assert "SERVER_BUSY" in busy["description"] and "Retry-After" in busy["headers"], path
+        assert busy["content"] == ERROR_BODY, path
+    assert "503" not in schema["paths"]["/api/v1/conversation/feedback"]["post"]["responses"]
