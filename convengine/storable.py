@@ -37,6 +37,28 @@ def check_storable(value: Any, name: str) -> None:
         raise InvalidInputError(problem)
 
 
+REPLACEMENT = "\ufffd"
+"""What an unstorable character of text the engine did not refuse at the edge becomes (a model's reply)."""
+
+
+def storable_text(text: str) -> str:
+    """``text`` with every NUL and lone surrogate replaced by U+FFFD, so either backend can store it."""
+    if text_problem(text) is None:
+        return text
+    return "".join(REPLACEMENT if ch == "\x00" or "\ud800" <= ch <= "\udfff" else ch for ch in text)
+
+
+def storable_value(value: Any) -> Any:
+    """A JSON value with :func:`storable_text` applied to every key and string (a fresh value if any changed)."""
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, Mapping):
+        return {storable_text(k) if isinstance(k, str) else k: storable_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [storable_value(v) for v in value]
+    return value
+
+
 def _texts(value: Any, name: str) -> Iterator[tuple[str, str]]:
     """(path, text) of every key and string value, iteratively (the value is depth-checked or parsed JSON)."""
     pending: list[tuple[str, Any]] = [(name, value)]

@@ -14,6 +14,7 @@ Failures become ``LLM_TIMEOUT``, ``LLM_CALL_FAILED``, ``LLM_INVALID_RESPONSE`` o
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import re
@@ -33,6 +34,7 @@ from convengine.llm.scripted import LlmCall, LlmReply, ScriptedLLM, UnscriptedCa
 from convengine.llm.session import LlmSession
 from convengine.memory.secrets import mask, reply_secrets, secret_values
 from convengine.settings import LlmSettings
+from convengine.storable import storable_text, storable_value, unstorable
 
 CALL_SITES = ("DIALOGUE_ACT", "INTENT_AGENT", "INTENT_COLLISION", "SCHEMA_EXTRACTION", "RESPONSE_TEXT",
               "RESPONSE_JSON", "MCP_PLANNER", "DISAMBIGUATION", "MEMORY_SUMMARY", "POLICY",
@@ -69,6 +71,16 @@ class ScriptedBackend:
 
 _TRANSIENT_NAMES = ("APIConnectionError", "APITimeoutError", "InternalServerError", "RateLimitError",
                     "ConnectError", "ReadError", "RemoteProtocolError", "ServiceUnavailableError")
+
+
+def _storable(reply: LlmReply) -> LlmReply:
+    """A model's reply with NUL characters and lone surrogates replaced: the reply is untrusted text that
+    the turn records (audit, history, call log), and PostgreSQL cannot store a NUL."""
+    text = storable_text(reply.text)
+    value = reply.value if reply.value is None or unstorable(reply.value, "reply") is None else storable_value(reply.value)
+    if text is reply.text and value is reply.value:
+        return reply
+    return dataclasses.replace(reply, text=text, value=value)
 
 
 def _transient(exc: BaseException) -> bool:
@@ -122,7 +134,7 @@ class LlmGateway:
         started = time.perf_counter()
         for attempt in range(1, attempts + 1):
             try:
-                reply = await asyncio.wait_for(self.backend.complete(call), timeout=self.settings.timeout_s)
+                reply = _storable(await asyncio.wait_for(self.backend.complete(call), timeout=self.settings.timeout_s))
                 await self._record(turn, call, reply, started, attempt)
                 return reply
             except UnscriptedCallError:
