@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from convengine.checkpointing.bound import driver_connection
 from convengine.checkpointing.postgres import postgres_saver
 from convengine.checkpointing.serde import StrictSerializer
+from convengine.checkpointing.sqlite import prune_sqlite
 from convengine.db.url import DatabaseUrl
 from convengine.errors import ConversationBusyError, PersistenceError
 
@@ -71,22 +72,12 @@ async def discard_checkpoint(saver: BaseCheckpointSaver[str], config: Any) -> bo
 
 
 async def prune_checkpoints(saver: BaseCheckpointSaver[str], thread_id: str) -> None:
-    """Keep only a conversation's latest checkpoint (the official savers' ``keep_latest``).
-
-    The PostgreSQL saver prunes itself; the SQLite saver keeps checkpoints inline, so deleting
-    the older rows is all it takes.
-    """
-    if not isinstance(saver, AsyncSqliteSaver):
+    """Keep only a conversation's latest checkpoint (the official savers' ``keep_latest``; the
+    SQLite saver has none, :func:`~convengine.checkpointing.sqlite.prune_sqlite` stands in)."""
+    if isinstance(saver, AsyncSqliteSaver):
+        await prune_sqlite(saver, [thread_id])
+    else:
         await saver.aprune([thread_id], strategy="keep_latest")
-        return
-    async with saver.lock:
-        latest = "(SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '')"
-        for table in ("writes", "checkpoints"):
-            await saver.conn.execute(f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns = '' "
-                                     f"AND checkpoint_id < {latest}", (thread_id, thread_id))
-        await saver.conn.execute("UPDATE checkpoints SET parent_checkpoint_id = NULL WHERE thread_id = ? "
-                                 "AND checkpoint_ns = ''", (thread_id,))
-        await saver.conn.commit()
 
 
 @dataclass

@@ -24,9 +24,12 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Chec
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from convengine.checkpointing.sqlite import prune_sqlite
 from convengine.errors import UnsafeCheckpointError
 from convengine.memory.timeline import checked
 
+PRUNE_IN_TURN = ("PostgreSQL checkpoints cannot be pruned inside a turn: the saver's prune runs in a transaction "
+                 "of its own; prune once the turn has committed")
 _BOUND: ContextVar[BaseCheckpointSaver[str] | None] = ContextVar("convengine_turn_saver", default=None)
 
 
@@ -128,6 +131,22 @@ class TurnSaver(BaseCheckpointSaver[str]):
 
     async def adelete_thread(self, thread_id: str) -> None:
         await self.target.adelete_thread(thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """The PostgreSQL saver's own prune; the SQLite saver has none, :func:`prune_sqlite` stands in.
+
+        Raises:
+            NotImplementedError: on PostgreSQL inside a turn: the saver's prune needs a transaction
+                of its own (it sets its isolation level first), which a turn's transaction cannot
+                give it. The engine prunes after the turn has committed.
+        """
+        target = self.target
+        if isinstance(target, AsyncSqliteSaver):
+            await prune_sqlite(target, thread_ids, strategy)
+            return
+        if _BOUND.get() is not None:
+            raise NotImplementedError(PRUNE_IN_TURN)
+        await target.aprune(thread_ids, strategy=strategy)
 
     async def aget_delta_channel_history(self, *, config: Any, channels: Sequence[str]) -> Mapping[str, Any]:
         return await self.target.aget_delta_channel_history(config=config, channels=channels)
