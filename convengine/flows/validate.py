@@ -120,6 +120,20 @@ def _check_node(c: _Check, node: FlowNodeRecord, where: str) -> None:
         _agent_options(c, node, where, config)
     if node.node_type == vocab.PYTHON and (refused := sandbox_refusal(c.python_sandbox)):
         c.bad(NODE, node.flow_node_id, "node_type", f"{where}: {refused}")
+    if node.node_type == vocab.PYTHON:
+        _python_limits(c, node, where, config)
+
+
+def _python_limits(c: _Check, node: FlowNodeRecord, where: str, config: dict[str, Any]) -> None:
+    """A python node's ``timeout_s`` and ``memory_mb`` may lower the server's limits, never lift them past
+    their bounds; anything but a positive finite number within them is refused."""
+    for name, high in (("timeout_s", vocab.PYTHON_MAX_TIMEOUT_S), ("memory_mb", vocab.PYTHON_MAX_MEMORY_MB)):
+        value = config.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= high:
+            c.bad(NODE, node.flow_node_id, "config",
+                  f"{where}: {name} must be a number above 0 and at most {high:g} (got {str(value)[:40]!r})")
 
 
 def _agent_options(c: _Check, node: FlowNodeRecord, where: str, config: dict[str, Any]) -> None:

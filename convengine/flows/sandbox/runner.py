@@ -24,6 +24,8 @@ STRICT: SandboxMode = "strict"
 WEAK: SandboxMode = "weak"
 MAX_REPLY_BYTES = 8 * 1024 * 1024
 """What a script may write back (its scopes, its print() output) on top of twice what it was handed."""
+MAX_REPLY_DEPTH = 64
+"""How deeply the script's answer may nest (its ``session`` and ``flow`` values count from level 3)."""
 REAP_S = 2.0
 """How long a killed script's pipe is drained and its process awaited before the turn moves on."""
 _CHUNK = 64 * 1024
@@ -106,11 +108,30 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
 
 
 def _reply(out: bytes, returncode: int | None) -> dict[str, Any]:
+    """The script's answer; its bytes are the script's to choose, so they are read like untrusted input."""
     try:
         result = json.loads(out.decode("utf-8", "replace") or "null")
+    except RecursionError:
+        result = _TOO_DEEP
     except ValueError:
         result = None
+    if result is _TOO_DEEP or _depth(result) > MAX_REPLY_DEPTH:
+        return {"error": f"ValueError: the script's values nest deeper than {MAX_REPLY_DEPTH} levels", "stdout": ""}
     if not isinstance(result, dict):
         why = "killed (memory or CPU limit)" if returncode is not None and returncode < 0 else f"exit status {returncode}"
         return {"error": f"ProcessError: the script's process ended without a result ({why})", "stdout": ""}
     return result
+
+
+_TOO_DEEP = object()
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value`` (parsed JSON) nests, without recursion."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, level = todo.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level)
+            todo.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
