@@ -137,7 +137,8 @@ def _python_limits(c: _Check, node: FlowNodeRecord, where: str, config: dict[str
 
 
 def _agent_options(c: _Check, node: FlowNodeRecord, where: str, config: dict[str, Any]) -> None:
-    """An agent's ``model``: a non-empty name of bounded length; ``temperature``: a number in range."""
+    """An agent's ``model``: a non-empty name of bounded length; ``temperature``: a number in range;
+    ``max_steps``: a count within :data:`vocab.AGENT_MAX_STEPS`."""
     model, temperature = config.get("model"), config.get("temperature")
     if model is not None and (not isinstance(model, str) or not model.strip()
                               or len(model) > vocab.AGENT_MODEL_MAX_CHARS):
@@ -148,6 +149,11 @@ def _agent_options(c: _Check, node: FlowNodeRecord, where: str, config: dict[str
                                     or not low <= temperature <= high):
         c.bad(NODE, node.flow_node_id, "config",
               f"{where}: temperature must be a number from {low:g} to {high:g} (got {str(temperature)[:40]!r})")
+    steps = config.get("max_steps")
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int)
+                              or not 1 <= steps <= vocab.AGENT_MAX_STEPS):
+        c.bad(NODE, node.flow_node_id, "config", f"{where}: max_steps must be a whole number from 1 to "
+              f"{vocab.AGENT_MAX_STEPS} (got {str(steps)[:40]!r}): each step is a planner call the LLM asks for")
 
 
 def _value_schema(c: _Check, node: FlowNodeRecord, where: str, schema: Any) -> None:
