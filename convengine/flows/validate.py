@@ -22,6 +22,7 @@ from convengine.flows.expr import ExpressionError, compile_expression
 from convengine.flows.sandbox import refusal as sandbox_refusal
 from convengine.jsonschemas import checked_validator
 from convengine.textmatch import PatternError, compile_regex
+from convengine.settings import HTTP_MAX_ATTEMPTS, HTTP_MAX_TIMEOUT_MS
 
 NODE, EDGE, FLOW = "ce_flow_node", "ce_flow_edge", "ce_flow"
 RESERVED_CHARS = ("|", ":")
@@ -122,6 +123,18 @@ def _check_node(c: _Check, node: FlowNodeRecord, where: str) -> None:
         c.bad(NODE, node.flow_node_id, "node_type", f"{where}: {refused}")
     if node.node_type == vocab.PYTHON:
         _python_limits(c, node, where, config)
+    if node.node_type == vocab.SERVICE:
+        _service_limits(c, node, where, config)
+
+
+def _service_limits(c: _Check, node: FlowNodeRecord, where: str, config: dict[str, Any]) -> None:
+    """A service node's ``retries`` and ``timeout_ms``: whole numbers within the HTTP client's bounds, so a
+    host answering 503 (or nothing) cannot hold the turn."""
+    for name, low, high in (("retries", 0, HTTP_MAX_ATTEMPTS - 1), ("timeout_ms", 1, HTTP_MAX_TIMEOUT_MS)):
+        value = config.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high):
+            c.bad(NODE, node.flow_node_id, "config",
+                  f"{where}: {name} must be a whole number from {low} to {high} (got {str(value)[:40]!r})")
 
 
 def _python_limits(c: _Check, node: FlowNodeRecord, where: str, config: dict[str, Any]) -> None:
