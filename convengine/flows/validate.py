@@ -21,8 +21,8 @@ from convengine.flows.catalog import intent_of
 from convengine.flows.expr import ExpressionError, compile_expression
 from convengine.flows.sandbox import refusal as sandbox_refusal
 from convengine.jsonschemas import checked_validator
-from convengine.textmatch import PatternError, compile_regex
 from convengine.settings import HTTP_MAX_ATTEMPTS, HTTP_MAX_TIMEOUT_MS
+from convengine.textmatch import PatternError, compile_regex
 
 NODE, EDGE, FLOW = "ce_flow_node", "ce_flow_edge", "ce_flow"
 RESERVED_CHARS = ("|", ":")
