@@ -80,3 +80,17 @@ async def test_the_script_does_not_learn_the_servers_host_name(db_url: str) -> N
         text = (await engine.aprocess("hello")).text
     assert text.startswith("Result: "), text
     assert socket.gethostname() not in text
+
+
+async def test_a_script_cannot_grow_the_conversations_state_without_end(db_url: str) -> None:
+    # each turn doubled its value: 224 MB of session (and 1.3 GB of server memory) by the sixth turn, no end
+    code = ("prev = session.get('blob', '')\nsession['blob'] = (prev * 2) if prev else 'a' * 5_000_000\n"
+            "session['leak'] = len(session['blob'])")
+    async with engine_on(db_url, python_flow(code, {"memory_mb": 1024, "timeout_s": 20})) as engine:
+        first = await engine.aprocess("hello")
+        assert first.text == "Result: 5000000"
+        second = await engine.aprocess("hello", first.conversation_id)
+        assert second.text == "Script failed."
+        failed = payload_of(await turn_events(engine, first.conversation_id), "FLOW_SCRIPT_FAILED")
+        assert failed["error"].startswith("OutputError"), failed
+        assert len(repr(await engine.astate(first.conversation_id))) < 6_000_000

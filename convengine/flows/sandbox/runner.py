@@ -24,6 +24,8 @@ STRICT: SandboxMode = "strict"
 WEAK: SandboxMode = "weak"
 MAX_REPLY_BYTES = 8 * 1024 * 1024
 """What a script may write back (its scopes, its print() output) on top of twice what it was handed."""
+MAX_STATE_BYTES = 8 * 1024 * 1024
+"""What a script's ``session`` and ``flow`` may hold as JSON once it ran (more only if it was handed more)."""
 MAX_REPLY_DEPTH = 64
 """How deeply the script's answer may nest (its ``session`` and ``flow`` values count from level 3)."""
 REAP_S = 2.0
@@ -63,7 +65,7 @@ async def run_script(code: str, inputs: dict[str, Any], *, timeout_s: float, mem
             return {"error": f"OutputError: the script wrote more than {cap} bytes and was stopped", "stdout": ""}
         finally:
             await _stop(proc)
-    return _reply(out, proc.returncode)
+    return _bounded(_reply(out, proc.returncode), inputs)
 
 
 def _limits(memory_mb: int, timeout_s: float, *, confined: bool) -> list[tuple[str, int]]:
@@ -124,6 +126,19 @@ def _reply(out: bytes, returncode: int | None) -> dict[str, Any]:
 
 
 _TOO_DEEP = object()
+
+
+def _bounded(result: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
+    """Refuse values that grew past :data:`MAX_STATE_BYTES` (or past what the script was handed, when more):
+    they are kept in the conversation, so a script doubling them every turn would grow it without end."""
+    if result.get("error"):
+        return result
+    handed = len(json.dumps([inputs.get("session"), inputs.get("flow")], default=str))
+    returned = len(json.dumps([result.get("session"), result.get("flow")], default=str))
+    if returned > max(MAX_STATE_BYTES, handed):
+        return {"error": f"OutputError: the script's session and flow values hold {returned} bytes as JSON, more than "
+                         f"{max(MAX_STATE_BYTES, handed)}", "stdout": result.get("stdout", "")}
+    return result
 
 
 def _depth(value: Any) -> int:
