@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from convengine import param_keys as pk
+from convengine.db import turn_connection
 from convengine.db.models import CeConversation, CeConversationHistory
 from convengine.engine_io import nesting_depth
 from convengine.state import caller_params
@@ -49,8 +50,9 @@ class Adopted:
 
 
 async def find(engine: AsyncEngine, conversation_id: str, *, recent: int, max_depth: int) -> Adopted | None:
-    """The conversation's row as a continuation, or None when it has no row."""
-    async with engine.connect() as conn:
+    """The conversation's row as a continuation, or None when it has no row (read on the running
+    turn's connection: a turn never waits for a second connection of its pool)."""
+    async with turn_connection.reading(engine) as conn:
         row = (await conn.execute(_row_query(conversation_id))).first()
         if row is None:
             return None

@@ -22,6 +22,7 @@ from convengine.errors import (
 from convengine.memory.users import check_user_id
 from convengine.security.redact import redact_error, redact_text, redact_value, scrub_chain
 from convengine.settings import DEFAULT_MAX_INPUT_DEPTH
+from convengine.storable import check_storable
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +95,7 @@ def check_params(params: Any, max_depth: int = DEFAULT_MAX_INPUT_DEPTH, *, name:
     depth = nesting_depth(params, max_depth + 1)
     if depth > max_depth:
         raise InvalidInputError(f"{name} nests deeper than {max_depth} levels (settings.api.max_input_depth)")
+    check_storable(params, name)
     try:
         return json.loads(json.dumps(dict(params), allow_nan=False))
     except (TypeError, ValueError) as exc:
@@ -116,29 +118,58 @@ def nesting_depth(value: Any, stop_at: int) -> int:
     return deepest
 
 
-_DB_ERRORS: tuple[type[BaseException], ...] = (sa.exc.OperationalError, sa.exc.InterfaceError, OSError)
+_UNAVAILABLE: tuple[type[BaseException], ...] = (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutError,
+                                                 OSError)
+"""The database is down, unreachable or out of connections: retrying may succeed."""
+_DRIVER_MODULES = ("psycopg", "psycopg_pool", "sqlite3", "aiosqlite", "sqlalchemy")
+DATABASE_UNAVAILABLE_MESSAGE = "the database is unavailable or busy; retry later (the server log has the details)"
+DATABASE_FAILED_MESSAGE = "a database statement failed (the server log has the details)"
 
 
 def map_failure(exc: BaseException) -> ConvEngineError:
     """Any failure -> a ConvEngineError with ConvEngine's code and recoverable flag, secrets redacted
-    (in the error and, as far as their text comes from their arguments, in the exceptions it chains)."""
+    (in the error and, as far as their text comes from their arguments, in the exceptions it chains).
+    A database failure gets a fixed message: the driver's text (SQL, pool limits, server messages) is for
+    the server log (:func:`database_detail`), never for the caller."""
     scrub_chain(exc)
     if isinstance(exc, ConvEngineError):
         return redact_error(exc)
-    if _is_database_error(exc):
-        return PersistenceError(f"the database is unavailable: {_first_line(exc)}")
+    if database_error(exc) is not None:
+        if is_database_unavailable(exc):
+            return PersistenceError(DATABASE_UNAVAILABLE_MESSAGE)
+        return ConvEngineError(f"internal error: {DATABASE_FAILED_MESSAGE}", code=ErrorCode.INTERNAL_ERROR)
     return ConvEngineError(f"internal error: {type(exc).__name__}: {_first_line(exc)}", code=ErrorCode.INTERNAL_ERROR)
 
 
-def _is_database_error(exc: BaseException) -> bool:
-    seen: set[int] = set()
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
     current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, _DB_ERRORS) or type(current).__module__.startswith(("psycopg", "sqlite3", "aiosqlite")):
-            return True
+    while current is not None and all(current is not s for s in seen):
+        seen.append(current)
         current = current.__cause__ or current.__context__
-    return False
+    return seen
+
+
+def database_error(exc: BaseException) -> BaseException | None:
+    """The database library's exception in ``exc``'s chain (SQLAlchemy, a driver, a pool), or None."""
+    for current in _chain(exc):
+        if isinstance(current, (sa.exc.SQLAlchemyError, *_UNAVAILABLE)) or \
+                type(current).__module__.split(".")[0] in _DRIVER_MODULES:
+            return current
+    return None
+
+
+def is_database_unavailable(exc: BaseException) -> bool:
+    return any(isinstance(current, _UNAVAILABLE) or type(current).__module__.startswith(("psycopg", "sqlite3", "aiosqlite"))
+               for current in _chain(exc))
+
+
+def database_detail(exc: BaseException) -> str:
+    """What the server log says of a (database) failure: the driver's exception and the first line of its
+    message, redacted. Never the statement's parameters nor PostgreSQL's DETAIL/CONTEXT lines, which quote
+    the caller's data."""
+    found = database_error(exc) or exc
+    return f"{type(found).__name__}: {_first_line(found)}"
 
 
 def _first_line(exc: BaseException) -> str:

@@ -55,6 +55,7 @@ __all__ = [
     "PromptRenderError",
     "ResponseMappingNotFoundError",
     "RuleError",
+    "ServerBusyError",
     "StepError",
     "ToolError",
     "UndoError",
@@ -139,10 +140,13 @@ class ErrorCode(str, enum.Enum):
     # Versioned configuration (convengine.versions)
     VERSION_NOT_FOUND = "VERSION_NOT_FOUND"
     PUBLISH_REFUSED = "PUBLISH_REFUSED"
+    # Load: every turn slot of the process is taken and its admission queue is full (HTTP 503)
+    SERVER_BUSY = "SERVER_BUSY"
     # HTTP API refusals (never raised by the engine itself)
     UNAUTHORIZED = "UNAUTHORIZED"
     FORBIDDEN = "FORBIDDEN"
     HOST_NOT_ALLOWED = "HOST_NOT_ALLOWED"
+    ORIGIN_NOT_ALLOWED = "ORIGIN_NOT_ALLOWED"
     TOO_MANY_STREAMS = "TOO_MANY_STREAMS"
 
     @property
@@ -173,6 +177,7 @@ _RECOVERABLE = frozenset(
         ErrorCode.DATABASE_UNAVAILABLE,
         ErrorCode.CHECKPOINT_FAILED,
         ErrorCode.CONVERSATION_ENDED,
+        ErrorCode.SERVER_BUSY,
     }
 )
 
@@ -191,6 +196,8 @@ _MESSAGES = {
     ErrorCode.CONVERSATION_ENDED: "The conversation has ended; send a reset to start it again",
     ErrorCode.VERSION_NOT_FOUND: "No such configuration version or channel",
     ErrorCode.PUBLISH_REFUSED: "The draft was not published: it failed validation or a conversation test",
+    ErrorCode.SERVER_BUSY: "The server is running as many turns as it can and its queue is full; retry later",
+    ErrorCode.DATABASE_UNAVAILABLE: "The database is unavailable or busy; retry later",
 }
 
 
@@ -264,6 +271,18 @@ class ConversationNotFoundError(ConvEngineError, LookupError):
 
 class ConversationBusyError(ConvEngineError):
     default_code = ErrorCode.CONVERSATION_BUSY
+
+
+class ServerBusyError(ConvEngineError):
+    """The process runs ``admission.max_turns`` turns and its queue is full (or the wait passed
+    ``admission.queue_timeout_s``): nothing of the turn ran or was written. ``retry_after_s`` says when
+    to retry (the HTTP API sends it as ``Retry-After`` with a 503)."""
+
+    default_code = ErrorCode.SERVER_BUSY
+
+    def __init__(self, message: str | None = None, *, retry_after_s: int = 1) -> None:
+        super().__init__(message, details={"retryAfterS": retry_after_s})
+        self.retry_after_s = retry_after_s
 
 
 class ConversationEndedError(ConvEngineError):

@@ -6,6 +6,11 @@ checking an LLM reply (untrusted text) would stall the server. :func:`checked_va
 gives a validator whose three keywords use RE2 instead, and refuses at load a schema whose
 patterns RE2 cannot run (or that combines ``patternProperties`` with ``unevaluatedProperties``,
 which jsonschema evaluates with ``re`` internally).
+
+A schema may refer only to itself (``$ref: "#/$defs/x"``): a ``$ref`` to a URL or a file would make the
+server fetch it (jsonschema's default resolver retrieves remote references, with no address check and
+no timeout) or read it. Such references are refused at load, and the validator's registry retrieves
+nothing, so none can be followed at validation either.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from typing import Any
 
 import jsonschema
 from jsonschema.exceptions import SchemaError, ValidationError
+from referencing import Registry, Resource
+from referencing.exceptions import NoSuchResource
 
 from convengine.textmatch import PatternError, linear_regex
 
@@ -56,6 +63,34 @@ _LINEAR = {"pattern": _pattern, "patternProperties": _pattern_properties,
            "additionalProperties": _additional_properties}
 
 
+REF_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
+
+
+def _retrieve_nothing(uri: str) -> Resource[Any]:
+    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]  # an attrs class
+
+
+NO_RETRIEVAL: Registry[Any] = Registry(retrieve=_retrieve_nothing)  # type: ignore[call-arg]  # attrs
+"""A registry that fetches no URL and reads no file: only the schema itself (and the metaschemas) resolve."""
+
+
+def check_refs(schema: Any) -> None:
+    """Raise SchemaError for a reference outside the schema itself (a URL, a file, another document)."""
+    pending = [schema]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, list):
+            pending.extend(node)
+        elif isinstance(node, dict):
+            for keyword in REF_KEYWORDS:
+                ref = node.get(keyword)
+                if isinstance(ref, str) and not ref.startswith("#"):
+                    raise SchemaError(f"{keyword} {ref[:200]!r} points outside the schema; only local references "
+                                      "('#/$defs/name', '#/properties/x') are allowed, remote and file references "
+                                      "are refused")
+            pending.extend(node.values())
+
+
 def check_patterns(schema: Any) -> None:
     """Raise SchemaError when a pattern of ``schema`` needs a backtracking engine."""
     pending = [schema]
@@ -82,8 +117,10 @@ def _check_node(node: dict[str, Any]) -> None:
 
 
 def checked_validator(schema: dict[str, Any]) -> Any:
-    """A validator for ``schema`` (checked: SchemaError names what is wrong) with linear-time regexes."""
+    """A validator for ``schema`` (checked: SchemaError names what is wrong) with linear-time regexes
+    and local references only."""
     base = jsonschema.validators.validator_for(schema)
     base.check_schema(schema)
     check_patterns(schema)
-    return jsonschema.validators.extend(base, _LINEAR)(schema)
+    check_refs(schema)
+    return jsonschema.validators.extend(base, _LINEAR)(schema, registry=NO_RETRIEVAL)

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from convengine.audit.events import AuditEvent, expand_meta
 from convengine.checkpointing.bound import commit_turn_connection
+from convengine.db import turn_connection
 from convengine.db.models import CeAudit, CeConversation, CeConversationHistory, CeLlmCallLog
 from convengine.jsontext import dumps
 
@@ -162,9 +163,13 @@ class ConversationStore:
         self.sync_engine = sync_engine
 
     async def run(self, write: Write, conn: AsyncConnection | None = None) -> None:
-        """Run ``write`` in a transaction: on ``conn`` (caller commits), else a fresh one."""
+        """Run ``write`` in a transaction: on ``conn`` (caller commits); inside a running turn, in the
+        turn's commit (or with its failure audit), never on a second connection of the turn's pool;
+        else in a fresh transaction."""
         if conn is not None:
             await conn.run_sync(write)
+        elif turn_connection.defer(self.engine, write):
+            return
         elif self.sync_engine.dialect.name == "sqlite":
             await asyncio.to_thread(self._sync_tx, write)
         else:

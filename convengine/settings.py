@@ -357,6 +357,23 @@ class ConversationMemorySettings(_Section):
     logged; every occurrence of their values is masked as ``***``."""
 
 
+class KnowledgeIngestSettings(_Section):
+    """What one ingested file may cost (the folder may be writable by others; see docs/knowledge.md)."""
+
+    max_file_bytes: int = Field(20_000_000, ge=1)
+    """A larger file is refused (its bytes are never read past this)."""
+    max_text_chars: int = Field(5_000_000, ge=1)
+    """Text extracted from one file (PDF, HTML, Markdown...) may not pass this."""
+    max_seconds: float = Field(60.0, gt=0)
+    """Longest reading one file may take; a slower one is refused."""
+    max_pdf_pages: int = Field(5_000, ge=1)
+    max_pdf_content_bytes: int = Field(10_000_000, ge=1)
+    """Decompressed page content a PDF may hold, counted once per page that draws it (the work of
+    extracting its text); checked before any text is extracted."""
+    max_pdf_memory_mb: int = Field(1024, ge=64)
+    """Memory the process reading one PDF may take (on systems that can limit it)."""
+
+
 class KnowledgeSettings(_Section):
     lexical_weight: float = Field(0.5, ge=0.0)
     vector_weight: float = Field(0.5, ge=0.0)
@@ -365,6 +382,7 @@ class KnowledgeSettings(_Section):
     semantic_threshold: float = Field(0.75, ge=0.0, le=1.0)
     """Default similarity a SEMANTIC intent classifier needs (a row may set its own)."""
     fallback: KnowledgeFallbackSettings = Field(default_factory=KnowledgeFallbackSettings)
+    ingest: KnowledgeIngestSettings = Field(default_factory=KnowledgeIngestSettings)
 
 
 class FlowsSettings(_Section):
@@ -454,6 +472,13 @@ class StreamLimits(_Section):
     """A stream of a conversation that has not started is closed when no turn arrives in this time."""
 
 
+class ReadinessSettings(_Section):
+    timeout_s: float = Field(2.0, gt=0, le=30)
+    """``GET /ready`` answers 503 when the database has not answered its probe within this time."""
+    cache_s: float = Field(1.0, ge=0, le=60)
+    """A probe's answer is reused for this long, so polling ``/ready`` cannot load the database."""
+
+
 class ApiSettings(_Section):
     max_message_chars: int = Field(DEFAULT_MAX_MESSAGE_CHARS, ge=1)
     max_body_bytes: int = Field(2_000_000, ge=1024)
@@ -467,13 +492,46 @@ class ApiSettings(_Section):
     trusted_hosts: list[str] = Field(default_factory=list)
     """Host headers the server answers; empty: loopback names when serving on loopback, any otherwise."""
     streams: StreamLimits = Field(default_factory=StreamLimits)
-    max_concurrency: int = Field(512, ge=1)
-    """Connections the HTTP server serves at once (more get 503)."""
+    readiness: ReadinessSettings = Field(default_factory=ReadinessSettings)
+    max_concurrency: int = Field(2048, ge=1)
+    """Requests the HTTP server serves at once, per process (more get a bare 503). Only requests whose head
+    has fully arrived count: connections still sending theirs (or idle) take no slot. Above
+    ``admission.max_turns + admission.queue_length``, so a turn past the admission queue gets its
+    ``SERVER_BUSY`` answer with ``Retry-After`` rather than this one."""
+    max_connections_per_client: int = Field(128, ge=0)
+    """Open connections one client address may hold; more are closed at once (0: no cap). Behind a
+    reverse proxy every caller has the proxy's address: raise it above the proxy's connection pool or set 0."""
     max_header_bytes: int = Field(16_384, ge=1024)
     header_timeout_s: float = Field(10.0, gt=0)
     """A connection must send a complete request head within this time (slow-header connections are dropped)."""
     body_timeout_s: float = Field(30.0, gt=0)
     """A request body must arrive within this time after its head (slow-body connections are dropped)."""
+
+
+class PoolSettings(_Section):
+    """The pool of database connections turns run on (one per process). A turn holds one connection
+    from its lock to its commit and never asks for a second one."""
+
+    size: int | None = Field(None, ge=1)
+    """Connections kept open; None: 20 on PostgreSQL, 5 on SQLite."""
+    max_overflow: int | None = Field(None, ge=0)
+    """Connections opened beyond ``size`` under load (closed when idle); None: 80 on PostgreSQL, 10 on SQLite."""
+    timeout_s: float = Field(30.0, gt=0)
+    """Longest a statement waits for a free connection before failing with DATABASE_UNAVAILABLE."""
+
+
+class AdmissionSettings(_Section):
+    """How many turns a process runs at once, and the queue of the ones that wait (per process)."""
+
+    max_turns: int | None = Field(None, ge=1)
+    """Turns (and undo/redo) running at once; None: the pool's connections (``size + max_overflow``)
+    less a tenth, kept for reads outside turns (audit, history, pins): 90 on PostgreSQL, 13 on SQLite."""
+    queue_length: int = Field(1000, ge=0)
+    """Turns that may wait for a free slot; one more is refused at once (SERVER_BUSY, HTTP 503)."""
+    queue_timeout_s: float = Field(300.0, gt=0)
+    """Longest a turn waits in the queue before it is refused (SERVER_BUSY, HTTP 503)."""
+    retry_after_s: int = Field(2, ge=1)
+    """The ``Retry-After`` a refused request is told (seconds)."""
 
 
 class EngineSettings(BaseSettings):
@@ -501,6 +559,8 @@ class EngineSettings(BaseSettings):
     schema_active: str | None = Field(None, alias="schema")
     experimental: dict[str, Any] = Field(default_factory=lambda: {"enabled": False})
     turn_lock_timeout_s: float = Field(DEFAULT_TURN_LOCK_TIMEOUT_S, ge=0)
+    pool: PoolSettings = Field(default_factory=PoolSettings)
+    admission: AdmissionSettings = Field(default_factory=AdmissionSettings)
     max_rule_passes: int = Field(DEFAULT_MAX_PASSES, ge=1)
     recursion_limit: int = Field(DEFAULT_RECURSION_LIMIT, ge=30)
     regex_timeout_ms: int = Field(100, ge=1)

@@ -12,6 +12,8 @@ bounded by ``flow.conversation_history.max_turns``; full history lives in
 
 from __future__ import annotations
 
+import types
+import typing
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -163,3 +165,39 @@ def persistent_params(params: Mapping[str, Any], keys: Iterable[str]) -> dict[st
 def changed_params(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
     """Params host code (a custom step or rule action) set or replaced: they persist like a rule's."""
     return {k: v for k, v in after.items() if k not in before or before[k] is not v}
+
+
+# --- what a stored checkpoint may hold ------------------------------------------------------
+
+MAX_STORED_INT = 2**31
+"""Largest ``turn`` a stored state may hold (an INTEGER column's range)."""
+
+
+def _accepted(hint: Any) -> tuple[type, ...]:
+    """The runtime types a key's annotation allows (its top level: ``dict[str, Any] | None`` -> dict, None)."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        return tuple(t for arg in typing.get_args(hint) for t in _accepted(arg))
+    if hint is type(None):
+        return (type(None),)
+    return (typing.get_origin(hint) or hint,)
+
+
+_STORED_TYPES: dict[str, tuple[type, ...]] = {
+    key: _accepted(hint) for key, hint in typing.get_type_hints(EngineState).items()}
+
+
+def stored_state_problem(values: Mapping[str, Any]) -> str | None:
+    """What is wrong with checkpointed channel values (read back from storage, so untrusted), or None:
+    a key of the engine's state holding another type than it is declared with, or a turn out of range."""
+    for key, value in values.items():
+        accepted = _STORED_TYPES.get(key)
+        if accepted is None or value is None:  # None is read as "not set" everywhere
+            continue
+        if not isinstance(value, accepted) or isinstance(value, bool) and bool not in accepted:
+            return f"a {key!r} of type {type(value).__name__}"
+        if key == TURN and isinstance(value, int) and not 0 <= value <= MAX_STORED_INT:
+            return f"a turn of {value}"
+        if isinstance(value, list) and key in (RECENT_TURNS, TRANSITIONS) and \
+                not all(isinstance(item, dict) for item in value):
+            return f"a {key!r} holding something other than objects"
+    return None

@@ -13,13 +13,16 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import convengine
-from convengine.api import console_routes
+from convengine.api import console_routes, contract
+from convengine.api.admission import busy_response
 from convengine.api.auth import Authenticate
+from convengine.api.browser import OriginCheck, SecurityHeaders
 from convengine.api.config import DEFAULT_HOST, ApiConfig, resolve_api
 from convengine.api.flow_routes import router as flow_router
 from convengine.api.memory_routes import router as memory_router
 from convengine.api.middleware import Authentication, BodyLimit, Cors, HeadLimit, TrustedHosts
 from convengine.api.notify import PgAuditBridge
+from convengine.api.readiness import Readiness, postgres_probe, sqlite_probe
 from convengine.api.refusals import ApiRefusal, error_response
 from convengine.api.routes import router
 from convengine.api.streams import StreamRegistry
@@ -31,12 +34,13 @@ from convengine.errors import (
     ErrorCode,
     InvalidInputError,
     MessageTooLargeError,
+    ServerBusyError,
 )
 from convengine.versions.routes import router as versions_router
 
 logger = logging.getLogger(__name__)
 DEFAULT_MAX_BODY = 2_000_000
-PUBLIC_PATHS = ("/health",)
+PUBLIC_PATHS = ("/health", "/ready")
 
 
 def create_app(url: str = DEFAULT_DATABASE_URL, *, engine: Engine | None = None, host: str = DEFAULT_HOST,
@@ -62,6 +66,7 @@ def create_app(url: str = DEFAULT_DATABASE_URL, *, engine: Engine | None = None,
         try:
             app.state.api = _resolve(served, host, authenticate, cors_origins)
             app.state.engine = served
+            app.state.readiness = readiness_of(served)
             bridge = app.state.bridge = await _start_bridge(served)
             try:
                 yield
@@ -83,7 +88,13 @@ def create_app(url: str = DEFAULT_DATABASE_URL, *, engine: Engine | None = None,
     app.state.streams = StreamRegistry()
     _middleware(app)
     _handlers(app)
+    contract.install(app, lambda: public_paths(app), lambda: app.state.api.authenticate is not None)
     return app
+
+
+def public_paths(app: FastAPI) -> list[str]:
+    """Paths served without credentials."""
+    return [*PUBLIC_PATHS, *(p for p in (app.openapi_url, app.redoc_url) if p), *console_routes.public_paths()]
 
 
 def _resolve(engine: Engine, host: str, authenticate: Authenticate | None, cors_origins: Sequence[str]) -> ApiConfig:
@@ -94,17 +105,27 @@ def _resolve(engine: Engine, host: str, authenticate: Authenticate | None, cors_
 
 
 def _middleware(app: FastAPI) -> None:
-    """Outermost first: head limit, trusted hosts, CORS, authentication, body limit (added innermost first)."""
+    """Outermost first: security headers, head limit, trusted hosts, origin check, CORS, authentication,
+    body limit (added innermost first)."""
 
     def config() -> ApiConfig | None:
         return getattr(app.state, "api", None)
 
-    public = [*PUBLIC_PATHS, *(p for p in (app.openapi_url, app.redoc_url) if p), *console_routes.public_paths()]
+    public = public_paths(app)
     app.add_middleware(BodyLimit, limit=lambda: _body_limit(app))
     app.add_middleware(Authentication, config=config, public=public)
     app.add_middleware(Cors, config=config)
+    app.add_middleware(OriginCheck, config=config)
     app.add_middleware(TrustedHosts, config=config)
     app.add_middleware(HeadLimit, config=config)
+    app.add_middleware(SecurityHeaders)
+
+
+def readiness_of(engine: Engine) -> Readiness:
+    """``GET /ready``'s probe of the engine's database."""
+    url = engine.libpq_url
+    probe = postgres_probe(url) if engine.is_postgres and url else sqlite_probe(engine.runtime.url.sqlite_path)
+    return Readiness(probe, engine.settings.api.readiness)
 
 
 async def _start_bridge(engine: Engine) -> Any:
@@ -148,8 +169,14 @@ def _handlers(app: FastAPI) -> None:
         return error_response(422, ErrorCode.INVALID_INPUT, "invalid request: " + "; ".join(problems),
                               details=details)
 
+    @app.exception_handler(Exception)
+    async def failed(_: Request, exc: Exception) -> JSONResponse:  # the error shape, never a traceback (logged)
+        return error_response(500, ErrorCode.INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
+
     @app.exception_handler(ConvEngineError)
     async def engine_error(_: Request, exc: ConvEngineError) -> JSONResponse:
+        if isinstance(exc, ServerBusyError):
+            return busy_response(exc)
         return error_response(_status(exc), exc.code, exc.message)
 
 

@@ -1,5 +1,9 @@
 """JSON request bodies parsed with a depth bound: a body nesting deeper than inputParams may is refused
-with 422 before it can exhaust the parser's recursion (``[[[[...`` 100,000 deep) or the validators'."""
+with 422 before it can exhaust the parser's recursion (``[[[[...`` 100,000 deep) or the validators'.
+
+Every key and string of a body, and every query parameter, must also be storable text (no NUL,
+no lone surrogate: :mod:`convengine.storable`): one 422 naming the field, on every route and both
+backends, before any handler or database sees it."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from starlette.exceptions import HTTPException
 
 from convengine.engine_io import nesting_depth
 from convengine.settings import DEFAULT_MAX_INPUT_DEPTH
+from convengine.storable import text_problem, unstorable
 
 
 def parse_json(body: bytes, max_depth: int) -> Any:
@@ -23,6 +28,9 @@ def parse_json(body: bytes, max_depth: int) -> Any:
         raise _too_deep(max_depth) from None
     if nesting_depth(value, max_depth + 1) > max_depth:
         raise _too_deep(max_depth)
+    problem = unstorable(value, "body")
+    if problem is not None:
+        raise HTTPException(422, f"invalid request: {problem}")
     return value
 
 
@@ -51,6 +59,18 @@ class DepthCheckedRoute(APIRoute):
         handler = super().get_route_handler()
 
         async def checked(request: Request) -> Response:
+            _check_parameters(request)
             return await handler(DepthCheckedRequest(request.scope, request.receive))
 
         return checked
+
+
+def _check_parameters(request: Request) -> None:
+    """422 for a query parameter that is not storable text (``?q=%00``). Path parameters are checked by
+    their routes (conversation ids are UUIDs, versions numbers, channel names and asset names are checked)."""
+    for key, value in request.query_params.multi_items():
+        name = "query parameter " + key
+        problem = text_problem(value) or text_problem(name)
+        if problem is not None:
+            shown = "".join(ch if ch.isprintable() else "?" for ch in name[:60])
+            raise HTTPException(422, f"invalid request: {shown} {problem}")

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, HTTPException, Query, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
-from pydantic import AwareDatetime
+from pydantic import AwareDatetime, BeforeValidator
 
 from convengine.api.body import DepthCheckedRoute
 from convengine.api.refusals import ApiRefusal
@@ -36,6 +37,17 @@ SECURITY_HEADERS = {"Content-Security-Policy": "default-src 'self'; img-src 'sel
 ADMIN: dict[int | str, dict[str, Any]] = {**REFUSALS, 403: REFUSALS[401]}
 
 router = APIRouter(route_class=DepthCheckedRoute)
+RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+
+
+def _rfc3339(value: object) -> object:
+    """An RFC 3339 date-time, as the schema's ``format: date-time`` says (not a number of seconds)."""
+    if isinstance(value, str) and not RFC3339.fullmatch(value):
+        raise ValueError("expected an RFC 3339 date-time with a time zone, e.g. 2025-01-31T09:30:00Z")
+    return value
+
+
+Instant = Annotated[AwareDatetime, BeforeValidator(_rfc3339)]
 
 
 def public_paths() -> list[str]:
@@ -95,9 +107,9 @@ async def conversation_list(engine: EngineDep, _: AdminDep,
                             limit: Annotated[int, Query(ge=1, le=queries.MAX_LIST)] = 50,
                             feedback: Annotated[queries.FeedbackFilter | None, Query(
                                 description="ANY, NONE, THUMBS_UP or THUMBS_DOWN")] = None,
-                            since: Annotated[AwareDatetime | None, Query(
+                            since: Annotated[Instant | None, Query(
                                 description="last activity at or after (ISO 8601 with a time zone)")] = None,
-                            until: Annotated[AwareDatetime | None, Query(
+                            until: Annotated[Instant | None, Query(
                                 description="last activity before (ISO 8601 with a time zone)")] = None,
                             ) -> list[dict[str, Any]]:
     """The latest conversations, searchable by id, user, intent, state, status and feedback, and

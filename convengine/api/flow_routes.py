@@ -9,11 +9,12 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
+from convengine.api.admission import ANSWERED_BY_STATUS
 from convengine.api.body import DepthCheckedRoute
 from convengine.api.routes import REFUSALS, AdminDep, CallerDep, ConversationId, EngineDep, error_reply
 from convengine.api.schemas import ErrorBody, MessageResponse
 from convengine.engine import TurnResult
-from convengine.errors import ConvEngineError, ConversationNotFoundError, InvalidInputError
+from convengine.errors import ConvEngineError, ConversationNotFoundError
 
 router = APIRouter(route_class=DepthCheckedRoute)
 
@@ -42,7 +43,7 @@ async def start_conversation(body: StartRequest, engine: EngineDep, caller: Call
     try:
         result = await engine.astart(body.conversationId, body.inputParams, owner=caller.owner)
     except ConvEngineError as exc:
-        if isinstance(exc, (InvalidInputError, ConversationNotFoundError)):
+        if isinstance(exc, ANSWERED_BY_STATUS):
             raise
         return error_reply(exc.details.get("conversationId") or body.conversationId, exc)
     return _reply(result)
@@ -57,7 +58,7 @@ async def resume_from_handoff(conversation_id: ConversationId, engine: EngineDep
     try:
         result = await engine.aresume_from_handoff(conversation_id)
     except ConvEngineError as exc:
-        if isinstance(exc, (InvalidInputError, ConversationNotFoundError)):
+        if isinstance(exc, ANSWERED_BY_STATUS):
             raise
         return error_reply(conversation_id, exc)
     return _reply(result)

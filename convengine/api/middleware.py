@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from fastapi import Request
+from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -169,7 +170,7 @@ class BodyLimit:
             message = await receive()
             received += len(message.get("body", b""))
             if received > limit:
-                raise _TooLarge
+                raise _TooLarge(limit)
             return message
 
         try:
@@ -178,10 +179,17 @@ class BodyLimit:
             await _too_large(scope, receive, send, limit)
 
 
-class _TooLarge(Exception):
-    pass
+class _TooLarge(HTTPException):
+    """An HTTPException, so that FastAPI's body reading passes it on (it turns any other exception raised
+    while reading a body, as a chunked body without Content-Length is, into 400 "error parsing the body")."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, _too_large_message(limit))
+
+
+def _too_large_message(limit: int) -> str:
+    return f"request body exceeds {limit} bytes (settings.api.max_body_bytes)"
 
 
 async def _too_large(scope: Scope, receive: Receive, send: Send, limit: int) -> None:
-    message = f"request body exceeds {limit} bytes (settings.api.max_body_bytes)"
-    await error_response(413, ErrorCode.MESSAGE_TOO_LARGE, message)(scope, receive, send)
+    await error_response(413, ErrorCode.MESSAGE_TOO_LARGE, _too_large_message(limit))(scope, receive, send)

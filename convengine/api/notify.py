@@ -23,6 +23,7 @@ from typing import Any
 
 from convengine.audit.bus import AuditBus
 from convengine.audit.events import AuditEvent
+from convengine.engine_io import database_detail
 
 logger = logging.getLogger(__name__)
 CHANNEL = "convengine_audit"
@@ -139,7 +140,7 @@ class PgAuditBridge:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - reconnect after a server restart
-                logger.warning("audit LISTEN connection lost (%s); reconnecting", exc)
+                logger.warning("audit LISTEN connection lost (%s); reconnecting", database_detail(exc))
                 await asyncio.sleep(1)
 
     def _watch_notice(self, payload: str) -> None:
@@ -195,7 +196,7 @@ class PgAuditBridge:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - reconnect after a server restart
-                logger.warning("audit NOTIFY connection lost (%s); reconnecting", exc)
+                logger.warning("audit NOTIFY connection lost (%s); reconnecting", database_detail(exc))
                 await asyncio.sleep(1)
 
     async def _announce(self, conn: Any, marker: _Announce) -> None:

@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from sse_starlette.sse import EventSourceResponse
 from starlette.types import Receive, Scope, Send
 
+from convengine.api.admission import ANSWERED_BY_STATUS
 from convengine.api.auth import Principal
 from convengine.api.body import DepthCheckedRoute
 from convengine.api.config import ApiConfig
@@ -22,8 +23,10 @@ from convengine.api.schemas import (
     FeedbackRequestBody,
     FeedbackResponse,
     FeedbackRow,
+    HealthBody,
     MessageRequest,
     MessageResponse,
+    ReadyBody,
 )
 from convengine.api.streams import Lease, StreamRegistry, Watch
 from convengine.audit.collector import VERBOSE_STAGE
@@ -37,7 +40,6 @@ from convengine.errors import (
     ConvEngineError,
     ConversationNotFoundError,
     ErrorCode,
-    InvalidInputError,
 )
 
 router = APIRouter(route_class=DepthCheckedRoute)
@@ -102,7 +104,7 @@ def error_reply(conversation_id: str | None, error: ConvEngineError) -> MessageR
 
 
 @router.post("/api/v1/conversation/message", response_model=MessageResponse, tags=["conversation"],
-             responses={**REFUSALS, 413: {"model": ErrorBody}})
+             responses={**REFUSALS, 413: {"model": ErrorBody}, 503: {"model": ErrorBody}})
 async def post_message(body: MessageRequest, request: Request, engine: EngineDep, caller: CallerDep) -> MessageResponse:
     """Process one user message (one turn)."""
     try:
@@ -111,8 +113,8 @@ async def post_message(body: MessageRequest, request: Request, engine: EngineDep
         result = await engine.aprocess(message, body.conversationId, body.inputParams, body.reset,
                                        owner=caller.owner, user_id=body.userId)
     except ConvEngineError as exc:
-        if isinstance(exc, (InvalidInputError, ConversationNotFoundError)):
-            raise  # the caller's mistake (4xx)
+        if isinstance(exc, ANSWERED_BY_STATUS):
+            raise  # the caller's mistake (4xx), or a full server (503 SERVER_BUSY)
         return error_reply(exc.details.get("conversationId") or body.conversationId, exc)
     return MessageResponse(success=True, conversationId=result.conversation_id, intent=result.intent,
                            state=result.state, payload={"type": result.payload.type, "value": result.payload.value},
@@ -189,6 +191,15 @@ def sse_event(event: AuditEvent) -> dict[str, str]:
     return {"event": event.stage, "data": json.dumps(data, ensure_ascii=False, default=str)}
 
 
+SSE_EVENT: dict[str, Any] = {
+    "type": "object", "required": ["data"], "description": "A CONNECTED event first ({conversationId, transport}), "
+    "then one event per audit stage, named by it (eventType, auditId, stage, createdAt, payload, verbose).",
+    "properties": {"event": {"type": "string"}, "id": {"type": "string"}, "retry": {"type": "integer"},
+                   "data": {"type": "string", "contentMediaType": "application/json",
+                            "contentSchema": {"type": "object"}}}}
+"""One server-sent event (OpenAPI 3.2's ``itemSchema`` of ``text/event-stream``)."""
+
+
 class LeasedStream(EventSourceResponse):
     """An SSE response that gives its stream's slot back however it ends."""
 
@@ -204,7 +215,9 @@ class LeasedStream(EventSourceResponse):
 
 
 @router.get("/api/v1/conversation/stream/{conversation_id}", tags=["conversation"],
-            responses={**REFUSALS, 429: {"model": ErrorBody}})
+            response_class=EventSourceResponse, responses={**REFUSALS, 429: {"model": ErrorBody}, 200: {
+                "description": "Server-sent events (ConvEngine's AuditStreamEventResponse as each event's data).",
+                "content": {"text/event-stream": {"itemSchema": SSE_EVENT}}}})
 async def stream(conversation_id: ConversationId, request: Request, engine: EngineDep, caller: CallerDep) -> Any:
     """Server-sent events: ``CONNECTED`` first, then every audit event of the conversation as it happens.
 
@@ -265,7 +278,24 @@ async def analyze(engine: EngineDep, _: AdminDep, warmup: Warmup = "true") -> di
     return report
 
 
-@router.get("/health", tags=["health"])
-async def health(engine: EngineDep) -> dict[str, Any]:
-    """Liveness and the configuration version in use (no authentication, nothing about the database)."""
-    return {"status": "ok", "configVersion": engine.snapshot.version}
+NO_STORE = {"Cache-Control": "no-store"}
+
+
+@router.get("/health", tags=["health"], response_model=HealthBody)
+async def health(engine: EngineDep) -> JSONResponse:
+    """Liveness and the configuration version in use (no authentication, nothing about the database:
+    it stays 200 while the database is down; see ``/ready``)."""
+    return JSONResponse({"status": "ok", "configVersion": engine.snapshot.version}, headers=NO_STORE)
+
+
+@router.get("/ready", tags=["health"], response_model=ReadyBody,
+            responses={503: {"model": ReadyBody, "description": "Not ready: the database does not answer."}})
+async def ready(request: Request) -> JSONResponse:
+    """Readiness: 200 while the database answers, 503 ``DATABASE_UNAVAILABLE`` while it does not (no
+    authentication; the probe runs at most once per ``api.readiness.cache_s`` and takes at most
+    ``api.readiness.timeout_s``)."""
+    state = await request.app.state.readiness.check()
+    if state.ready:
+        return JSONResponse({"status": "ready"}, headers=NO_STORE)
+    body = ReadyBody(status="unavailable", errorCode=ErrorCode.DATABASE_UNAVAILABLE.value, message=state.message)
+    return JSONResponse(body.model_dump(), status_code=503, headers=NO_STORE)

@@ -5,18 +5,29 @@ uvicorn's h11 protocol enforces the head size (``h11_max_incomplete_event_size``
 subclass also drops a connection that has not sent a complete request head within
 ``api.header_timeout_s`` (uvicorn itself only times out idle keep-alive connections) and answers
 an oversized head with 431 in ConvEngine's error shape.
+
+Slowloris: uvicorn's ``limit_concurrency`` counts open *connections* as well as requests, so a client
+holding hundreds of connections that never finish their head made every complete request (``/health``
+included) a 503 until the head timeout dropped them. The subclass counts only requests whose head has
+arrived (``api.max_concurrency``), and caps the connections one client address may hold
+(``api.max_connections_per_client``).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import h11
 import uvicorn
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.loops.auto import auto_loop_factory
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.utils import get_remote_addr
+from uvicorn.server import ServerState
 
 from convengine.api.app import create_app
 from convengine.api.config import resolve_api
@@ -28,15 +39,36 @@ from convengine.settings import ApiSettings
 
 
 class BoundedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline for each request head."""
+    """uvicorn's h11 protocol with a deadline for each request head, a request (not connection) limit
+    and a per-client connection cap."""
 
     head_timeout_s = 10.0
     body_timeout_s = 30.0
+    max_connections_per_client = 128
+    per_client: ClassVar[Counter[str]] = Counter()
+    """Open connections per client address (one Counter per server: see :func:`bounded_protocol`)."""
     _head_timer: asyncio.TimerHandle | None = None
     _body_timer: asyncio.TimerHandle | None = None
+    _counted: str | None = None
+
+    def __init__(self, config: uvicorn.Config, server_state: ServerState, app_state: dict[str, Any],
+                 _loop: asyncio.AbstractEventLoop | None = None) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        if self.limit_concurrency is not None:
+            # uvicorn's own check counts every open connection; this one counts requests being served
+            self.app = _RequestLimit(self.app, self.tasks, self.limit_concurrency)
+            self.limit_concurrency = None
 
     # uvicorn's H11Protocol narrows asyncio's BaseTransport to Transport here, and so must its subclass
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        client = get_remote_addr(transport)
+        address = client[0] if client else "unknown"
+        cap = self.max_connections_per_client
+        if cap and self.per_client[address] >= cap:
+            transport.abort()  # over the cap: refused before it costs a request slot or a timer
+            return
+        self.per_client[address] += 1
+        self._counted = address
         super().connection_made(transport)
         self._arm_head_timer()
 
@@ -57,6 +89,12 @@ class BoundedH11Protocol(H11Protocol):
             self._arm_head_timer()  # the next request's head has the same deadline
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._counted is None:
+            return  # refused in connection_made: uvicorn never saw it
+        self.per_client[self._counted] -= 1
+        if self.per_client[self._counted] <= 0:
+            del self.per_client[self._counted]
+        self._counted = None
         self._cancel_head_timer()
         self._cancel_body_timer()
         super().connection_lost(exc)
@@ -101,16 +139,37 @@ class BoundedH11Protocol(H11Protocol):
             self.transport.close()
 
 
-def bounded_protocol(head_timeout_s: float, body_timeout_s: float = 30.0) -> type[BoundedH11Protocol]:
-    return type("BoundedH11Protocol", (BoundedH11Protocol,), {"head_timeout_s": head_timeout_s,
-                                                             "body_timeout_s": body_timeout_s})
+class _RequestLimit:
+    """503 (as uvicorn answers past its limit) for a request arriving while ``limit`` requests are being served;
+    ``tasks`` are the server's running requests, this one included."""
+
+    def __init__(self, app: ASGIApp, tasks: set[asyncio.Task[None]], limit: int) -> None:
+        self.app = app
+        self.tasks = tasks
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and len(self.tasks) > self.limit:
+            busy = PlainTextResponse("Service Unavailable", 503, headers={"connection": "close"})
+            await busy(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def bounded_protocol(head_timeout_s: float, body_timeout_s: float = 30.0,
+                     max_connections_per_client: int = 128) -> type[BoundedH11Protocol]:
+    """A protocol class (with its own per-client counts) for one server."""
+    return type("BoundedH11Protocol", (BoundedH11Protocol,), {
+        "head_timeout_s": head_timeout_s, "body_timeout_s": body_timeout_s,
+        "max_connections_per_client": max_connections_per_client, "per_client": Counter()})
 
 
 def server_config(app: Any, api: ApiSettings, *, host: str, port: int, log_level: str) -> uvicorn.Config:
-    """uvicorn's configuration with the API's limits (``api.max_concurrency``, ``max_header_bytes``,
-    ``header_timeout_s``)."""
+    """uvicorn's configuration with the API's limits (``api.max_concurrency``, ``max_connections_per_client``,
+    ``max_header_bytes``, ``header_timeout_s``, ``body_timeout_s``)."""
     return uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on",
-                          http=bounded_protocol(api.header_timeout_s, api.body_timeout_s), limit_concurrency=api.max_concurrency,
+                          http=bounded_protocol(api.header_timeout_s, api.body_timeout_s, api.max_connections_per_client),
+                          limit_concurrency=api.max_concurrency,
                           h11_max_incomplete_event_size=api.max_header_bytes, log_config=server_log_config(log_level))
 
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import uvicorn
 from uvicorn.loops.auto import auto_loop_factory
@@ -53,6 +54,7 @@ class ServeSpec:
     """The configuration channel served."""
     head_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
+    max_connections_per_client: int = 128
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -82,12 +84,15 @@ def _path(value: str | None) -> Path | None:
 class WorkerH11Protocol(BoundedH11Protocol):
     """The bounded h11 protocol of a worker; :func:`app` sets its deadlines from the spec."""
 
+    per_client: ClassVar[Counter[str]] = Counter()
+
 
 def app() -> Any:
     """uvicorn's app factory, called in each worker: the API on a fresh engine of the spec's options."""
     spec = ServeSpec.from_env()
     WorkerH11Protocol.head_timeout_s = spec.head_timeout_s
     WorkerH11Protocol.body_timeout_s = spec.body_timeout_s
+    WorkerH11Protocol.max_connections_per_client = spec.max_connections_per_client
     return create_app(spec.url, host=spec.host, cors_origins=spec.cors_origins, **spec.engine_options())
 
 
@@ -110,7 +115,8 @@ def serve_workers(spec: ServeSpec, workers: int, *, port: int, log_level: str) -
 
     with asyncio.Runner(loop_factory=auto_loop_factory()) as runner:
         api = runner.run(check())
-    ready = replace(spec, head_timeout_s=api.header_timeout_s, body_timeout_s=api.body_timeout_s)
+    ready = replace(spec, head_timeout_s=api.header_timeout_s, body_timeout_s=api.body_timeout_s,
+                    max_connections_per_client=api.max_connections_per_client)
     os.environ[SPEC_ENV] = ready.to_env()
     uvicorn.run("convengine.api.workers:app", factory=True, workers=workers, host=spec.host, port=port,
                 log_level=log_level, lifespan="on", http="convengine.api.workers:WorkerH11Protocol",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from convengine.checkpointing.serde import StrictSerializer
 from convengine.db.url import DatabaseUrl
 from convengine.errors import ConversationBusyError, PersistenceError
 
+logger = logging.getLogger(__name__)
 SQLITE_LOCK_BUCKETS = 4096
 
 
@@ -188,7 +190,9 @@ class TurnLocks:
                     continue
                 if "lock timeout" in str(exc).lower() or "LockNotAvailable" in type(exc.orig).__name__:
                     raise _busy(conversation_id, self.timeout_s) from None
-                raise PersistenceError(f"could not lock conversation {conversation_id}: {_first_line(exc)}") from exc
+                logger.warning("could not lock conversation %s: %s", conversation_id, _first_line(exc))
+                raise PersistenceError(f"could not lock conversation {conversation_id}: the database is unavailable "
+                                       "or busy; retry later") from exc
             except BaseException:
                 await _discard(conn)
                 raise

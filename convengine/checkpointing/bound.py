@@ -9,7 +9,8 @@ one without the other. On SQLite the saver's own commits are deferred
 (:class:`DeferredCommit`): its checkpoint write opens the turn's write transaction, the rows
 follow on the same connection and one commit ends it, so SQLite's write lock is held only for
 the turn's final writes, not while it runs. Outside a turn (reads of state, Studio-style calls)
-every call goes to the shared saver.
+every call goes to the shared saver. Every checkpoint read is checked (:func:`~convengine.memory.timeline.checked`):
+its metadata is stored bytes, so a wrong type or an out-of-range value is refused, not used.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Checkpoint, CheckpointMetadata
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from sqlalchemy.ext.asyncio import AsyncConnection
+
+from convengine.errors import UnsafeCheckpointError
+from convengine.memory.timeline import checked
 
 _BOUND: ContextVar[BaseCheckpointSaver[str] | None] = ContextVar("convengine_turn_saver", default=None)
 
@@ -103,11 +107,16 @@ class TurnSaver(BaseCheckpointSaver[str]):
     # --- async (what turns use) --------------------------------------------------------
 
     async def aget_tuple(self, config: Any) -> Any:
-        return await self.target.aget_tuple(config)
+        try:
+            found = await self.target.aget_tuple(config)
+        except (ValueError, RecursionError) as exc:  # metadata that is not JSON, or nested too deep
+            raise UnsafeCheckpointError(f"a stored checkpoint cannot be read ({type(exc).__name__}); it was not "
+                                        "used (the checkpoint was altered outside the engine)") from None
+        return None if found is None else checked(found)
 
     async def alist(self, config: Any, **kwargs: Any) -> AsyncIterator[Any]:
         async for item in self.target.alist(config, **kwargs):
-            yield item
+            yield checked(item)
 
     async def aput(self, config: Any, checkpoint: Checkpoint, metadata: CheckpointMetadata,
                    new_versions: ChannelVersions) -> Any:
@@ -126,10 +135,11 @@ class TurnSaver(BaseCheckpointSaver[str]):
     # --- sync (the shared saver; turns never run synchronously) ------------------------
 
     def get_tuple(self, config: Any) -> Any:
-        return self.shared.get_tuple(config)
+        found = self.shared.get_tuple(config)
+        return None if found is None else checked(found)
 
     def list(self, config: Any, **kwargs: Any) -> Iterator[Any]:
-        return self.shared.list(config, **kwargs)
+        return (checked(item) for item in self.shared.list(config, **kwargs))
 
     def put(self, config: Any, checkpoint: Checkpoint, metadata: CheckpointMetadata,
             new_versions: ChannelVersions) -> Any:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
 from convengine.cli.export import export_test
 from convengine.cli.guard import fail, guarded, state
@@ -16,6 +16,7 @@ from convengine.cli.knowledge import knowledge_app
 from convengine.cli.versions import register as register_version_commands
 from convengine.defaults import DEFAULT_DATABASE_URL, LIVE_CHANNEL
 from convengine.errors import ConvEngineError
+from convengine.security.terminal import inert
 
 # rich_markup_mode=None: typer's rich help shows flags as "--trace <bool>"; the plain help does not.
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -54,8 +55,8 @@ def db_upgrade(url: UrlOption = DEFAULT_DATABASE_URL) -> None:
     except ConvEngineError as exc:
         fail(exc)
     for change in changes:
-        out.print(f"upgraded: {change}", highlight=False, markup=False)
-    out.print(f"ce_* tables are up to date at {parsed.redacted()}")
+        out.print(inert(f"upgraded: {change}"))
+    out.print(inert(f"ce_* tables are up to date at {parsed.redacted()}"))
 
 
 @pack_app.command("validate")
@@ -75,9 +76,9 @@ def pack_validate(
     except ConvEngineError as exc:
         fail(exc)
     for warning in pack_warnings(file, snapshot, tasks):
-        err.print(f"[yellow]warning[/yellow] {escape(warning)}", highlight=False, soft_wrap=True)
+        err.print(Text.assemble(("warning", "yellow"), " ", inert(warning)), soft_wrap=True)
     rows = sum(len(r) for r in snapshot.tables().values())
-    out.print(f"{escape(str(file))}: valid ({rows} rows, version {snapshot.version})", highlight=False)
+    out.print(inert(f"{file}: valid ({rows} rows, version {snapshot.version})"))
 
 
 @pack_app.command("import")
@@ -100,7 +101,7 @@ def pack_import(
     except ConvEngineError as exc:
         fail(exc)
     rows = sum(len(r) for r in snapshot.tables().values())
-    out.print(f"imported {file} into {parsed.redacted()} ({rows} rows, version {snapshot.version})")
+    out.print(inert(f"imported {file} into {parsed.redacted()} ({rows} rows, version {snapshot.version})"))
 
 
 @pack_app.command("export")
@@ -134,7 +135,7 @@ def pack_export(
         sys.stdout.write(text)
     else:
         output.write_text(text, encoding="utf-8")
-        err.print(f"wrote {output}")
+        err.print(inert(f"wrote {output}"))
 
 
 @app.command("chat")
@@ -164,7 +165,7 @@ def chat(
     except ConvEngineError as exc:
         fail(exc)
     for warning in engine.warnings:
-        err.print(f"[yellow]warning[/yellow] {escape(warning)}", highlight=False, soft_wrap=True)
+        err.print(Text.assemble(("warning", "yellow"), " ", inert(warning)), soft_wrap=True)
     try:
         code = run_chat(engine, conversation_id=conversation, trace=trace, console=out, draft=draft)
     finally:
@@ -235,10 +236,11 @@ def test(
         except ConvEngineError as exc:
             fail(exc)
         for outcome in results:
-            mark = "[green]PASS[/green]" if outcome.passed else "[red]FAIL[/red]"
-            out.print(f"{mark} {file.name} :: {outcome.name} ({outcome.seconds:.2f}s)", highlight=False)
+            mark = ("PASS", "green") if outcome.passed else ("FAIL", "red")
+            out.print(Text.assemble(mark, " ", inert(f"{file.name} :: {outcome.name} ({outcome.seconds:.2f}s)")),
+                      soft_wrap=True)
             if not outcome.passed:
-                out.print(outcome.report(), markup=False, highlight=False)
+                out.print(inert(outcome.report()), soft_wrap=True)
         outcomes.extend(results)
     failed = sum(1 for o in outcomes if not o.passed)
     out.print(f"{len(outcomes) - failed} passed, {failed} failed")

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from convengine.audit.turns import last_turn, turn_steps
 from convengine.cli.support import choose_llm, default_pack, pack_options
@@ -19,14 +19,16 @@ from convengine.config_loader.loader import read_control_rows
 from convengine.db import create_sync_engine, parse_database_url, upgrade
 from convengine.engine import Engine, TurnResult
 from convengine.errors import ConvEngineError
+from convengine.security.terminal import inert
 from convengine.versions.lifecycle import record_import
 
 QUIT = {"/quit", "/exit", "/q"}
 
 
 def print_result(console: Console, result: TurnResult) -> None:
-    console.print(f"[bold green]bot>[/bold green] {escape(result.text)}", highlight=False)
-    console.print(f"     [dim]{result.intent} / {result.state}  (turn {result.turn})[/dim]", highlight=False)
+    console.print(Text.assemble(("bot>", "bold green"), " ", inert(result.text)), soft_wrap=True)
+    console.print(Text.assemble("     ", inert(f"{result.intent} / {result.state}  (turn {result.turn})", "dim")),
+                  soft_wrap=True)
 
 
 def print_trace(console: Console, engine: Engine, result: TurnResult) -> None:
@@ -38,7 +40,7 @@ def print_trace(console: Console, engine: Engine, result: TurnResult) -> None:
     for step in steps:
         stages = ", ".join(s["stage"] for s in step["stages"])
         ms = f"{step['durationMs']:.2f}" if step["durationMs"] is not None else "-"
-        table.add_row(step["step"], ms, stages)
+        table.add_row(inert(step["step"]), ms, inert(stages))
     console.print(table)
 
 
@@ -86,7 +88,7 @@ class ChatSession:
         """Run a /command; False when ``text`` is not one."""
         name = text.strip().lower()
         if name in ("/help", "/?"):
-            self.console.print(CHAT_HELP, markup=False, highlight=False)
+            self.console.print(inert(CHAT_HELP))
         elif name == "/trace":
             self.trace = not self.trace
             self.console.print(f"[dim]trace {'on' if self.trace else 'off'}[/dim]")
@@ -101,7 +103,8 @@ class ChatSession:
             result = self.engine.process(message, self.conversation_id, reset=reset, draft=self.draft)
         except ConvEngineError as exc:
             self.failed = True
-            self.console.print(f"[red]error[/red] [{exc.code.value}] {escape(exc.message)}", highlight=False)
+            self.console.print(Text.assemble(("error", "red"), " ", inert(f"[{exc.code.value}] {exc.message}")),
+                               soft_wrap=True)
             return
         self.conversation_id = result.conversation_id
         print_result(self.console, result)
@@ -130,12 +133,12 @@ def run_chat(engine: Engine, *, conversation_id: str | None, trace: bool, consol
         if not message.strip():
             continue
         if not interactive:
-            console.print(f"[bold cyan]you>[/bold cyan] {escape(message)}", highlight=False)
+            console.print(Text.assemble(("you>", "bold cyan"), " ", inert(message)), soft_wrap=True)
         if message.startswith("/") and session.command(message):
             continue
         session.send(message)
     if session.conversation_id:
-        console.print(f"[dim]conversation {session.conversation_id}[/dim]")
+        console.print(inert(f"conversation {session.conversation_id}", "dim"))
     return 1 if session.failed else 0
 
 

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from convengine.cli.guard import guarded
 from convengine.defaults import DEFAULT_DATABASE_URL
+from convengine.security.terminal import inert
 
 err = Console(stderr=True)
 
@@ -30,7 +31,7 @@ def export_test(
 
     text = asyncio.run(_export(url, conversation_id, relative_pack(pack, output), upto))
     output.write_text(text, encoding="utf-8")
-    err.print(f"wrote {output}: run it with convengine test {output}", highlight=False)
+    err.print(inert(f"wrote {output}: run it with convengine test {output}"), soft_wrap=True)
 
 
 async def _export(url: str, conversation_id: str, pack: str, upto: int | None) -> str:

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, NoReturn, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
 from convengine.errors import ConfigError, ConvEngineError, ErrorCode
 from convengine.security.redact import redact_text
+from convengine.security.terminal import inert
 
 if TYPE_CHECKING:
     from convengine.db.url import DatabaseUrl
@@ -37,9 +38,8 @@ state = CliState()
 
 
 def report(code: str, message: str) -> None:
-    """Print ``error [CODE] message`` (secrets masked, rich markup escaped) on stderr."""
-    _err.print(f"[red]error[/red] [{code}] {escape(redact_text(message))}", markup=True, highlight=False,
-               soft_wrap=True)
+    """Print ``error [CODE] message`` (secrets masked, printed inertly) on stderr."""
+    _err.print(Text.assemble(("error", "red"), " ", inert(f"[{code}] {redact_text(message)}")), soft_wrap=True)
 
 
 def is_database_error(exc: BaseException) -> bool:

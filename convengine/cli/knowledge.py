@@ -10,10 +10,12 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
+from rich.text import Text
 
 from convengine.cli.guard import guarded
 from convengine.defaults import DEFAULT_DATABASE_URL
 from convengine.errors import ErrorCode, InvalidInputError
+from convengine.security.terminal import inert
 
 knowledge_app = typer.Typer(no_args_is_help=True, help="Knowledge bases: ingest documents, list, search, delete.")
 err = Console(stderr=True)
@@ -47,8 +49,10 @@ def load_embeddings(spec: str) -> Any:
 
 def _open(url: str, embeddings: str) -> Any:
     from convengine.knowledge import Knowledge
+    from convengine.settings import EngineSettings
 
-    return Knowledge.open(url, embeddings=load_embeddings(embeddings))
+    limits = EngineSettings.build().knowledge.ingest  # CONVENGINE_KNOWLEDGE__INGEST__* apply
+    return Knowledge.open(url, embeddings=load_embeddings(embeddings), limits=limits)
 
 
 @knowledge_app.command("ingest")
@@ -61,19 +65,28 @@ def ingest(
     prune: Annotated[bool, typer.Option("--prune", help="Remove documents no longer found under PATHS")] = False,
     description: Annotated[str | None, typer.Option("--description", help="What the base is about")] = None,
 ) -> None:
-    """Read documents into a knowledge base; unchanged ones are skipped, changed ones replaced."""
-    from convengine.knowledge.chunking import discover
+    """Read documents into a knowledge base; unchanged ones are skipped, changed ones replaced.
+
+    Links leaving a folder and what is not a regular file are skipped; a document that cannot be read
+    within the limits (knowledge.ingest.*) fails alone. Each is listed with the reason; exits 1 if any failed."""
+    from convengine.knowledge.chunking import discover_files
     from convengine.knowledge.store import check_name
 
     check_name(kb)
     knowledge = _open(url, embeddings)
-    files = discover(list(paths))
+    files, _ = discover_files(list(paths))
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err) as bar:
         task = bar.add_task(f"ingesting into {kb}", total=len(files))
         report = knowledge.ingest(kb, paths, description=description, prune=prune,
                                   progress=lambda source, outcome: bar.advance(task))
     knowledge.close()
-    out.print(f"{kb}: {report}", highlight=False)
+    for label, problems in (("skipped", report.skipped), ("failed", report.failed)):
+        for problem in problems:
+            err.print(Text.assemble((label, "yellow" if label == "skipped" else "red"), " ", inert(str(problem))),
+                      soft_wrap=True)
+    out.print(inert(f"{kb}: {report}"), soft_wrap=True)
+    if report.failed:
+        raise typer.Exit(1)
 
 
 @knowledge_app.command("list")
@@ -85,8 +98,8 @@ def list_bases(url: UrlOption = DEFAULT_DATABASE_URL) -> None:
     knowledge.close()
     table = Table("knowledge base", "documents", "passages", "revision", "description")
     for base in bases:
-        table.add_row(base["kb_name"], str(base["documents"]), str(base["chunks"]), str(base["revision"]),
-                      base["description"] or "")
+        table.add_row(inert(base["kb_name"]), str(base["documents"]), str(base["chunks"]), str(base["revision"]),
+                      inert(base["description"] or ""))
     out.print(table)
 
 
@@ -105,9 +118,9 @@ def search(
     knowledge.close()
     for hit in hits:
         vector = "-" if hit.vector is None else f"{hit.vector:.3f}"
-        out.print(f"[bold]{hit.score:.3f}[/bold] (lexical {hit.lexical:.3f}, vector {vector}) "
-                  f"{hit.source} #{hit.position} {hit.title or ''}", highlight=False)
-        out.print(f"  {hit.text[:200]}", markup=False, highlight=False)
+        out.print(Text.assemble((f"{hit.score:.3f}", "bold"), f" (lexical {hit.lexical:.3f}, vector {vector}) ",
+                                inert(f"{hit.source} #{hit.position} {hit.title or ''}")), soft_wrap=True)
+        out.print(Text.assemble("  ", inert(hit.text[:200])), soft_wrap=True)
 
 
 @knowledge_app.command("delete")
@@ -121,4 +134,4 @@ def delete(
     knowledge = _open(url, "none")
     count = knowledge.delete(kb, sources or None)
     knowledge.close()
-    out.print(f"{kb}: {count} document{'s' if count != 1 else ''} deleted", highlight=False)
+    out.print(inert(f"{kb}: {count} document{'s' if count != 1 else ''} deleted"))

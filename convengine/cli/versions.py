@@ -7,11 +7,12 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
 from convengine.cli.guard import fail, guarded
 from convengine.defaults import DEFAULT_DATABASE_URL, LIVE_CHANNEL
 from convengine.errors import ConvEngineError
+from convengine.security.terminal import inert
 
 out = Console()
 err = Console(stderr=True)
@@ -62,8 +63,8 @@ def list_versions(url: UrlOption = DEFAULT_DATABASE_URL) -> None:
         served.setdefault(ch.version, []).append(ch.name)
     for info in rows:
         names = f"  ({', '.join(served[info.number])})" if info.number in served else ""
-        out.print(f"{info.number:>4}  {info.hash[:12]}  {info.created_at:%Y-%m-%d %H:%M}  "
-                  f"{info.author}: {info.message or ''}{names}", highlight=False, markup=False, soft_wrap=True)
+        out.print(inert(f"{info.number:>4}  {info.hash[:12]}  {info.created_at:%Y-%m-%d %H:%M}  "
+                        f"{info.author}: {info.message or ''}{names}"), soft_wrap=True)
 
 
 def draft(
@@ -80,7 +81,7 @@ def draft(
             info = versions.draft(file, author=author, message=message)
     except ConvEngineError as exc:
         _fail(exc)
-    out.print(f"draft: version {info.number} ({info.hash[:12]})", highlight=False)
+    out.print(inert(f"draft: version {info.number} ({info.hash[:12]})"))
 
 
 def diff(
@@ -98,7 +99,7 @@ def diff(
             text = render(versions.diff(first, second), first, second)
     except ConvEngineError as exc:
         _fail(exc)
-    out.print(text, end="", markup=False, highlight=False)
+    out.print(inert(text), end="", soft_wrap=True)
 
 
 def publish(
@@ -121,13 +122,13 @@ def publish(
             done = versions.publish(channel=channel, version=version, tests=tests or [], author=author,
                                     message=message)
     except PublishRefusedError as refused:  # the whole report: which test failed, on which turn, and why
-        err.print(f"[red]{refused.code.value}[/red] {escape(refused.message)}", highlight=False, soft_wrap=True)
+        err.print(Text.assemble((refused.code.value, "red"), " ", inert(refused.message)), soft_wrap=True)
         raise typer.Exit(1) from None
     except ConvEngineError as exc:
         _fail(exc)
     passed = f", {len(done.tests_passed)} conversation tests passed" if done.tests_passed else \
         ", no conversation tests given (--tests)"
-    out.print(f"published version {done.version.number} on {done.channel}{passed}", highlight=False)
+    out.print(inert(f"published version {done.version.number} on {done.channel}{passed}"))
 
 
 def rollback(
@@ -145,7 +146,7 @@ def rollback(
             done = versions.rollback(version, channel=channel, author=author, message=message)
     except ConvEngineError as exc:
         _fail(exc)
-    out.print(f"rolled {done.channel} back to version {done.version.number}", highlight=False)
+    out.print(inert(f"rolled {done.channel} back to version {done.version.number}"))
 
 
 def channel(
@@ -166,4 +167,4 @@ def channel(
             done = versions.point(name, number, migration=migration, author=author, message=message)
     except ConvEngineError as exc:
         _fail(exc)
-    out.print(f"{done.channel} serves version {done.version.number}", highlight=False)
+    out.print(inert(f"{done.channel} serves version {done.version.number}"))

@@ -4,7 +4,11 @@ The test sends the recorded inputs (user text and the caller's input params) in 
 ``ce_llm_call_log``, so ``llm.log_calls`` must have been on when the model was called), stubs the
 tools with their recorded results, and expects what happened: intent, state, status, payload, the
 LLM calls per call site and the tool calls per tool. Turns that were undone or failed are left out
-(neither changed the conversation). Run it with ``convengine test``: it passes while the pack
+(neither changed the conversation). The file holds no secret: every value the secret masker knows
+(settings secrets, ``${env:}`` values, tool credentials) or recognises (passwords in URLs, bearer
+tokens, ``password=...``) and every value of an input param named like a secret (``token``,
+``apiKey``...) is written as ``***`` wherever it occurs, in inputs and expectations alike, so the
+test replays as recorded. Run it with ``convengine test``: it passes while the pack
 behaves as recorded and fails, naming the turn and what changed, once it does not.
 """
 
@@ -22,6 +26,7 @@ from convengine.audit.events import AuditEvent
 from convengine.console.queries import llm_log
 from convengine.console.turns import completed, logged_llm_call, split_turns, tool_calls, undone_marks
 from convengine.errors import InvalidInputError
+from convengine.security.redact import MASK, MIN_SECRET_CHARS, SENSITIVE_NAME, redact_text
 
 HEADER = "# Recorded from conversation {cid}; replays its inputs with the LLM replies and tool results it got.\n"
 
@@ -45,9 +50,42 @@ async def export_conversation(engine: Any, conversation_id: str, *, pack: str, t
     if not turns:
         raise ExportError(f"conversation {conversation_id} has no completed turn to export")
     test = _test(conversation_id, turns, _rows_by_turn(split_turns(events), rows))
-    document: dict[str, Any] = {"pack": pack, **({"tasks": tasks} if tasks else {}), "tests": [test]}
+    document: dict[str, Any] = {"pack": pack, **({"tasks": tasks} if tasks else {}), "tests": [_without_secrets(test)]}
     return HEADER.format(cid=conversation_id) + yaml.safe_dump(document, sort_keys=False, allow_unicode=True,
                                                               width=120)
+
+
+def _without_secrets(test: dict[str, Any]) -> Any:
+    """``test`` with every secret masked the same way everywhere (see the module docstring)."""
+    named: set[str] = set()
+    for replayed in test["turns"]:
+        _secret_params(replayed.get("params"), named)
+    values = sorted(named, key=len, reverse=True)
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, str):
+            for secret in values:
+                value = value.replace(secret, MASK)
+            return redact_text(value)
+        if isinstance(value, dict):
+            return {key: clean(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [clean(item) for item in value]
+        return value
+
+    return clean(test)
+
+
+def _secret_params(value: Any, found: set[str], sensitive: bool = False) -> None:
+    """Collect the string values held under keys named like a secret, at any depth."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _secret_params(item, found, sensitive or bool(SENSITIVE_NAME.search(str(key))))
+    elif isinstance(value, list):
+        for item in value:
+            _secret_params(item, found, sensitive)
+    elif sensitive and isinstance(value, str) and len(value) >= MIN_SECRET_CHARS:
+        found.add(value)
 
 
 def _replayable(turns: list[list[AuditEvent]], steps: list[dict[str, Any]]) -> list[tuple[int, list[AuditEvent]]]:

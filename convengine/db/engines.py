@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from convengine.db.url import DatabaseUrl
+from convengine.settings import PoolSettings
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+# A statement's error never carries its parameters (a caller's text, params, a secret) into a message or log.
+SAFE_ERRORS = {"hide_parameters": True}
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -23,6 +27,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 def create_sync_engine(url: DatabaseUrl, **kwargs: Any) -> sa.Engine:
     """A synchronous engine (CLI, migrations, packs, snapshot loading)."""
+    kwargs = {**SAFE_ERRORS, **kwargs}
     if url.backend == "sqlite":
         assert url.sqlite_path is not None
         url.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
@@ -32,17 +37,45 @@ def create_sync_engine(url: DatabaseUrl, **kwargs: Any) -> sa.Engine:
     return sa.create_engine(url.sync_url, pool_pre_ping=True, **kwargs)
 
 
-def create_async_sa_engine(url: DatabaseUrl, *, pool_size: int = 10, **kwargs: Any) -> AsyncEngine:
-    """The async engine used while turns run (projection, history, audit writes)."""
+@dataclass(frozen=True)
+class PoolSize:
+    """The turn pool's size: ``size`` connections kept, ``max_overflow`` more under load, ``timeout_s``
+    the longest wait for one."""
+
+    size: int
+    max_overflow: int
+    timeout_s: float = 30.0
+
+    @property
+    def capacity(self) -> int:
+        return self.size + self.max_overflow
+
+
+DEFAULT_POOLS = {"postgresql": PoolSize(20, 80), "sqlite": PoolSize(5, 10)}
+"""The defaults of ``pool.size`` / ``pool.max_overflow`` per backend (SQLAlchemy's own for SQLite)."""
+
+
+def pool_size_for(url: DatabaseUrl, settings: PoolSettings) -> PoolSize:
+    default = DEFAULT_POOLS["sqlite" if url.backend == "sqlite" else "postgresql"]
+    size = default.size if settings.size is None else settings.size
+    overflow = default.max_overflow if settings.max_overflow is None else settings.max_overflow
+    return PoolSize(size, overflow, settings.timeout_s)
+
+
+def create_async_sa_engine(url: DatabaseUrl, *, pool: PoolSize | None = None, **kwargs: Any) -> AsyncEngine:
+    """The async engine turns run on (their lock, checkpoint, projection, history and audit)."""
+    kwargs = {**SAFE_ERRORS, **kwargs}
+    pool = pool or pool_size_for(url, PoolSettings())
+    sizing = {"pool_size": pool.size, "max_overflow": pool.max_overflow, "pool_timeout": pool.timeout_s}
     if url.backend == "sqlite":
         assert url.sqlite_path is not None
         url.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
         engine = create_async_engine(
-            url.async_url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}, **kwargs
+            url.async_url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}, **sizing, **kwargs
         )
         sa.event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
     # No pre-ping on the hot path: a turn's first statement (its lock) retries once on a
     # dropped connection instead (see checkpointing.TurnLocks), and SQLAlchemy then
     # invalidates the pool, so a restarted server costs one retry, not a round trip per turn.
-    return create_async_engine(url.async_url, pool_size=pool_size, max_overflow=pool_size * 4, **kwargs)
+    return create_async_engine(url.async_url, **sizing, **kwargs)

@@ -290,7 +290,8 @@ class Engine:
         ``engine.knowledge.ingest("faq", ["docs/"])``, ``.search(...)``, ``.list()``, ``.delete(...)``."""
 
         services = self._runtime.services
-        return Knowledge(self._runtime.sync_engine, embeddings=self.options.embeddings, retriever=services.retriever)
+        return Knowledge(self._runtime.sync_engine, embeddings=self.options.embeddings, retriever=services.retriever,
+                         limits=self.settings.knowledge.ingest)
 
     def feedback(self, conversation_id: str, feedback_type: str, *, message_id: str | None = None,
                  assistant_response: str | None = None, metadata: Mapping[str, Any] | None = None,

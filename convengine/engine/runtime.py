@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -26,11 +26,19 @@ from convengine.audit.verbose import VerbosePublisher
 from convengine.checkpointing import TurnLocks, open_saver, prune_checkpoints
 from convengine.checkpointing.bound import TurnSaver, commit_turn_connection
 from convengine.config_loader import ConfigSnapshot, Extensions, SnapshotHolder, import_pack, stamp
-from convengine.db import create_async_sa_engine, create_sync_engine, parse_database_url, upgrade
+from convengine.db import (
+    create_async_sa_engine,
+    create_sync_engine,
+    parse_database_url,
+    turn_connection,
+    upgrade,
+)
+from convengine.db.engines import pool_size_for
 from convengine.db.url import DatabaseUrl
+from convengine.engine.admission import AdmissionLimits, TurnGate
 from convengine.engine.commit import commit_turn
 from convengine.engine.results import EngineOptions, Payload, TurnResult
-from convengine.engine_io import TurnRequest, failure_event, map_failure
+from convengine.engine_io import TurnRequest, database_detail, failure_event, map_failure
 from convengine.errors import (
     ConfigError,
     ConvEngineError,
@@ -89,6 +97,8 @@ class EngineRuntime:
     services: Services
     bus: AuditBus
     audit_filter: AuditFilter
+    gate: TurnGate
+    """Admission: the turns this process runs at once and the queue of the others (sized from the pool)."""
     owners: KnownOwners = field(default_factory=KnownOwners)
     stamp_checked_at: float = 0.0
     verbose: tuple[ConfigSnapshot, VerbosePublisher] | None = None
@@ -112,7 +122,9 @@ class EngineRuntime:
         extensions = Extensions(frozenset(options.rule_types or ()), frozenset(options.rule_actions or ()))
         holder = SnapshotHolder(sync_engine, dict(options.settings), extensions)
         await asyncio.to_thread(_prepare, sync_engine, base, options.pack, extensions, holder)
-        async_engine = await asyncio.to_thread(create_async_sa_engine, url, pool_size=20)
+        settings = holder.current.settings
+        pool = pool_size_for(url, settings.pool)
+        async_engine = await asyncio.to_thread(partial(create_async_sa_engine, url, pool=pool))
         stack = contextlib.AsyncExitStack()
         try:
             saver = TurnSaver(await stack.enter_async_context(open_saver(url)))
@@ -130,7 +142,8 @@ class EngineRuntime:
             await asyncio.to_thread(locks.lock_folder)
         runtime = cls(url=url, holder=holder, sync_engine=sync_engine, async_engine=async_engine, store=store,
                       saver=saver, saver_stack=stack, graph=graph, locks=locks, services=services, bus=bus,
-                      audit_filter=AuditFilter(holder.current.settings.audit))
+                      audit_filter=AuditFilter(holder.current.settings.audit),
+                      gate=TurnGate(AdmissionLimits.of(settings.admission, pool.capacity)))
         try:
             await asyncio.to_thread(_versions_hook, runtime, options, extensions)
         except BaseException:
@@ -172,13 +185,18 @@ class EngineRuntime:
             if self.holder.is_stale(await stamp.aread(self.async_engine)):
                 self._apply(await asyncio.to_thread(self.holder.reload, raise_on_error=False))
         except (SQLAlchemyError, OSError) as exc:  # the turn itself reports a database that is gone
-            logger.warning("could not check for a configuration change: %s", exc)
+            logger.warning("could not check for a configuration change: %s", database_detail(exc))
 
     # --- a turn -----------------------------------------------------------------------
 
     async def process(self, request: TurnRequest, owner: str | None = None, pick: Pick | None = None) -> TurnResult:
         """One turn; with an ``owner``, only on a conversation that is new or belongs to that owner
-        (checked under the turn lock: another owner's turn raises ConversationNotFoundError unrun)."""
+        (checked under the turn lock: another owner's turn raises ConversationNotFoundError unrun).
+        Admitted first (:mod:`convengine.engine.admission`): ServerBusyError, unrun, past the queue."""
+        async with self.gate.admit():
+            return await self._process(request, owner, pick)
+
+    async def _process(self, request: TurnRequest, owner: str | None, pick: Pick | None) -> TurnResult:
         await self._follow_changes()
         # the version the conversation is pinned to (or the draft / a version asked for)
         versions = self.versions
@@ -188,6 +206,8 @@ class EngineRuntime:
         except ConvEngineError:
             raise
         except Exception as exc:  # the pin is read before the turn starts: nothing to roll back or audit
+            logger.warning("the version pin of %s could not be read: %s", request.conversation_id,
+                           database_detail(exc))
             raise map_failure(exc) from exc
         versions.remember(request.turn_id, choice)  # audited as the turn's first step starts
         snapshot = choice.snapshot
@@ -197,16 +217,17 @@ class EngineRuntime:
             # CONCURRENTLY, which waits for every open transaction (the turn's own included).
             await self.long_term_store()
         refused: ConvEngineError | None = None
+        deferred: list[Write] = []
         try:
-            async with self.locks.hold(request.conversation_id) as conn:
+            async with self.locks.hold(request.conversation_id) as conn, self._bound(conn) as deferred:
                 admission = await memory_service.admit(conn, request, owner)
                 refused = await self._refusal(conn, request.conversation_id, owner) or admission.refused
                 if refused is None:
-                    final = await self._run(conn, request, ctx, choice, admission)
+                    final = await self._run(conn, request, ctx, choice, admission, deferred)
         except ConversationBusyError:
             raise
         except Exception as exc:
-            error = await self._failed(request, ctx, exc)
+            error = await self._failed(request, ctx, exc, deferred)
             if error is exc:
                 raise
             raise error from exc
@@ -214,8 +235,18 @@ class EngineRuntime:
             raise refused
         return _result(request.conversation_id, final, snapshot.settings)
 
+    @contextlib.asynccontextmanager
+    async def _bound(self, conn: AsyncConnection | None) -> AsyncIterator[list[Write]]:
+        """The turn's connection made current (see :mod:`convengine.db.turn_connection`); yields the
+        writes deferred to its commit (the LLM call log), which a failed turn writes with its audit."""
+        if conn is None:
+            yield []
+            return
+        with turn_connection.bound(conn) as turn:
+            yield turn.deferred
+
     async def _run(self, conn: AsyncConnection | None, request: TurnRequest, ctx: TurnContext,
-                   choice: Choice, admission: Admission) -> EngineState:
+                   choice: Choice, admission: Admission, deferred: list[Write]) -> EngineState:
         """The graph run and its commit (with the conversation's version pin), under the conversation's lock."""
         snapshot = choice.snapshot
         config: RunnableConfig = {"configurable": {"thread_id": request.conversation_id},
@@ -231,7 +262,7 @@ class EngineRuntime:
                                                          admission.owner)
             await commit_turn(self.store, conn, conversation_id=ctx.conversation_id, final=final,
                               events=ctx.audit.events, owner=ctx.owner,
-                              extra=_with_pin(memory_rows, choice.pin_write(request.conversation_id)))
+                              extra=_all(memory_rows, choice.pin_write(request.conversation_id), *deferred))
         memory_service.publish_deferred(ctx, self.bus)
         await self._prune(request.conversation_id, int(final.get("turn") or 0), snapshot.settings)
         return final
@@ -275,13 +306,14 @@ class EngineRuntime:
         try:
             depth = settings.conversation_memory.undo_depth
             if depth:
-                await prune_keeping_undo(self.saver.shared, self.async_engine, conversation_id, depth)
+                await prune_keeping_undo(self.saver.shared, conversation_id, depth)
                 return
             await prune_checkpoints(self.saver.shared, conversation_id)
         except Exception as exc:  # noqa: BLE001 - a missed prune only delays the next one
-            logger.warning("pruning the checkpoints of %s failed: %s", conversation_id, exc)
+            logger.warning("pruning the checkpoints of %s failed: %s", conversation_id, database_detail(exc))
 
-    async def _failed(self, request: TurnRequest, ctx: TurnContext, exc: BaseException) -> ConvEngineError:
+    async def _failed(self, request: TurnRequest, ctx: TurnContext, exc: BaseException,
+                      deferred: Sequence[Write] = ()) -> ConvEngineError:
         """Audit a failed turn. Its checkpoint and rows rolled back with its transaction, so the
         conversation is as its previous turn left it; only this audit (and a new row) is written."""
         error = map_failure(exc)
@@ -293,13 +325,14 @@ class EngineRuntime:
         self.bus.publish(event)
         try:
             await self.store.write_failure(request.conversation_id, [*ctx.audit.events, event], ctx.owner,
-                                           memory_service.failure_writes(request))
+                                           _all(memory_service.failure_writes(request), *deferred))
         except Exception as write_error:  # noqa: BLE001 - the original failure is what the caller needs
-            logger.warning("could not store the audit of a failed turn of %s: %s", request.conversation_id, write_error)
+            logger.warning("could not store the audit of a failed turn of %s: %s", request.conversation_id,
+                           database_detail(write_error))
         if not known:
             logger.exception("turn of %s failed", request.conversation_id, exc_info=exc)
         elif error.code is ErrorCode.DATABASE_UNAVAILABLE:
-            logger.warning("turn of %s failed: %s", request.conversation_id, error.message)
+            logger.warning("turn of %s failed: %s (%s)", request.conversation_id, error.message, database_detail(exc))
         return error
 
     async def seed(self, conversation_id: str, values: dict[str, Any]) -> str:
@@ -320,7 +353,7 @@ class EngineRuntime:
         """Undo or redo the conversation's last turn, under its turn lock (serialised with its turns)."""
         refused: ConversationNotFoundError | None = None
         await self.long_term_store()  # the turn may have saved long-term values (set up outside the lock)
-        async with self.locks.hold(conversation_id) as conn:
+        async with self.gate.admit(), self.locks.hold(conversation_id) as conn:
             refused = await self._refusal(conn, conversation_id, owner)
             if refused is None and not (await self.store.ownership(conversation_id, conn))[0]:
                 refused = _not_found(conversation_id)
@@ -437,14 +470,14 @@ def _result(conversation_id: str, final: EngineState, settings: EngineSettings) 
                       final.get("status") or "RUNNING", memory_service.lifecycle_of(final.get("state"), settings))
 
 
-def _with_pin(memory_rows: Write, pin: Write | None) -> Write:
-    """The memory rows, then the version pin when the turn moves it: both in the turn's transaction."""
-    if pin is None:
-        return memory_rows
+def _all(*writes: Write | None) -> Write:
+    """The writes given (memory rows, the version pin when the turn moves it, the deferred LLM call
+    log), in order, in one transaction."""
+    chosen = [w for w in writes if w is not None]
 
     def write(conn: sa.Connection) -> None:
-        memory_rows(conn)
-        pin(conn)
+        for each in chosen:
+            each(conn)
 
     return write
 

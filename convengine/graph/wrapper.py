@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -11,6 +12,14 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from convengine.audit import stages
+from convengine.engine_io import (
+    DATABASE_FAILED_MESSAGE,
+    DATABASE_UNAVAILABLE_MESSAGE,
+    database_detail,
+    database_error,
+    is_database_unavailable,
+    map_failure,
+)
 from convengine.errors import ConvEngineError, StepError
 from convengine.graph.names import JAVA_STEP_CLASSES, PERSIST_CONVERSATION
 from convengine.graph.plan import StepPlan
@@ -26,6 +35,8 @@ class Node(Protocol):
 
     def __call__(self, state: EngineState, runtime: Runtime[TurnContext]) -> Awaitable[Command[Any]]: ...
 
+
+logger = logging.getLogger(__name__)
 
 ContextProvider = Callable[[EngineState], Awaitable[TurnContext]]
 
@@ -56,7 +67,7 @@ def make_node(step: Step, plan: StepPlan, provider: ContextProvider | None = Non
             millis = (time.perf_counter() - started) * 1000
             ctx.audit.record_timing(step.name, millis)
             turn.audit(stages.STEP_ERROR, {"step": step.name, "stepClass": java_class, "errorType": type(exc).__name__,
-                                      "errorMessage": redact_text(str(exc)), "durationMs": round(millis, 3)})
+                                      "errorMessage": _public_text(exc), "durationMs": round(millis, 3)})
             await _hooks(ctx, turn, "on_error", exc)
             ctx.audit.leave_step()
             error = redact_error(_as_step_error(exc, step.name))  # before LangGraph stores or logs it
@@ -92,8 +103,20 @@ async def _hooks(ctx: TurnContext, turn: Turn, phase: str, *extra: Any) -> None:
                                            "errorMessage": str(exc)})
 
 
+def _public_text(exc: Exception) -> str:
+    """What the audit (which callers read) says of a failure: a database library's text stays in the log."""
+    if database_error(exc) is not None:
+        logger.warning("a step failed on the database: %s", database_detail(exc))
+        return DATABASE_UNAVAILABLE_MESSAGE if is_database_unavailable(exc) else DATABASE_FAILED_MESSAGE
+    return redact_text(str(exc))
+
+
 def _as_step_error(exc: Exception, step: str) -> ConvEngineError:
     if isinstance(exc, ConvEngineError):
         exc.details.setdefault("step", step)
         return exc
+    if database_error(exc) is not None:  # its own code and a message without the driver's text
+        error = map_failure(exc)
+        error.details["step"] = step
+        return error
     return StepError(f"step {step} failed: {type(exc).__name__}: {exc}", details={"step": step})

@@ -19,12 +19,15 @@ import sqlalchemy as sa
 from langchain_core.embeddings import Embeddings
 
 from convengine.db import create_sync_engine, parse_database_url, upgrade
+from convengine.errors import ConvEngineError
 from convengine.knowledge import store
-from convengine.knowledge.chunking import Document, discover, read_document, split
+from convengine.knowledge.chunking import Document, Found, Skipped, discover_files, read_document, split
 from convengine.knowledge.embeddings import HashingEmbeddings, model_name, pack
 from convengine.knowledge.search import Retriever, SearchHit, SearchSettings
+from convengine.settings import KnowledgeIngestSettings
 
-__all__ = ["Document", "HashingEmbeddings", "IngestReport", "Knowledge", "Retriever", "SearchHit", "SearchSettings"]
+__all__ = ["Document", "HashingEmbeddings", "IngestReport", "Knowledge", "Retriever", "SearchHit", "SearchSettings",
+           "Skipped"]
 
 EMBED_BATCH = 64
 
@@ -38,10 +41,24 @@ class IngestReport:
     unchanged: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     chunks: int = 0
+    skipped: list[Skipped] = field(default_factory=list)
+    """What was found but not read: links leaving the folder, FIFOs, devices... with the reason."""
+    failed: list[Skipped] = field(default_factory=list)
+    """Documents that could not be read (too large, a bomb, not parseable), with the reason; what
+    was stored for them before is kept."""
 
     def __str__(self) -> str:
+        problems = "".join(f", {len(items)} {name}" for name, items in (("skipped", self.skipped),
+                                                                        ("failed", self.failed)) if items)
         return (f"{len(self.added)} added, {len(self.updated)} updated, {len(self.unchanged)} unchanged, "
-                f"{len(self.removed)} removed ({self.chunks} passages written)")
+                f"{len(self.removed)} removed{problems} ({self.chunks} passages written)")
+
+
+class _Failed:
+    """A document that could not be read (stands in for it in the stream ingest consumes)."""
+
+    def __init__(self, problem: Skipped) -> None:
+        self.problem = problem
 
 
 class Knowledge:
@@ -49,8 +66,10 @@ class Knowledge:
 
     def __init__(self, engine: sa.Engine, *, embeddings: Embeddings | None = None,
                  settings: SearchSettings | None = None, retriever: Retriever | None = None,
-                 max_chars: int = 800, owns_engine: bool = False) -> None:
+                 max_chars: int = 800, owns_engine: bool = False,
+                 limits: KnowledgeIngestSettings | None = None) -> None:
         self.engine = engine
+        self.limits = limits or KnowledgeIngestSettings()
         self.embeddings = embeddings
         self.retriever = retriever or Retriever(embeddings, settings)
         self.max_chars = max_chars
@@ -73,10 +92,22 @@ class Knowledge:
                progress: Callable[[str, str], None] | None = None) -> IngestReport:
         """Read every document under ``paths`` into ``kb``; unchanged documents are skipped, changed
         ones replaced. With ``prune``, documents of ``kb`` no longer found under ``paths`` are removed.
-        ``progress(source, outcome)`` is called once per document."""
-        files = discover([Path(p) for p in paths])
-        return self.add_documents(kb, (read_document(f, f.as_posix()) for f in files), description=description,
-                                  prune=prune, progress=progress)
+        ``progress(source, outcome)`` is called once per document.
+
+        A document that cannot be read within :attr:`limits` is reported in ``failed`` (the others are
+        still ingested); links leaving a folder and anything not a regular file are in ``skipped``."""
+        files, skipped = discover_files([Path(p) for p in paths])
+        report = IngestReport(skipped=list(skipped))
+        self._add(kb, (self._read(f) for f in files), report, description=description, prune=prune,
+                  progress=progress)
+        return report
+
+    def _read(self, item: Found) -> Document | _Failed:
+        try:
+            return read_document(item, limits=self.limits)
+        except (ConvEngineError, OSError, UnicodeError) as exc:
+            message = exc.message if isinstance(exc, ConvEngineError) else str(exc)
+            return _Failed(Skipped(item.source, message.removeprefix(f"{item.source}: ")))
 
     def add_text(self, kb: str, source: str, text: str, *, title: str | None = None,
                  metadata: dict[str, Any] | None = None) -> IngestReport:
@@ -86,14 +117,24 @@ class Knowledge:
     def add_documents(self, kb: str, documents: Iterable[Document], *, description: str | None = None,
                       prune: bool = False, progress: Callable[[str, str], None] | None = None) -> IngestReport:
         report = IngestReport()
+        self._add(kb, documents, report, description=description, prune=prune, progress=progress)
+        return report
+
+    def _add(self, kb: str, documents: Iterable[Document | _Failed], report: IngestReport, *,
+             description: str | None, prune: bool, progress: Callable[[str, str], None] | None) -> None:
         with self.engine.begin() as conn:
             store.ensure_base(conn, kb, description)
         seen: list[str] = []
         for document in documents:
-            seen.append(document.source)
-            outcome = self._one(kb, document, report)
+            if isinstance(document, _Failed):  # kept as it was: prune must not drop it
+                seen.append(document.problem.source)
+                report.failed.append(document.problem)
+                outcome = "failed"
+            else:
+                seen.append(document.source)
+                outcome = self._one(kb, document, report)
             if progress is not None:
-                progress(document.source, outcome)
+                progress(seen[-1], outcome)
         if prune:
             with self.engine.begin() as conn:
                 gone = sorted(set(store.sources(conn, kb)) - set(seen))
@@ -101,7 +142,6 @@ class Knowledge:
                 report.removed.extend(gone)
                 if gone:
                     store.bump(conn, kb)
-        return report
 
     def _one(self, kb: str, document: Document, report: IngestReport) -> str:
         with self.engine.connect() as conn:

@@ -1,22 +1,39 @@
-"""Reading documents (text, Markdown, HTML, PDF) and splitting them into passages."""
+"""Reading documents (text, Markdown, HTML, PDF) and splitting them into passages.
+
+Every reader is bounded (see :class:`~convengine.settings.KnowledgeIngestSettings`): the bytes
+read, the text extracted, the time taken; PDF is parsed in a separate process (:mod:`.pdf`).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import html.parser
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from convengine.errors import ConfigError, ErrorCode
+from convengine.knowledge.files import (
+    HTML_SUFFIXES,
+    PDF_SUFFIXES,
+    SUFFIXES,
+    Found,
+    Skipped,
+    discover_files,
+    read_bounded,
+)
+from convengine.knowledge.pdf import pdf_text
+from convengine.settings import KnowledgeIngestSettings
 
-TEXT_SUFFIXES = frozenset({".txt", ".text", ".md", ".markdown", ".rst"})
-HTML_SUFFIXES = frozenset({".html", ".htm"})
-PDF_SUFFIXES = frozenset({".pdf"})
-SUFFIXES = TEXT_SUFFIXES | HTML_SUFFIXES | PDF_SUFFIXES
-MAX_DOCUMENT_BYTES = 20_000_000
-_HEADING = re.compile(r"^(#{1,6})\s+(.*\S)\s*$")
+__all__ = ["SUFFIXES", "Document", "Found", "Passage", "Skipped", "discover", "discover_files", "read_document",
+           "split"]
+
+MAX_TITLE_CHARS = 200
+"""A heading longer than this is cut: every passage under it carries its title."""
+HTML_FEED_CHARS = 65_536
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(\S.*)$")  # no nested quantifiers: linear on any line
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,35 +60,48 @@ class Document:
 
 
 def discover(paths: list[Path]) -> list[Path]:
-    """Every readable document under ``paths`` (files as given, folders recursively), sorted."""
-    found: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            found.extend(p for p in sorted(path.rglob("*")) if p.is_file() and p.suffix.lower() in SUFFIXES)
-        elif path.is_file():
-            found.append(path)
-        else:
-            raise ConfigError(f"{path}: no such file or folder", code=ErrorCode.INVALID_INPUT)
-    return found
+    """Every document under ``paths`` that ingest would read (see :func:`discover_files`), sorted."""
+    return [item.path for item in discover_files(paths)[0]]
 
 
-def read_document(path: Path, source: str | None = None) -> Document:
-    """A file as a :class:`Document`; the title is its first heading (or the file name)."""
-    suffix = path.suffix.lower()
-    if path.stat().st_size > MAX_DOCUMENT_BYTES:
-        raise ConfigError(f"{path}: larger than {MAX_DOCUMENT_BYTES} bytes", code=ErrorCode.INVALID_INPUT)
-    if suffix in HTML_SUFFIXES:
-        title, text = _html_text(path.read_text(encoding="utf-8", errors="replace"))
-    elif suffix in PDF_SUFFIXES:
-        title, text = None, _pdf_text(path)
-    elif suffix in TEXT_SUFFIXES:
-        text = path.read_text(encoding="utf-8", errors="replace")
-        title = _first_heading(text)
-    else:
-        raise ConfigError(f"{path}: unsupported file type {suffix or '(none)'}; supported: "
+def read_document(item: Found | Path, source: str | None = None, *,
+                  limits: KnowledgeIngestSettings | None = None) -> Document:
+    """A file as a :class:`Document`; the title is its first heading (or the file name).
+
+    Raises:
+        ConfigError: the file is not a regular file inside its folder, of an unsupported type, or
+            passes one of ``limits`` (bytes, extracted text, time, PDF pages or content).
+    """
+    limits = limits or KnowledgeIngestSettings()
+    if isinstance(item, Path):
+        found, skipped = discover_files([item])
+        if skipped:
+            raise ConfigError(str(skipped[0]), code=ErrorCode.INVALID_INPUT)
+        item = found[0]
+    name = source or item.source
+    suffix = item.path.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise ConfigError(f"{name}: unsupported file type {suffix or '(none)'}; supported: "
                           f"{', '.join(sorted(SUFFIXES))}", code=ErrorCode.INVALID_INPUT)
-    return Document(source or str(path), text, title or path.stem.replace("_", " ").replace("-", " "),
-                    {"path": str(path), "type": suffix.lstrip(".")})
+    deadline = time.monotonic() + limits.max_seconds
+    data = read_bounded(item, limits.max_file_bytes)
+    if suffix in HTML_SUFFIXES:
+        title, text = _html_text(data.decode("utf-8", errors="replace"), name, limits, deadline)
+    elif suffix in PDF_SUFFIXES:
+        title, text = None, pdf_text(data, name, limits)
+    else:
+        text = data.decode("utf-8", errors="replace")
+        title = _first_heading(text)
+    _check_size(name, len(text), limits)
+    stem = Path(name).stem.replace("_", " ").replace("-", " ")
+    return Document(name, text, (title or stem)[:MAX_TITLE_CHARS],
+                    {"path": str(item.path), "type": suffix.lstrip(".")})
+
+
+def _check_size(name: str, chars: int, limits: KnowledgeIngestSettings) -> None:
+    if chars > limits.max_text_chars:
+        raise ConfigError(f"{name}: more than {limits.max_text_chars} characters of text "
+                          "(knowledge.ingest.max_text_chars)", code=ErrorCode.INVALID_INPUT)
 
 
 def split(text: str, *, max_chars: int = 800, overlap: int = 100) -> list[Passage]:
@@ -90,7 +120,7 @@ def split(text: str, *, max_chars: int = 800, overlap: int = 100) -> list[Passag
         heading = _HEADING.match(paragraph.splitlines()[0])
         if heading:
             flush()
-            title = heading.group(2)
+            title = heading.group(2).rstrip()[:MAX_TITLE_CHARS]
             paragraph = "\n".join(paragraph.splitlines()[1:]).strip()
             if not paragraph:
                 continue
@@ -127,7 +157,7 @@ def _first_heading(text: str) -> str | None:
     for line in text.splitlines()[:50]:
         match = _HEADING.match(line)
         if match:
-            return match.group(2)
+            return match.group(2).rstrip()[:MAX_TITLE_CHARS]
     return None
 
 
@@ -137,6 +167,7 @@ class _HtmlText(html.parser.HTMLParser):
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
+        self.size = 0
         self.parts: list[str] = []
         self.title: str | None = None
         self._skipping = 0
@@ -162,24 +193,21 @@ class _HtmlText(html.parser.HTMLParser):
 
     def handle_data(self, data: str) -> None:
         if self._in_title:
-            self.title = (self.title or "") + data.strip()
+            self.title = ((self.title or "") + data.strip())[:MAX_TITLE_CHARS]
         elif not self._skipping:
             self.parts.append(re.sub(r"\s+", " ", data))
+            self.size += len(self.parts[-1])
 
 
-def _html_text(markup: str) -> tuple[str | None, str]:
+def _html_text(markup: str, name: str, limits: KnowledgeIngestSettings, deadline: float) -> tuple[str | None, str]:
+    """The text of an HTML page, fed in slices so that its time and size are checked as it goes."""
     parser = _HtmlText()
-    parser.feed(markup)
+    for start in range(0, len(markup), HTML_FEED_CHARS):
+        parser.feed(markup[start:start + HTML_FEED_CHARS])
+        _check_size(name, parser.size, limits)
+        if time.monotonic() > deadline:
+            raise ConfigError(f"{name}: took longer than {limits.max_seconds:g} s to read "
+                              "(knowledge.ingest.max_seconds)", code=ErrorCode.INVALID_INPUT)
     parser.close()
     text = re.sub(r"\n{3,}", "\n\n", "".join(parser.parts)).strip()
     return parser.title or _first_heading(text), text
-
-
-def _pdf_text(path: Path) -> str:
-    try:
-        from pypdf import PdfReader  # optional: the knowledge extra
-    except ImportError as exc:
-        raise ConfigError(f"{path}: reading PDF needs pypdf (pip install 'convengine[knowledge]')",
-                          code=ErrorCode.INVALID_INPUT) from exc
-    reader = PdfReader(str(path))
-    return "\n\n".join((page.extract_text() or "").strip() for page in reader.pages)

@@ -11,6 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from convengine.audit import stages
+from convengine.db import turn_connection
 from convengine.db.models import CeLlmUsage
 from convengine.llm.session import LlmSession
 from convengine.settings import LlmSpendSettings
@@ -47,7 +48,7 @@ def month_start(now: datetime | None = None) -> datetime:
 
 async def month_spend(store: Any) -> float:
     query = sa.select(sa.func.coalesce(sa.func.sum(USAGE.c.cost), 0.0)).where(USAGE.c.created_at >= month_start())
-    async with store.engine.connect() as conn:
+    async with turn_connection.reading(store.engine) as conn:  # a turn reads on its own connection
         return float((await conn.execute(query)).scalar_one())
 
 

@@ -10,21 +10,23 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from sqlalchemy.ext.asyncio import AsyncEngine
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from convengine.memory.timeline import kept_checkpoints
 
 
-async def prune_keeping_undo(saver: BaseCheckpointSaver[str], engine: AsyncEngine, thread_id: str,
-                             depth: int) -> int:
-    """Delete the checkpoints of ``thread_id`` that undo/redo can no longer reach; how many were kept."""
+async def prune_keeping_undo(saver: BaseCheckpointSaver[str], thread_id: str, depth: int) -> int:
+    """Delete the checkpoints of ``thread_id`` that undo/redo can no longer reach; how many were kept.
+
+    Runs on the shared saver's own connection (SQLite) or pool (PostgreSQL), never on the engine's
+    turn pool: the turn that prunes still holds its connection of that pool."""
     kept = await kept_checkpoints(saver, thread_id, depth)
     if not kept:
         return 0
-    if engine.dialect.name == "postgresql":
-        await _prune_postgres(engine, thread_id, sorted(kept))
-    else:
+    if isinstance(saver, AsyncSqliteSaver):
         await _prune_sqlite(saver, thread_id, sorted(kept))
+    else:
+        await _prune_postgres(saver, thread_id, sorted(kept))
     return len(kept)
 
 
@@ -37,20 +39,20 @@ async def _prune_sqlite(saver: Any, thread_id: str, kept: list[str]) -> None:
         await saver.conn.commit()
 
 
-async def _prune_postgres(engine: AsyncEngine, thread_id: str, kept: list[str]) -> None:
+async def _prune_postgres(saver: Any, thread_id: str, kept: list[str]) -> None:
+    """On a connection of the saver's psycopg pool (rows are dicts), in one transaction."""
     from langgraph.checkpoint.postgres.base import PRUNE_CHECKPOINTS_SQL, PRUNE_REFERENCED_BLOBS_SQL
 
-    async with engine.begin() as conn:
-        await conn.exec_driver_sql("DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_ns = '' "
-                                   "AND checkpoint_id <> ALL(%s)", (thread_id, kept))
-        # both statements select (channel, version); read by name, as SQLAlchemy types raw-SQL rows as 1-tuples
-        freed = (await conn.exec_driver_sql(PRUNE_CHECKPOINTS_SQL, (thread_id, "", kept))).all()
-        referenced = {(r.channel, r.version)
-                      for r in await conn.exec_driver_sql(PRUNE_REFERENCED_BLOBS_SQL, (thread_id, ""))}
+    async with saver.conn.connection() as conn, conn.transaction():
+        await conn.execute("DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_ns = '' "
+                           "AND checkpoint_id <> ALL(%s)", (thread_id, kept))
+        freed = await (await conn.execute(PRUNE_CHECKPOINTS_SQL, (thread_id, "", kept))).fetchall()
+        referenced = {(r["channel"], r["version"])
+                      for r in await (await conn.execute(PRUNE_REFERENCED_BLOBS_SQL, (thread_id, ""))).fetchall()}
         garbage: dict[str, list[str]] = {}
         for row in freed:
-            if (row.channel, row.version) not in referenced:
-                garbage.setdefault(row.channel, []).append(row.version)
+            if (row["channel"], row["version"]) not in referenced:
+                garbage.setdefault(row["channel"], []).append(row["version"])
         for channel, versions in garbage.items():
-            await conn.exec_driver_sql("DELETE FROM checkpoint_blobs WHERE thread_id = %s AND checkpoint_ns = '' "
-                                       "AND channel = %s AND version = ANY(%s)", (thread_id, channel, versions))
+            await conn.execute("DELETE FROM checkpoint_blobs WHERE thread_id = %s AND checkpoint_ns = '' "
+                               "AND channel = %s AND version = ANY(%s)", (thread_id, channel, versions))

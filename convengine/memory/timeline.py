@@ -26,8 +26,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, copy_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
-from convengine.errors import ErrorCode, UndoError
+from convengine.errors import ErrorCode, UndoError, UnsafeCheckpointError
 from convengine.memory.catalogue import TURN_METADATA_KEY, UNDO_METADATA_KEY
+from convengine.state import stored_state_problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,12 +72,72 @@ class Position:
     depth: int
 
 
+MAX_CHAIN = 100
+"""Longest ``forward`` list and largest ``depth`` a stored timeline may hold (undo_depth's ceiling)."""
+MAX_STEP = 2**31
+_MAX_ID_CHARS = 64
+
+
 def position(tup: CheckpointTuple) -> Position:
-    info = (tup.metadata or {}).get(UNDO_METADATA_KEY)
+    info = (checked(tup).metadata or {}).get(UNDO_METADATA_KEY)
     if isinstance(info, dict):
-        return Position(info.get("before"), tuple(info.get("forward") or ()), int(info.get("depth") or 0))
+        return Position(info["before"], tuple(info["forward"]), int(info["depth"]))
     parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
     return Position(parent, (), 0)
+
+
+def checked(tup: CheckpointTuple) -> CheckpointTuple:
+    """``tup`` when its metadata and channel values have the shape the engine and LangGraph write
+    (stored bytes are untrusted).
+
+    Raises:
+        UnsafeCheckpointError: a wrong type, a value out of range, a timeline too long.
+    """
+    metadata = tup.metadata
+    if not isinstance(metadata, dict):
+        raise _altered("metadata that is not an object")
+    if not isinstance(metadata.get("parents", {}), dict) or not isinstance(metadata.get("source", ""), str):
+        raise _altered("LangGraph metadata of the wrong type")
+    step = metadata.get("step")
+    if step is not None and not _int_in(step, -1, MAX_STEP):
+        raise _altered(f"a step of {_shown(step)}")
+    turn = metadata.get(TURN_METADATA_KEY)
+    if turn is not None and not _an_id(turn):
+        raise _altered(f"a turn id of {_shown(turn)}")
+    info = metadata.get(UNDO_METADATA_KEY)
+    if info is not None and not _a_timeline(info):
+        raise _altered(f"undo metadata of {_shown(info)}")
+    values = tup.checkpoint.get("channel_values")
+    problem = stored_state_problem(values) if isinstance(values, dict) else "channel values that are not an object"
+    if problem is not None:
+        raise _altered(problem)
+    return tup
+
+
+def _a_timeline(info: Any) -> bool:
+    if not isinstance(info, dict) or info.get("kind") not in ("undo", "redo"):
+        return False
+    before, forward = info.get("before"), info.get("forward")
+    return ((before is None or _an_id(before)) and isinstance(forward, list) and len(forward) <= MAX_CHAIN
+            and all(_an_id(f) for f in forward) and _int_in(info.get("depth"), 0, MAX_CHAIN))
+
+
+def _int_in(value: Any, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _an_id(value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= _MAX_ID_CHARS
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _altered(what: str) -> UnsafeCheckpointError:
+    return UnsafeCheckpointError(f"a stored checkpoint holds {what}, which the engine never writes; it was not "
+                                 "used (the checkpoint was altered outside the engine)")
 
 
 def config(conversation_id: str, checkpoint_id: str | None = None) -> RunnableConfig:

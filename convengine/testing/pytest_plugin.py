@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from convengine.engine import Engine
+from convengine.security.terminal import visible
 from convengine.testing.runner import FileRun, TestOutcome
 from convengine.testing.spec import load_test_file
 
@@ -52,7 +53,7 @@ class ConversationItem(pytest.Item):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, ConversationTestFailed):
-            return str(excinfo.value)
+            return visible(str(excinfo.value))  # replies and inputs: no escape sequence reaches the terminal
         return str(super().repr_failure(excinfo))
 
     def reportinfo(self) -> tuple[Path, int, str]:

@@ -11,29 +11,35 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from convengine.api.admission import ANSWERED_BY_STATUS
 from convengine.api.body import DepthCheckedRoute
 from convengine.api.refusals import error_response
 from convengine.api.routes import REFUSALS, AdminDep, EngineDep, error_reply
-from convengine.api.schemas import ErrorBody, MessageResponse
+from convengine.api.schemas import UUID_TEXT, ErrorBody, MessageResponse, ResetFlag
 from convengine.config_loader.packs import redact_pack
 from convengine.engine.results import TurnResult
 from convengine.errors import (
     ConfigError,
     ConfigValidationError,
     ConvEngineError,
-    ConversationNotFoundError,
-    InvalidInputError,
 )
 from convengine.versions.content import LIVE_CHANNEL
 from convengine.versions.lifecycle import PublishRefusedError
-from convengine.versions.store import MAX_VERSION, VersionNotFoundError
+from convengine.versions.store import (
+    CHANNEL_PATTERN,
+    MAX_VERSION,
+    TARGET_CHANNEL_PATTERN,
+    VersionNotFoundError,
+)
 
+TARGET_CHANNEL: dict[str, Any] = {"pattern": TARGET_CHANNEL_PATTERN}
+"""Declared only: the engine checks it (pydantic's regex engine has no lookahead)."""
 router = APIRouter(route_class=DepthCheckedRoute, prefix="/api/v1/versions", tags=["versions"])
 ADMIN_REFUSALS: dict[int | str, dict[str, Any]] = {**REFUSALS, 403: {"model": ErrorBody}, 409: {"model": ErrorBody}}
 
@@ -55,7 +61,7 @@ class EditBody(_Body):
 
 
 class PublishBody(_Body):
-    channel: str = LIVE_CHANNEL
+    channel: str = Field(LIVE_CHANNEL, json_schema_extra=TARGET_CHANNEL)
     version: int | None = Field(None, ge=1, le=MAX_VERSION,
                                 description="Publish this version instead of the draft.")
     message: str | None = None
@@ -63,28 +69,28 @@ class PublishBody(_Body):
 
 class RollbackBody(_Body):
     version: int = Field(ge=1, le=MAX_VERSION)
-    channel: str = LIVE_CHANNEL
+    channel: str = Field(LIVE_CHANNEL, json_schema_extra=TARGET_CHANNEL)
     message: str | None = None
 
 
 class ChannelBody(_Body):
     version: int = Field(ge=1, le=MAX_VERSION)
-    migration: str | None = Field(None, description="pin (default) or latest.")
+    migration: Literal["pin", "latest"] | None = Field(None, description="pin (default) or latest.")
     message: str | None = None
 
 
 class SimulateBody(_Body):
     message: str | None = None
-    conversationId: str | None = None
+    conversationId: str | None = Field(None, json_schema_extra=UUID_TEXT)
     inputParams: dict[str, Any] | None = None
-    reset: bool = False
+    reset: ResetFlag = False
     draft: bool = Field(True, description="Run on the draft (default) ...")
     version: int | None = Field(None, ge=1, le=MAX_VERSION,
                                 description="... or on this version (then draft is ignored).")
 
 
 class SimulateStartBody(_Body):
-    conversationId: str | None = None
+    conversationId: str | None = Field(None, json_schema_extra=UUID_TEXT)
     inputParams: dict[str, Any] | None = None
     draft: bool = Field(True, description="Start on the draft (default) ...")
     version: int | None = Field(None, ge=1, le=MAX_VERSION,
@@ -131,7 +137,8 @@ async def diff_versions(engine: EngineDep, _: AdminDep, a: int = Query(..., ge=1
 
 
 @router.get("/history", responses=ADMIN_REFUSALS)
-async def history(engine: EngineDep, _: AdminDep, channel: str | None = None) -> Any:
+async def history(engine: EngineDep, _: AdminDep,
+                  channel: str | None = Query(None, json_schema_extra={"pattern": CHANNEL_PATTERN})) -> Any:
     """Every move of a channel (publish, rollback, import, point), oldest first."""
     return await _call(lambda: engine.versions.history(channel))
 
@@ -178,7 +185,8 @@ async def rollback(body: RollbackBody, engine: EngineDep, caller: AdminDep) -> A
 
 
 @router.put("/channels/{name}", responses=ADMIN_REFUSALS)
-async def point(name: str, body: ChannelBody, engine: EngineDep, caller: AdminDep) -> Any:
+async def point(body: ChannelBody, engine: EngineDep, caller: AdminDep,
+                name: str = Path(json_schema_extra={"pattern": TARGET_CHANNEL_PATTERN})) -> Any:
     """Point a channel (environment) at a version, or set its migration policy."""
     who = caller.principal.identity
     return _dict(await _call(lambda: engine.versions.point(name, body.version, migration=body.migration,
@@ -209,7 +217,7 @@ async def _simulated(turn: Awaitable[TurnResult], conversation_id: str | None) -
     except VersionNotFoundError as exc:
         return error_response(404, exc.code, exc.message)
     except ConvEngineError as exc:
-        if isinstance(exc, (InvalidInputError, ConversationNotFoundError)):
+        if isinstance(exc, ANSWERED_BY_STATUS):
             raise
         return error_reply(exc.details.get("conversationId") or conversation_id, exc)
     return MessageResponse(success=True, conversationId=result.conversation_id, intent=result.intent,

@@ -24,7 +24,11 @@ from convengine.versions.content import DRAFT_CHANNEL, MIGRATIONS, canonical, di
 VERSION = CeConfigVersion.__table__
 CHANNEL = CeConfigChannel.__table__
 PUBLICATION = CeConfigPublication.__table__
-CHANNEL_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+CHANNEL_PATTERN = "^[a-z][a-z0-9_-]{0,39}$"
+"""A channel name (as the OpenAPI schema states it)."""
+TARGET_CHANNEL_PATTERN = "^(?!draft$)[a-z][a-z0-9_-]{0,39}$"
+"""A channel that can be published to or pointed: any name but the draft's."""
+CHANNEL_NAME = re.compile(CHANNEL_PATTERN)
 MAX_TEXT = 2_000
 """Authors and messages are cut to this many characters."""
 
@@ -70,7 +74,7 @@ def lock(conn: sa.Connection) -> None:
 
 
 def check_channel(name: Any, *, draft_ok: bool = False) -> str:
-    if not isinstance(name, str) or not CHANNEL_NAME.match(name):
+    if not isinstance(name, str) or not CHANNEL_NAME.fullmatch(name):
         raise InvalidInputError(f"a channel name is 1-40 lowercase letters, digits, '-' or '_' starting with a "
                                 f"letter, got {str(name)[:60]!r}")
     if name == DRAFT_CHANNEL and not draft_ok:

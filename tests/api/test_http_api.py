@@ -59,7 +59,7 @@ MALFORMED = [
     ({"message": None, "conversationId": 7}, "body.conversationId: Input should be a valid string"),
     ({"message": "hi", "inputParams": [1, 2]}, "body.inputParams: Input should be a valid dictionary"),
     ({"message": 42}, "body.message: Input should be a valid string"),
-    ({"message": "hi", "reset": "maybe"}, "body.reset: Input should be a valid boolean"),
+    ({"message": "hi", "reset": "maybe"}, "body.reset: Value error, reset must be true or false"),
     ({"message": "hi", "conversationId": "not-a-uuid"}, "conversation_id 'not-a-uuid' is not a UUID"),
     ({"message": "bad \u0000 nul"}, "NUL character"),
 ]

@@ -52,7 +52,7 @@ HOSTILE: list[tuple[Any, ...]] = [
     ({"assistantResponse": "a" * 100_001}, "assistantResponse is 100001 characters; the limit is 100000"),
     ({"assistantResponse": "nul \u0000 byte"}, "assistantResponse contains a NUL character"),
     ({"metadata": "not an object"}, "metadata must be an object"),
-    ({"metadata": {"k\u0000": 1}}, "metadata contains a NUL character"),
+    ({"metadata": {"k\u0000": 1}}, "metadata key k? contains a NUL character"),
     ({"metadata": {"big": "x" * 70_000}}, "the limit is 65536"),
     ({"metadata": deep(40)}, "nests deeper than"),
     ({"conversationId": "../../etc/passwd"}, "is not a UUID", "INVALID_CONVERSATION_ID"),

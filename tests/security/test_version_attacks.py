@@ -85,7 +85,7 @@ async def test_channel_names_and_versions_from_a_request_are_checked(db_url: str
                                            headers=ADMIN)):
             assert response.status_code == 422, response.text
         odd = await client.get(f"{VERSIONS}/history", params={"channel": "x\x00\u00b9"}, headers=ADMIN)
-        assert odd.status_code == 422 and "channel name" in odd.text, odd.text
+        assert odd.status_code == 422 and "channel" in odd.text, odd.text
 
 
 def test_another_callers_reset_cannot_move_a_conversation_to_another_version(db_url: str) -> None:
