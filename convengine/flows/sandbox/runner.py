@@ -17,6 +17,7 @@ import signal
 import tempfile
 from typing import Any, Literal
 
+from convengine import numbers
 from convengine.flows.sandbox import host
 
 SandboxMode = Literal["strict", "weak"]
@@ -133,6 +134,9 @@ def _bounded(result: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
     they are kept in the conversation, so a script doubling them every turn would grow it without end."""
     if result.get("error"):
         return result
+    if (big := numbers.first_out_of_range([result.get("session"), result.get("flow")])) is not None:
+        return {"error": f"ValueError: the script left {numbers.shown(big)}, past {numbers.RANGE_TEXT}",
+                "stdout": result.get("stdout", "")}
     handed = len(json.dumps([inputs.get("session"), inputs.get("flow")], default=str))
     returned = len(json.dumps([result.get("session"), result.get("flow")], default=str))
     if returned > max(MAX_STATE_BYTES, handed):
