@@ -94,3 +94,14 @@ async def test_a_script_cannot_grow_the_conversations_state_without_end(db_url: 
         failed = payload_of(await turn_events(engine, first.conversation_id), "FLOW_SCRIPT_FAILED")
         assert failed["error"].startswith("OutputError"), failed
         assert len(repr(await engine.astate(first.conversation_id))) < 6_000_000
+
+
+async def test_a_forged_answer_cannot_put_more_than_the_output_limit_in_the_audit(db_url: str) -> None:
+    code = (ESCAPE + "out = re.enum.sys.modules['__main__']._out\n"
+            "out.write(json.dumps({'session': {'leak': 1}, 'error': None, 'stdout': 'x' * 3_000_000}))\n"
+            "out.flush()\np._exit(0)")
+    async with engine_on(db_url, python_flow(code, **{"python-max-output-chars": 1000})) as engine:
+        result = await engine.aprocess("hello")
+        assert result.text == "Result: 1"
+        ran = payload_of(await turn_events(engine, result.conversation_id), "FLOW_SCRIPT_RAN")
+        assert isinstance(ran["stdout"], str) and len(ran["stdout"]) <= 1000
