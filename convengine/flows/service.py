@@ -124,7 +124,7 @@ async def answer_from_knowledge(walk: Walk, flow: Flow, node: FlowNodeRecord, co
 
     def search() -> list[Any]:
         with engine.connect() as conn:
-            return retriever.search(conn, kbs, query, int(config.get("top_k", 3)), vector)
+            return retriever.search(conn, kbs, query, min(int(config.get("top_k", 3)), vocab.KNOWLEDGE_MAX_TOP_K), vector)
 
     hits = await asyncio.to_thread(search) if query.strip() else []
     best = hits[0] if hits and hits[0].score >= min_score else None

@@ -125,6 +125,11 @@ def _check_node(c: _Check, node: FlowNodeRecord, where: str) -> None:
         _python_limits(c, node, where, config)
     if node.node_type == vocab.SERVICE:
         _service_limits(c, node, where, config)
+    top_k = config.get("top_k") if node.node_type == vocab.KNOWLEDGE else None
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int)
+                              or not 1 <= top_k <= vocab.KNOWLEDGE_MAX_TOP_K):
+        c.bad(NODE, node.flow_node_id, "config", f"{where}: top_k must be a whole number from 1 to "
+              f"{vocab.KNOWLEDGE_MAX_TOP_K} (got {str(top_k)[:40]!r})")
 
 
 def _service_limits(c: _Check, node: FlowNodeRecord, where: str, config: dict[str, Any]) -> None:

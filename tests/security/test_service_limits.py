@@ -66,3 +66,15 @@ async def test_a_host_answering_503_forever_gets_a_bounded_number_of_requests(db
             assert result.text == "Service failed."
             assert time.monotonic() - started < 30
         assert len(stub.requests) == HTTP_MAX_ATTEMPTS
+
+
+@pytest.mark.parametrize("top_k", [100_000_000, 21, 0, "all"])
+async def test_a_knowledge_nodes_top_k_past_the_bound_is_refused_at_load(db_url: str, top_k: Any) -> None:
+    # every passage of every knowledge base, kept in the session's sources variable on every turn
+    nodes = [node("KN", "start", "start"), node("KN", "look", "knowledge", top_k=top_k), node("KN", "end", "end")]
+    data = flows_pack(nodes=nodes, edges=chain("KN", "start", "look", "end"),
+                      flows=[{"flow_code": "KN", "intent_code": "GREETING", "priority": 1}])
+    with pytest.raises(ConfigValidationError) as caught:
+        async with engine_on(db_url, data):
+            pass
+    assert "flow KN node look" in str(caught.value) and "top_k" in str(caught.value)
