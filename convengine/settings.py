@@ -596,6 +596,10 @@ class EngineSettings(BaseSettings):
             ConfigError: as :meth:`build` (a known key with a wrong value is still an error).
         """
         pack, warnings = compat_pack_settings(cls, pack_settings or {})
+        if taken := [".".join(path) for path in OPERATOR_ONLY_SETTINGS if _given(pack, path)]:
+            raise ConfigError(f"settings.{', settings.'.join(taken)} cannot come from a pack (its settings: or "
+                              "ce_config rows): who may call the server is the operator's to say, in the server's "
+                              "environment, its keyword settings or api.auth.keys_file", code=ErrorCode.SETTINGS_INVALID)
         try:
             from_env = cls().model_dump(exclude_unset=True, by_alias=True)
             merged = deep_merge(pack, from_env)
@@ -606,6 +610,10 @@ class EngineSettings(BaseSettings):
         remember_settings_secrets(settings.model_dump())
         return settings, warnings
 
+
+# Settings a pack may not set: with them a pack author would add its own admin key, turn ownership or
+# authentication off, or open the server to other origins and host names.
+OPERATOR_ONLY_SETTINGS: tuple[tuple[str, ...], ...] = (("api", "auth"), ("api", "cors"), ("api", "trusted_hosts"))
 
 # Settings convengine accepts (so ConvEngine configurations load) but does not act on.
 INERT_SETTINGS: dict[tuple[str, ...], str] = {
