@@ -8,9 +8,12 @@ database password, cloud credentials), which the python node's sandbox keeps out
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
+
+from convengine.errors import ConvEngineError
 
 from tests.flows.packs import chain, edge, flows_pack, node
 from tests.helpers import engine_on
@@ -44,10 +47,8 @@ async def test_a_pack_cannot_send_the_servers_environment_to_its_host(db_url: st
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CE_SERVER_ONLY_SECRET", CANARY)
     with http_server(lambda path, body: (200, {"ok": True})) as stub:
-        try:
+        with contextlib.suppress(ConvEngineError):  # refusing the pack (or the turn) is a fine outcome
             async with engine_on(db_url, leaking_pack(stub.url)) as engine:
                 await engine.aprocess("hello")
-        except Exception:  # noqa: BLE001 - refusing the pack (or the turn) is a fine outcome
-            pass
         sent = [request["headers"].get("X-Collected") for request in stub.requests]
     assert CANARY not in repr(sent)
