@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from convengine.errors import ConvEngineError
-
 from tests.flows.packs import chain, edge, flows_pack, node
 from tests.helpers import engine_on
 from tests.http_stub import http_server
