@@ -10,6 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from convengine import numbers
 from convengine.audit.events import AuditEvent
 from convengine.errors import (
     ConvEngineError,
@@ -97,9 +98,12 @@ def check_params(params: Any, max_depth: int = DEFAULT_MAX_INPUT_DEPTH, *, name:
         raise InvalidInputError(f"{name} nests deeper than {max_depth} levels (settings.api.max_input_depth)")
     check_storable(params, name)
     try:
-        return json.loads(json.dumps(dict(params), allow_nan=False))
+        checked = json.loads(json.dumps(dict(params), allow_nan=False))
     except (TypeError, ValueError) as exc:
         raise InvalidInputError(f"{name} must be JSON values: {exc}") from None
+    if (big := numbers.first_out_of_range(checked)) is not None:
+        raise InvalidInputError(f"{name} holds {numbers.shown(big)}, past {numbers.RANGE_TEXT}")
+    return checked
 
 
 def nesting_depth(value: Any, stop_at: int) -> int:

@@ -214,6 +214,12 @@ class TransportSettings(_Section):
 
 # --- convengine.mcp --------------------------------------------------------------------
 
+HTTP_MAX_ATTEMPTS = 10
+"""Most attempts of one HTTP call (a tool's or a flow's service node: its ``retries`` + 1)."""
+HTTP_MAX_TIMEOUT_MS = 120_000
+"""Longest connect or read timeout of one HTTP attempt."""
+HTTP_MAX_BACKOFF_MS = 60_000
+
 
 class McpGuardrailSettings(_Section):
     enabled: bool = False
@@ -222,12 +228,13 @@ class McpGuardrailSettings(_Section):
 
 
 class HttpApiDefaults(_Section):
-    connect_timeout_ms: int = 2000
-    read_timeout_ms: int = 5000
-    max_attempts: int = Field(2, ge=1)
-    initial_backoff_ms: int = 200
-    max_backoff_ms: int = 2000
-    backoff_multiplier: float = 2.0
+    # Bounded: a pack's retries against a host that answers 503 (or never) must not hold a turn for good.
+    connect_timeout_ms: int = Field(2000, gt=0, le=HTTP_MAX_TIMEOUT_MS)
+    read_timeout_ms: int = Field(5000, gt=0, le=HTTP_MAX_TIMEOUT_MS)
+    max_attempts: int = Field(2, ge=1, le=HTTP_MAX_ATTEMPTS)
+    initial_backoff_ms: int = Field(200, ge=0, le=HTTP_MAX_BACKOFF_MS)
+    max_backoff_ms: int = Field(2000, ge=0, le=HTTP_MAX_BACKOFF_MS)
+    backoff_multiplier: float = Field(2.0, ge=1.0, le=10.0)
     circuit_breaker_enabled: bool = True
     circuit_failure_threshold: int = Field(5, ge=1)
     circuit_open_ms: int = 30000
@@ -589,6 +596,10 @@ class EngineSettings(BaseSettings):
             ConfigError: as :meth:`build` (a known key with a wrong value is still an error).
         """
         pack, warnings = compat_pack_settings(cls, pack_settings or {})
+        if taken := [".".join(path) for path in OPERATOR_ONLY_SETTINGS if _given(pack, path)]:
+            raise ConfigError(f"settings.{', settings.'.join(taken)} cannot come from a pack (its settings: or "
+                              "ce_config rows): who may call the server is the operator's to say, in the server's "
+                              "environment, its keyword settings or api.auth.keys_file", code=ErrorCode.SETTINGS_INVALID)
         try:
             from_env = cls().model_dump(exclude_unset=True, by_alias=True)
             merged = deep_merge(pack, from_env)
@@ -599,6 +610,10 @@ class EngineSettings(BaseSettings):
         remember_settings_secrets(settings.model_dump())
         return settings, warnings
 
+
+# Settings a pack may not set: with them a pack author would add its own admin key, turn ownership or
+# authentication off, or open the server to other origins and host names.
+OPERATOR_ONLY_SETTINGS: tuple[tuple[str, ...], ...] = (("api", "auth"), ("api", "cors"), ("api", "trusted_hosts"))
 
 # Settings convengine accepts (so ConvEngine configurations load) but does not act on.
 INERT_SETTINGS: dict[tuple[str, ...], str] = {

@@ -440,7 +440,7 @@ def turn_svg() -> str:
 # tests/test_docs.py checks every module of convengine/ against this list.
 LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Foundation", "errors, settings, vocabularies, audit events, the state's shape",
-     ("errors", "_lazy", "defaults", "turn_view", "security", "settings", "vocab", "state", "textmatch", "jsontext", "jsonschemas", "storable", "audit",
+     ("errors", "_lazy", "defaults", "turn_view", "security", "settings", "vocab", "state", "textmatch", "jsontext", "numbers", "jsonschemas", "storable", "audit",
       "registry", "booleans", "ce_config", "param_keys", "graph.names",
       "memory.users", "memory.catalogue", "memory.timeline", "memory.namespaces",
       "engine_io")),

@@ -56,7 +56,7 @@ async def _loop(walk: Walk, flow: Flow, node: FlowNodeRecord, config: dict[str, 
     allowed = [str(t) for t in config.get("tools") or []]
     observations: list[dict[str, Any]] = []
     system = _system(walk, config, allowed, node)
-    for step in range(1, int(config.get("max_steps") or 4) + 1):
+    for step in range(1, _max_steps(config) + 1):
         user = json.dumps({"question": question, "observations": observations}, ensure_ascii=False, default=str)
         try:
             plan = await llm.json(walk.turn, CALL_SITE, system=system, user=user, schema=PLANNER_SCHEMA,
@@ -70,8 +70,13 @@ async def _loop(walk: Walk, flow: Flow, node: FlowNodeRecord, config: dict[str, 
             return str(plan["answer"])
         observations.append(await _tool(walk, audit, allowed, str(plan.get("tool_code") or ""),
                                         plan.get("args") or {}))
-    walk.turn.audit(vocab.FLOW_AGENT_FAILED, {**audit, "reason": "MAX_STEPS", "maxSteps": config.get("max_steps") or 4})
+    walk.turn.audit(vocab.FLOW_AGENT_FAILED, {**audit, "reason": "MAX_STEPS", "maxSteps": _max_steps(config)})
     return None
+
+
+def _max_steps(config: dict[str, Any]) -> int:
+    """The node's ``max_steps`` (checked at load), never past :data:`vocab.AGENT_MAX_STEPS` whatever reached it."""
+    return min(int(config.get("max_steps") or vocab.AGENT_DEFAULT_STEPS), vocab.AGENT_MAX_STEPS)
 
 
 def _options(config: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from convengine import numbers
 from convengine.textmatch import compile_regex
 
 MAX_SOURCE_CHARS = 1000
@@ -37,14 +38,23 @@ def _number(value: Any) -> float | int:
     if isinstance(value, bool):
         raise ExpressionError("number() of a boolean")
     if isinstance(value, int):
-        return value
+        return whole(value)
     if isinstance(value, float):
         return finite(value)
     text = str(value).strip().replace(",", "")
     try:
-        return int(text)
-    except ValueError:
+        return whole(int(text))
+    except ValueError as exc:
+        if isinstance(exc, ExpressionError):
+            raise
         return finite(float(text), text)
+
+
+def whole(value: int) -> int:
+    """``value`` if it is within the 64-bit range (what a checkpoint holds); ExpressionError otherwise."""
+    if not numbers.in_range(value):
+        raise ExpressionError(f"{numbers.shown(value)} is past {numbers.RANGE_TEXT}")
+    return value
 
 
 def finite(value: float, shown: Any = None) -> float:
@@ -154,7 +164,10 @@ def _eval(node: ast.expr, scopes: Mapping[str, Any]) -> Any:
         return _bool_op(node, scopes)
     if isinstance(node, ast.UnaryOp):
         value = _eval(node.operand, scopes)
-        return (not value) if isinstance(node.op, ast.Not) else -_number(value)
+        if isinstance(node.op, ast.Not):
+            return not value
+        negated = -_number(value)
+        return whole(negated) if isinstance(negated, int) else negated
     if isinstance(node, ast.Compare):
         return _compare(node, scopes)
     if isinstance(node, ast.BinOp):
@@ -204,8 +217,10 @@ def _arith(node: ast.BinOp, scopes: Mapping[str, Any]) -> Any:
         if len(joined) > MAX_TEXT_CHARS:
             raise ExpressionError(f"text longer than {MAX_TEXT_CHARS} characters")
         return joined
-    result = _ARITH[type(node.op)](_number(left), _number(right))
-    return finite(result, f"{left!r} {type(node.op).__name__} {right!r}") if isinstance(result, float) else result
+    result = _ARITH[type(node.op)](_number(left), _number(right))  # 64-bit operands: a product stays small
+    if isinstance(result, float):
+        return finite(result, f"{left!r} {type(node.op).__name__} {right!r}")
+    return whole(result)
 
 
 def _checked(value: Any) -> Any:

@@ -15,6 +15,7 @@ from convengine.flows.walk import NEXT, FlowError, Result, Walk
 from convengine.nodes.knowledge import synthesise
 from convengine.rules.jsonpath import compile_jsonpath
 from convengine.security.redact import ENV_REF, redact_text, remember_secret
+from convengine.settings import HTTP_MAX_ATTEMPTS, HTTP_MAX_TIMEOUT_MS
 from convengine.tools.http import HttpRequest, HttpRunner
 
 
@@ -65,11 +66,12 @@ def _request(walk: Walk, config: dict[str, Any], where: str) -> HttpRequest:
     if origin and "/".join(url.split("/", 3)[:3]).lower() != origin:
         raise FlowError(f"{where}: the rendered URL changed the configured scheme or host")
     settings = walk.turn.settings.mcp.http_api
+    # retries and timeout_ms are checked at load (flows.validate); bounded here too, whatever reached the node
+    timeout_ms = min(int(config.get("timeout_ms", settings.defaults.read_timeout_ms)), HTTP_MAX_TIMEOUT_MS)
     policy = settings.defaults.model_copy(update={
-        "max_attempts": int(config.get("retries", 0)) + 1,
-        "read_timeout_ms": int(config.get("timeout_ms", settings.defaults.read_timeout_ms)),
-        "connect_timeout_ms": min(int(config.get("timeout_ms", settings.defaults.connect_timeout_ms)),
-                                  settings.defaults.connect_timeout_ms)})
+        "max_attempts": min(int(config.get("retries", 0)) + 1, HTTP_MAX_ATTEMPTS),
+        "read_timeout_ms": timeout_ms,
+        "connect_timeout_ms": min(timeout_ms, settings.defaults.connect_timeout_ms)})
     return HttpRequest(url=url, method=str(config.get("method", "GET")).upper(),
                        headers={str(k): str(v) for k, v in walk.render(resolve_secrets(config.get("headers") or {},
                                                                                        where), where).items()},
@@ -122,7 +124,7 @@ async def answer_from_knowledge(walk: Walk, flow: Flow, node: FlowNodeRecord, co
 
     def search() -> list[Any]:
         with engine.connect() as conn:
-            return retriever.search(conn, kbs, query, int(config.get("top_k", 3)), vector)
+            return retriever.search(conn, kbs, query, min(int(config.get("top_k", 3)), vocab.KNOWLEDGE_MAX_TOP_K), vector)
 
     hits = await asyncio.to_thread(search) if query.strip() else []
     best = hits[0] if hits and hits[0].score >= min_score else None

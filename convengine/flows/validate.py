@@ -21,6 +21,7 @@ from convengine.flows.catalog import intent_of
 from convengine.flows.expr import ExpressionError, compile_expression
 from convengine.flows.sandbox import refusal as sandbox_refusal
 from convengine.jsonschemas import checked_validator
+from convengine.settings import HTTP_MAX_ATTEMPTS, HTTP_MAX_TIMEOUT_MS
 from convengine.textmatch import PatternError, compile_regex
 
 NODE, EDGE, FLOW = "ce_flow_node", "ce_flow_edge", "ce_flow"
@@ -120,10 +121,42 @@ def _check_node(c: _Check, node: FlowNodeRecord, where: str) -> None:
         _agent_options(c, node, where, config)
     if node.node_type == vocab.PYTHON and (refused := sandbox_refusal(c.python_sandbox)):
         c.bad(NODE, node.flow_node_id, "node_type", f"{where}: {refused}")
+    if node.node_type == vocab.PYTHON:
+        _python_limits(c, node, where, config)
+    if node.node_type == vocab.SERVICE:
+        _service_limits(c, node, where, config)
+    top_k = config.get("top_k") if node.node_type == vocab.KNOWLEDGE else None
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int)
+                              or not 1 <= top_k <= vocab.KNOWLEDGE_MAX_TOP_K):
+        c.bad(NODE, node.flow_node_id, "config", f"{where}: top_k must be a whole number from 1 to "
+              f"{vocab.KNOWLEDGE_MAX_TOP_K} (got {str(top_k)[:40]!r})")
+
+
+def _service_limits(c: _Check, node: FlowNodeRecord, where: str, config: dict[str, Any]) -> None:
+    """A service node's ``retries`` and ``timeout_ms``: whole numbers within the HTTP client's bounds, so a
+    host answering 503 (or nothing) cannot hold the turn."""
+    for name, low, high in (("retries", 0, HTTP_MAX_ATTEMPTS - 1), ("timeout_ms", 1, HTTP_MAX_TIMEOUT_MS)):
+        value = config.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high):
+            c.bad(NODE, node.flow_node_id, "config",
+                  f"{where}: {name} must be a whole number from {low} to {high} (got {str(value)[:40]!r})")
+
+
+def _python_limits(c: _Check, node: FlowNodeRecord, where: str, config: dict[str, Any]) -> None:
+    """A python node's ``timeout_s`` and ``memory_mb`` may lower the server's limits, never lift them past
+    their bounds; anything but a positive finite number within them is refused."""
+    for name, high in (("timeout_s", vocab.PYTHON_MAX_TIMEOUT_S), ("memory_mb", vocab.PYTHON_MAX_MEMORY_MB)):
+        value = config.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= high:
+            c.bad(NODE, node.flow_node_id, "config",
+                  f"{where}: {name} must be a number above 0 and at most {high:g} (got {str(value)[:40]!r})")
 
 
 def _agent_options(c: _Check, node: FlowNodeRecord, where: str, config: dict[str, Any]) -> None:
-    """An agent's ``model``: a non-empty name of bounded length; ``temperature``: a number in range."""
+    """An agent's ``model``: a non-empty name of bounded length; ``temperature``: a number in range;
+    ``max_steps``: a count within :data:`vocab.AGENT_MAX_STEPS`."""
     model, temperature = config.get("model"), config.get("temperature")
     if model is not None and (not isinstance(model, str) or not model.strip()
                               or len(model) > vocab.AGENT_MODEL_MAX_CHARS):
@@ -134,6 +167,11 @@ def _agent_options(c: _Check, node: FlowNodeRecord, where: str, config: dict[str
                                     or not low <= temperature <= high):
         c.bad(NODE, node.flow_node_id, "config",
               f"{where}: temperature must be a number from {low:g} to {high:g} (got {str(temperature)[:40]!r})")
+    steps = config.get("max_steps")
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int)
+                              or not 1 <= steps <= vocab.AGENT_MAX_STEPS):
+        c.bad(NODE, node.flow_node_id, "config", f"{where}: max_steps must be a whole number from 1 to "
+              f"{vocab.AGENT_MAX_STEPS} (got {str(steps)[:40]!r}): each step is a planner call the LLM asks for")
 
 
 def _value_schema(c: _Check, node: FlowNodeRecord, where: str, schema: Any) -> None:

@@ -30,6 +30,14 @@ BRANCHING_TYPES: frozenset[str] = frozenset({DECISION, ROUTER})
 # An agent node's own LLM options (checked at load).
 AGENT_MODEL_MAX_CHARS = 200
 AGENT_TEMPERATURE_MIN, AGENT_TEMPERATURE_MAX = 0.0, 2.0
+AGENT_DEFAULT_STEPS, AGENT_MAX_STEPS = 4, 32
+"""Planner calls an agent node makes per turn: its ``max_steps`` (the LLM decides whether the loop goes on)."""
+KNOWLEDGE_MAX_TOP_K = 20
+"""Most passages a knowledge node fetches (its ``top_k``, like ``knowledge.fallback.top_k``)."""
+PYTHON_MAX_TIMEOUT_S = 60.0
+"""The longest a python node's script may run (its ``timeout_s``, ``flows.python-timeout-s``)."""
+PYTHON_MAX_MEMORY_MB = 8192
+"""The largest address space a python node's script may have (its ``memory_mb``, ``flows.python-memory-mb``)."""
 
 # Outcomes a node reports; an edge with that ``outcome`` is taken (NULL outcome: the default edge).
 CAPTURED = "captured"

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 import jsonschema
 
+from convengine import numbers
 from convengine.audit import stages
 from convengine.errors import LlmError, LlmInvalidResponseError, LlmSchemaViolationError, LlmTimeoutError
 from convengine.jsonschemas import checked_validator
@@ -221,13 +222,17 @@ def parse_json(text: str, call_site: str) -> Any:
 
 def check_finite(value: Any, call_site: str) -> None:
     """LLM_INVALID_RESPONSE for a NaN or infinite number anywhere in a reply (``NaN``, ``Infinity``,
-    ``1e999``): JSON Schema's ``number`` accepts them, and NaN makes every comparison false."""
+    ``1e999``): JSON Schema's ``number`` accepts them, and NaN makes every comparison false; and for a
+    whole number past the 64-bit range, which no checkpoint can hold."""
     pending = [value]
     while pending:
         item = pending.pop()
         if isinstance(item, float) and not math.isfinite(item):
             raise LlmInvalidResponseError(f"LLM reply for {call_site} holds {item!r}, not a finite number",
                                           details={"callSite": call_site})
+        if isinstance(item, int) and not isinstance(item, bool) and not numbers.in_range(item):
+            raise LlmInvalidResponseError(f"LLM reply for {call_site} holds {numbers.shown(item)}, past "
+                                          f"{numbers.RANGE_TEXT}", details={"callSite": call_site})
         if isinstance(item, dict):
             pending.extend(item.values())
         elif isinstance(item, (list, tuple)):

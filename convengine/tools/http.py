@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 import httpcore
 import httpx
 
+from convengine import numbers
 from convengine.errors import ErrorCode, ToolError
 from convengine.rules.jsonpath import compile_jsonpath
 from convengine.security.redact import (
@@ -302,10 +303,14 @@ def map_response(response: httpx.Response, mapping: HttpMapping) -> Any:
         return response.text
     try:
         data = response.json()
+    except RecursionError:
+        raise ToolError("the response is JSON nested too deeply to read") from None
     except ValueError:
         if mode == "RAW_JSON":
             return {"text": response.text}
         raise ToolError(f"the response is not JSON, so {mode} mapping cannot apply") from None
+    if (big := numbers.first_out_of_range(data)) is not None:
+        raise ToolError(f"the response holds {numbers.shown(big)}, past {numbers.RANGE_TEXT}")
     if mode == "RAW_JSON":
         return data
     if mode == "JSON_PATH":

@@ -27,7 +27,9 @@ PASSWORD = "hunter2222"
 BEARER = "abcdefgh12345"
 SECRETS = (API_KEY, PARAM_TOKEN, PASSWORD, BEARER)
 PACK: dict[str, Any] = {
-    "settings": {"api": {"auth": {"api_keys": ["${env:CE_EXPORT_TEST_KEY}"]}}, "llm": {"log_calls": True}},
+    # a secret setting a pack may hold (api.auth is the operator's: tests/security/test_pack_settings_attacks.py)
+    "settings": {"mcp": {"db": {"databases": {"reports": "postgresql://reporter:${env:CE_EXPORT_TEST_KEY}@db/reports"}}},
+                 "llm": {"log_calls": True}},
     "ce_intent": [{"intent_code": "ECHO", "description": "echo"}],
     "ce_intent_classifier": [{"intent_code": "ECHO", "rule_type": "REGEX", "pattern": ".*", "priority": 1}],
     "ce_response": [{"response_id": 1, "intent_code": "ECHO", "state_code": "UNKNOWN", "response_type": "EXACT",

@@ -33,6 +33,8 @@ ALLOWED_SYSCALLS = (
 """What a script may still ask the kernel once the filter is loaded; anything else fails with EPERM."""
 SANDBOX_UID = 65534
 """The uid (and gid) the script runs as inside its user namespace ("nobody")."""
+SANDBOX_HOSTNAME = "sandbox"
+"""The host name the script sees (its own UTS namespace): never the server's."""
 SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin")
 """Read-only in the sandbox when present (the interpreter's shared libraries)."""
 PROBE_TIMEOUT_S = 20.0
@@ -60,7 +62,8 @@ def child_argv(prefix: tuple[str, ...] = ()) -> list[str]:
 
 def bwrap_prefix(bwrap: str) -> tuple[str, ...]:
     argv = [bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--clearenv",
-            "--cap-drop", "ALL", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--chdir", "/"]
+            "--cap-drop", "ALL", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--chdir", "/",
+            "--hostname", SANDBOX_HOSTNAME]
     for path in SYSTEM_DIRS:
         argv += ["--ro-bind-try", path, path]
     exe_prefix = os.path.dirname(os.path.dirname(python_executable()))

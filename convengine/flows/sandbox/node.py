@@ -10,20 +10,24 @@ from convengine.flows.catalog import Flow
 from convengine.flows.sandbox.runner import run_script
 from convengine.flows.walk import NEXT, Result, Walk
 
-MAX_TIMEOUT_S = 60.0
+MAX_ERROR_CHARS = 1000
+"""What a failed script's error keeps (the child cuts its own to 500; a forged reply may say more)."""
 
 
 async def run_script_node(walk: Walk, flow: Flow, node: FlowNodeRecord, config: dict[str, Any]) -> Result:
     settings = walk.turn.settings.flows
-    timeout = float(config.get("timeout_s") or settings.python_timeout_s)
+    # checked at load (flows.validate); bounded here too, whatever reached the node
+    timeout = min(vocab.PYTHON_MAX_TIMEOUT_S, float(config.get("timeout_s") or settings.python_timeout_s))  # NaN: the max
+    memory_mb = min(int(config.get("memory_mb") or settings.python_memory_mb), vocab.PYTHON_MAX_MEMORY_MB)
     inputs = {"session": walk.variables, "user": dict(walk.turn.read_params()), "flow": walk.frame_vars(),
               "tool_response": walk.last_service}
-    result = await run_script(str(config["code"]), inputs, timeout_s=min(timeout, MAX_TIMEOUT_S),
-                              memory_mb=int(config.get("memory_mb") or settings.python_memory_mb),
+    result = await run_script(str(config["code"]), inputs, timeout_s=timeout, memory_mb=memory_mb,
                               max_output_chars=settings.python_max_output_chars, mode=settings.python_sandbox)
-    audit = {"flow": flow.code, "node": node.node_id, "stdout": result.get("stdout", "")}
+    # the reply is the script's to forge: its stdout is cut to the limit here, whatever the child said
+    stdout = str(result.get("stdout") or "")[-settings.python_max_output_chars:]
+    audit = {"flow": flow.code, "node": node.node_id, "stdout": stdout}
     if result.get("error"):
-        walk.turn.audit(vocab.FLOW_SCRIPT_FAILED, {**audit, "error": result["error"]})
+        walk.turn.audit(vocab.FLOW_SCRIPT_FAILED, {**audit, "error": str(result["error"])[:MAX_ERROR_CHARS]})
         return Result("next", vocab.ERROR)
     if isinstance(result.get("session"), dict):
         walk.data["vars"] = result["session"]

@@ -17,6 +17,7 @@ import signal
 import tempfile
 from typing import Any, Literal
 
+from convengine import numbers
 from convengine.flows.sandbox import host
 
 SandboxMode = Literal["strict", "weak"]
@@ -24,6 +25,10 @@ STRICT: SandboxMode = "strict"
 WEAK: SandboxMode = "weak"
 MAX_REPLY_BYTES = 8 * 1024 * 1024
 """What a script may write back (its scopes, its print() output) on top of twice what it was handed."""
+MAX_STATE_BYTES = 8 * 1024 * 1024
+"""What a script's ``session`` and ``flow`` may hold as JSON once it ran (more only if it was handed more)."""
+MAX_REPLY_DEPTH = 64
+"""How deeply the script's answer may nest (its ``session`` and ``flow`` values count from level 3)."""
 REAP_S = 2.0
 """How long a killed script's pipe is drained and its process awaited before the turn moves on."""
 _CHUNK = 64 * 1024
@@ -61,7 +66,7 @@ async def run_script(code: str, inputs: dict[str, Any], *, timeout_s: float, mem
             return {"error": f"OutputError: the script wrote more than {cap} bytes and was stopped", "stdout": ""}
         finally:
             await _stop(proc)
-    return _reply(out, proc.returncode)
+    return _bounded(_reply(out, proc.returncode), inputs)
 
 
 def _limits(memory_mb: int, timeout_s: float, *, confined: bool) -> list[tuple[str, int]]:
@@ -106,11 +111,46 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
 
 
 def _reply(out: bytes, returncode: int | None) -> dict[str, Any]:
+    """The script's answer; its bytes are the script's to choose, so they are read like untrusted input."""
     try:
         result = json.loads(out.decode("utf-8", "replace") or "null")
+    except RecursionError:
+        result = _TOO_DEEP
     except ValueError:
         result = None
+    if result is _TOO_DEEP or _depth(result) > MAX_REPLY_DEPTH:
+        return {"error": f"ValueError: the script's values nest deeper than {MAX_REPLY_DEPTH} levels", "stdout": ""}
     if not isinstance(result, dict):
         why = "killed (memory or CPU limit)" if returncode is not None and returncode < 0 else f"exit status {returncode}"
         return {"error": f"ProcessError: the script's process ended without a result ({why})", "stdout": ""}
     return result
+
+
+_TOO_DEEP = object()
+
+
+def _bounded(result: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
+    """Refuse values that grew past :data:`MAX_STATE_BYTES` (or past what the script was handed, when more):
+    they are kept in the conversation, so a script doubling them every turn would grow it without end."""
+    if result.get("error"):
+        return result
+    if (big := numbers.first_out_of_range([result.get("session"), result.get("flow")])) is not None:
+        return {"error": f"ValueError: the script left {numbers.shown(big)}, past {numbers.RANGE_TEXT}",
+                "stdout": result.get("stdout", "")}
+    handed = len(json.dumps([inputs.get("session"), inputs.get("flow")], default=str))
+    returned = len(json.dumps([result.get("session"), result.get("flow")], default=str))
+    if returned > max(MAX_STATE_BYTES, handed):
+        return {"error": f"OutputError: the script's session and flow values hold {returned} bytes as JSON, more than "
+                         f"{max(MAX_STATE_BYTES, handed)}", "stdout": result.get("stdout", "")}
+    return result
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value`` (parsed JSON) nests, without recursion."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, level = todo.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level)
+            todo.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
