@@ -5,6 +5,7 @@ refuses to write figures measured on a loaded machine. Timings are never asserte
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from contextlib import nullcontext
 from pathlib import Path
@@ -59,7 +60,7 @@ def docs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path.write_text(f"# Performance\n{run_all.START}\nold figures\n{run_all.END}\n", encoding="utf-8")
     monkeypatch.setattr(run_all, "DOCS", path)
     monkeypatch.setattr(run_all, "postgres_server", lambda: nullcontext(None))
-    monkeypatch.setattr(common.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
     return path
 
 
