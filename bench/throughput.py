@@ -151,7 +151,9 @@ async def http_mode(url: str, folder: Path) -> AsyncIterator[Mode]:
         @asynccontextmanager
         async def level(n: int) -> AsyncIterator[Turn]:
             cids = [str(uuid.uuid4()) for _ in range(n)]
-            limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
+            # idle while the other modes take their slice: drop an idle connection (after 1 s) before
+            # the server's keep-alive timeout (uvicorn's 5 s) closes it under a request
+            limits = httpx.Limits(max_connections=n, max_keepalive_connections=n, keepalive_expiry=1.0)
             async with httpx.AsyncClient(base_url=server.base, timeout=120, limits=limits) as client:
 
                 async def turn(w: int, i: int) -> None:
