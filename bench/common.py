@@ -54,6 +54,38 @@ FLOWS_ASSISTANT = Flow("flows_assistant (conversation flows)", EXAMPLES / "flows
 FLOWS = (SUPPORT_DESK, LOAN, FLOWS_ASSISTANT)
 
 
+LOAD_PER_CPU_LIMIT = 0.25
+"""``--update-docs`` refuses to run when the 1-minute load average per CPU is above this before it
+starts (see "How figures are measured" in docs/performance.md)."""
+
+
+def read_load() -> tuple[float, float, float]:
+    """The 1-, 5- and 15-minute load averages (a seam the tests replace)."""
+    return os.getloadavg()
+
+
+def load_sample() -> dict[str, Any]:
+    one, five, fifteen = read_load()
+    cpus = os.cpu_count() or 1
+    return {"load1": one, "load5": five, "load15": fifteen, "cpus": cpus, "load1_per_cpu": one / cpus}
+
+
+def loaded(sample: dict[str, Any], limit: float = LOAD_PER_CPU_LIMIT, own_processes: int = 0) -> bool:
+    """Whether the machine was busier than ``limit`` per CPU, not counting ``own_processes`` busy
+    processes of the benchmark itself (at the end of a run its own work is in the average)."""
+    return max(0.0, sample["load1"] - own_processes) / sample["cpus"] > limit
+
+
+def refuse_if_loaded(sample: dict[str, Any], limit: float, when: str, own_processes: int = 0) -> None:
+    """Stop with a clear message when the machine is too busy for figures worth committing."""
+    if loaded(sample, limit, own_processes):
+        mine = f" after discounting the benchmark's own {own_processes} busy process(es)" if own_processes else ""
+        raise SystemExit(
+            f"refusing --update-docs: {when} the 1-minute load average was {sample['load1']:.2f} on "
+            f"{sample['cpus']} CPU(s){mine}, above the limit of {limit:g} per CPU; figures measured on a "
+            "loaded machine are not committed. Run again on a quiet machine (or without --update-docs).")
+
+
 def machine() -> dict[str, Any]:
     return {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
             "processor": platform.processor() or platform.machine()}
@@ -177,10 +209,16 @@ def print_table(title: str, header: list[str], rows: list[list[Any]]) -> None:
         print("  ".join(str(x).ljust(w) for x, w in zip(row, widths)))
 
 
-def write_results(name: str, data: dict[str, Any]) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.json"
-    path.write_text(json.dumps({"machine": machine(), "at": time.strftime("%Y-%m-%dT%H:%M:%S"), **data}, indent=2))
+def write_results(name: str, data: dict[str, Any], load_start: dict[str, Any], folder: Path | None = None) -> Path:
+    """``<folder>/<name>.json`` with the machine and its load average when the run started and ended."""
+    folder = folder or RESULTS
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.json"
+    end = load_sample()
+    load = {"start": load_start, "end": end, "limit_per_cpu": LOAD_PER_CPU_LIMIT,
+            "loaded_at_start": loaded(load_start), "loaded_at_end": loaded(end, own_processes=1)}
+    path.write_text(json.dumps({"machine": machine(), "at": time.strftime("%Y-%m-%dT%H:%M:%S"), "load": load,
+                                **data}, indent=2))
     return path
 
 
@@ -188,10 +226,15 @@ Measured = tuple[list[list[Any]], list[dict[str, Any]]]
 
 
 def run_and_report(name: str, title: str, header: list[str],
-                   measure: Callable[[Path, str | None], Awaitable[Measured]], *, postgres: bool = True) -> None:
-    """A benchmark's ``main``: measure in a temporary folder (with a PostgreSQL server), print, write JSON."""
+                   measure: Callable[[Path, str | None], Awaitable[Measured]], *, postgres: bool = True,
+                   results: Path | None = None) -> Path:
+    """A benchmark's ``main``: measure in a temporary folder (with a PostgreSQL server), print, write JSON
+    (into ``results``, by default bench/results/); returns the JSON file's path."""
+    load_start = load_sample()
     server: AbstractContextManager[str | None] = postgres_server() if postgres else nullcontext(None)
     with tempfile.TemporaryDirectory() as tmp, server as pg_url:
-        rows, results = asyncio.run(measure(Path(tmp), pg_url))
+        rows, measured = asyncio.run(measure(Path(tmp), pg_url))
     print_table(title, header, rows)
-    print(f"\nwrote {write_results(name, {name: results})}")
+    path = write_results(name, {name: measured}, load_start, results)
+    print(f"\nwrote {path}")
+    return path

@@ -1,7 +1,11 @@
 """Every benchmark in one run (about 10 minutes on 2 quiet cores): prints each table, writes JSON, and a
 Markdown summary; ``--update-docs`` also puts the summary into docs/performance.md.
 
-    python bench/run_all.py [--quick] [--update-docs]
+    python bench/run_all.py [--quick] [--update-docs [--max-load-per-cpu 0.25]] [--results DIR]
+
+``--update-docs`` refuses to start when the machine is loaded: a 1-minute load average per CPU above
+``LOAD_PER_CPU_LIMIT`` (0.25) before the run, or above it after the run once the benchmark's own busy
+process is discounted. Every JSON result records the load average at its start and end.
 
 PostgreSQL comes from CONVENGINE_BENCH_PG_URL (or CONVENGINE_TEST_PG_URL); otherwise a throwaway
 server is started with scripts/pg-server.
@@ -30,9 +34,20 @@ from bench import (
     turn_overhead,
     versions_overhead,
 )
-from bench.common import RESULTS, ROOT, machine, postgres_server, print_table, write_results
+from bench.common import (
+    LOAD_PER_CPU_LIMIT,
+    RESULTS,
+    ROOT,
+    load_sample,
+    machine,
+    postgres_server,
+    print_table,
+    refuse_if_loaded,
+    write_results,
+)
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+DOCS = ROOT / "docs" / "performance.md"
 
 
 def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
@@ -69,25 +84,28 @@ async def run(args: argparse.Namespace, pg_url: str | None, folder: Path) -> lis
     ]
     for name, measure, header, title in steps:
         began = time.perf_counter()
+        load_start = load_sample()
         rows, results = await measure()
         print_table(f"{title}  [{time.perf_counter() - began:.0f} s]", header, rows)
-        write_results(name, {name: results})
+        write_results(name, {name: results}, load_start, args.results)
         tables.append((title, header, rows))
     return tables
 
 
-def summary(tables: list[tuple[str, list[str], list[list[Any]]]], seconds: float) -> str:
+def summary(tables: list[tuple[str, list[str], list[list[Any]]]], seconds: float, load_start: dict[str, Any]) -> str:
     info = machine()
+    end = load_sample()
     parts = [(f"Measured by `python bench/run_all.py` on {time.strftime('%Y-%m-%d')}: {info['cpus']} CPUs "
-             f"({info['processor']}), Python {info['python']}, {info['platform']}; total {seconds:.0f} s. "
+             f"({info['processor']}), Python {info['python']}, {info['platform']}; total {seconds:.0f} s; "
+             f"1-minute load average {load_start['load1']:.2f} before the run, {end['load1']:.2f} after it. "
              "JSON in `bench/results/`.")]
     for title, header, rows in tables:
         parts.append(f"### {title}\n\n{markdown_table(header, rows)}")
     return "\n\n".join(parts) + "\n"
 
 
-def update_docs(text: str) -> None:
-    path = ROOT / "docs" / "performance.md"
+def update_docs(text: str, path: Path | None = None) -> None:
+    path = path or DOCS
     doc = path.read_text(encoding="utf-8")
     if START not in doc or END not in doc:
         raise SystemExit(f"{path} has no {START} ... {END} section")
@@ -96,20 +114,31 @@ def update_docs(text: str) -> None:
     path.write_text(f"{head}{START}\n{text}{END}{tail}", encoding="utf-8")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller runs (a smoke test, not figures to quote)")
-    parser.add_argument("--update-docs", action="store_true", help="write the summary into docs/performance.md")
-    args = parser.parse_args()
-    began = time.perf_counter()
+    parser.add_argument("--update-docs", action="store_true", help="write the summary into docs/performance.md "
+                        "(refused on a loaded machine)")
+    parser.add_argument("--max-load-per-cpu", type=float, default=LOAD_PER_CPU_LIMIT,
+                        help="the 1-minute load average per CPU above which --update-docs is refused "
+                             f"(default {LOAD_PER_CPU_LIMIT})")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="folder of the JSON results and summary")
+    args = parser.parse_args(argv)
+    if args.update_docs and args.quick:
+        raise SystemExit("refusing --update-docs with --quick: quick runs are smoke tests, not figures to quote")
+    began, load_start = time.perf_counter(), load_sample()
+    if args.update_docs:
+        refuse_if_loaded(load_start, args.max_load_per_cpu, "before the run")
     with tempfile.TemporaryDirectory() as tmp, postgres_server() as pg_url:
         tables = asyncio.run(run(args, pg_url, Path(tmp)))
-    text = summary(tables, time.perf_counter() - began)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "summary.md").write_text(text, encoding="utf-8")
+    text = summary(tables, time.perf_counter() - began, load_start)
+    args.results.mkdir(parents=True, exist_ok=True)
+    (args.results / "summary.md").write_text(text, encoding="utf-8")
     if args.update_docs:
+        # the benchmark's own process is still in the 1-minute average: discount one busy process
+        refuse_if_loaded(load_sample(), args.max_load_per_cpu, "at the end of the run", own_processes=1)
         update_docs(text)
-    print(f"\nall benchmarks done in {time.perf_counter() - began:.0f} s; summary in {RESULTS / 'summary.md'}")
+    print(f"\nall benchmarks done in {time.perf_counter() - began:.0f} s; summary in {args.results / 'summary.md'}")
 
 
 if __name__ == "__main__":

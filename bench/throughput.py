@@ -7,7 +7,10 @@ its own conversation of the support-desk pack, in three ways:
 - ``http``: ``convengine serve`` in its own process, driven from this (separate) process over HTTP;
 - ``bare``: the bare LangGraph graph of the same node count on the same saver, the floor.
 
-    python bench/throughput.py [--seconds 5] [--levels 1,4,16,64]
+The three are interleaved: each level's time is cut into slices and the modes take turns slice by
+slice, so drift on a shared machine affects them alike.
+
+    python bench/throughput.py [--seconds 5] [--levels 1,4,16,64] [--results DIR]
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,12 +32,12 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import SUPPORT_DESK, bare_graph, fresh_database, run_and_report, saver_for
+from bench.common import RESULTS, SUPPORT_DESK, bare_graph, fresh_database, run_and_report, saver_for
 from convengine.engine import Engine
 
 TITLE = "Throughput on PostgreSQL (support desk; each worker its own conversation)"
 HEADER = ["mode", "concurrency", "turns/s", "p50 ms", "p99 ms", "turns", "vs bare turns/s"]
-NODES = 27
+ROUNDS = 4
 Turn = Callable[[int, int], Awaitable[Any]]  # (worker, turn index) -> awaitable
 
 
@@ -75,27 +79,36 @@ def message(i: int) -> str:
     return SUPPORT_DESK.messages[i % len(SUPPORT_DESK.messages)]
 
 
-async def python_levels(url: str, levels: list[int], seconds: float) -> list[Level]:
+Mode = Callable[[int], AbstractAsyncContextManager[Turn]]  # concurrency -> its workers' turn, while open
+
+
+@asynccontextmanager
+async def python_mode(url: str) -> AsyncIterator[tuple[Mode, int]]:
+    """Turns through one Engine in this process; also yields the engine's compiled node count."""
     engine = await Engine.aopen(url, **SUPPORT_DESK.options())
+
+    @asynccontextmanager
+    async def level(n: int) -> AsyncIterator[Turn]:
+        cids = [str(uuid.uuid4()) for _ in range(n)]
+        yield lambda w, i: engine.aprocess(message(i), cids[w])
+
     try:
-        results = []
-        for n in levels:
-            cids = [str(uuid.uuid4()) for _ in range(n)]
-            results.append(await drive(lambda w, i, c=cids: engine.aprocess(message(i), c[w]), n, seconds))
-        return results
+        yield level, len(engine.graph.get_graph().nodes) - 2  # without __start__ / __end__
     finally:
         await engine.aclose()
 
 
-async def bare_levels(url: str, levels: list[int], seconds: float) -> list[Level]:
+@asynccontextmanager
+async def bare_mode(url: str, nodes: int) -> AsyncIterator[Mode]:
     async with saver_for(url) as saver:
-        graph = bare_graph(NODES).compile(checkpointer=saver)
-        results = []
-        for n in levels:
+        graph = bare_graph(nodes).compile(checkpointer=saver)
+
+        @asynccontextmanager
+        async def level(n: int) -> AsyncIterator[Turn]:
             configs = [{"configurable": {"thread_id": str(uuid.uuid4())}} for _ in range(n)]
-            results.append(await drive(lambda w, i, c=configs: graph.ainvoke({"text": message(i)}, c[w],
-                                                                              durability="exit"), n, seconds))
-        return results
+            yield lambda w, i: graph.ainvoke({"text": message(i)}, configs[w], durability="exit")
+
+        yield level
 
 
 class ServerProcess:
@@ -129,26 +142,54 @@ class ServerProcess:
         self.log.close()
 
 
-async def http_levels(url: str, levels: list[int], seconds: float, folder: Path) -> list[Level]:
+@asynccontextmanager
+async def http_mode(url: str, folder: Path) -> AsyncIterator[Mode]:
     server = ServerProcess(url, folder / "server.log")
     try:
         await server.ready()
-        results = []
-        for n in levels:
+
+        @asynccontextmanager
+        async def level(n: int) -> AsyncIterator[Turn]:
             cids = [str(uuid.uuid4()) for _ in range(n)]
-            limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
+            # idle while the other modes take their slice: drop an idle connection (after 1 s) before
+            # the server's keep-alive timeout (uvicorn's 5 s) closes it under a request
+            limits = httpx.Limits(max_connections=n, max_keepalive_connections=n, keepalive_expiry=1.0)
             async with httpx.AsyncClient(base_url=server.base, timeout=120, limits=limits) as client:
 
-                async def turn(w: int, i: int, c: list[str] = cids, http: httpx.AsyncClient = client) -> None:
-                    reply = await http.post("/api/v1/conversation/message",
-                                            json={"message": message(i), "conversationId": c[w]})
+                async def turn(w: int, i: int) -> None:
+                    reply = await client.post("/api/v1/conversation/message",
+                                              json={"message": message(i), "conversationId": cids[w]})
                     if reply.status_code != 200 or not reply.json().get("success"):
                         raise RuntimeError(f"turn failed: {reply.text[:200]}")
 
-                results.append(await drive(turn, n, seconds))
-        return results
+                yield turn
+
+        yield level
     finally:
         server.stop()
+
+
+def merged(parts: list[Level]) -> Level:
+    """One level from its slices (turns and time added up, latencies pooled)."""
+    return Level(parts[0].concurrency, sum(p.turns for p in parts), sum(p.seconds for p in parts),
+                 [x for p in parts for x in p.latencies])
+
+
+async def interleaved(modes: dict[str, Mode], levels: list[int], seconds: float,
+                      rounds: int = ROUNDS) -> dict[str, list[Level]]:
+    """Each level's time cut into ``rounds`` slices, the modes taking turns slice by slice (the order
+    reversed every other round), so drift on a shared machine affects them alike."""
+    measured: dict[str, list[Level]] = {mode: [] for mode in modes}
+    for n in levels:
+        async with AsyncExitStack() as stack:
+            turns = {mode: await stack.enter_async_context(level(n)) for mode, level in modes.items()}
+            parts: dict[str, list[Level]] = {mode: [] for mode in modes}
+            for r in range(rounds):
+                for mode in (list(modes) if r % 2 == 0 else list(reversed(modes))):
+                    parts[mode].append(await drive(turns[mode], n, seconds / rounds))
+        for mode in modes:
+            measured[mode].append(merged(parts[mode]))
+    return measured
 
 
 async def measure(levels: list[int], seconds: float, pg_url: str | None,
@@ -156,31 +197,34 @@ async def measure(levels: list[int], seconds: float, pg_url: str | None,
     if not pg_url:
         print("throughput: PostgreSQL unavailable, nothing measured")
         return [], []
-    bare = await bare_levels(fresh_database("postgres", pg_url, folder), levels, seconds)
-    modes = {"python": await python_levels(fresh_database("postgres", pg_url, folder), levels, seconds),
-             "http": await http_levels(fresh_database("postgres", pg_url, folder), levels, seconds, folder),
-             "bare": bare}
+    async with AsyncExitStack() as stack:
+        python, nodes = await stack.enter_async_context(python_mode(fresh_database("postgres", pg_url, folder)))
+        http = await stack.enter_async_context(http_mode(fresh_database("postgres", pg_url, folder), folder))
+        bare = await stack.enter_async_context(bare_mode(fresh_database("postgres", pg_url, folder), nodes))
+        modes = await interleaved({"python": python, "http": http, "bare": bare}, levels, seconds)
     rows: list[list[Any]] = []
     results: list[dict[str, Any]] = []
     for mode, measured in modes.items():
-        for level, floor in zip(measured, bare, strict=True):
+        for level, floor in zip(measured, modes["bare"], strict=True):
             ratio = level.per_second / floor.per_second
             rows.append([mode, level.concurrency, f"{level.per_second:.1f}", f"{level.percentile(0.5):.1f}",
                          f"{level.percentile(0.99):.1f}", level.turns, f"{ratio:.2f}x"])
             results.append({"mode": mode, "concurrency": level.concurrency, "turns_per_second": level.per_second,
                             "p50_ms": level.percentile(0.5), "p99_ms": level.percentile(0.99), "turns": level.turns,
-                            "seconds": level.seconds, "ratio_to_bare": ratio,
+                            "seconds": level.seconds, "ratio_to_bare": ratio, "bare_nodes": nodes,
                             "mean_ms": statistics.fmean(level.latencies) * 1000})
     return rows, results
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> Path:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--levels", default="1,4,16,64")
-    args = parser.parse_args()
+    parser.add_argument("--results", type=Path, default=RESULTS, help="folder of the JSON result")
+    args = parser.parse_args(argv)
     levels = [int(x) for x in args.levels.split(",")]
-    run_and_report("throughput", TITLE, HEADER, lambda folder, pg_url: measure(levels, args.seconds, pg_url, folder))
+    return run_and_report("throughput", TITLE, HEADER,
+                          lambda folder, pg_url: measure(levels, args.seconds, pg_url, folder), results=args.results)
 
 
 if __name__ == "__main__":

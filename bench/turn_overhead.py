@@ -1,11 +1,19 @@
-"""Turn overhead: the engine's turn time on the example flows, against a bare LangGraph graph.
+"""Turn overhead: the engine's turn time on the example flows, against LangGraph baselines.
 
-For each saver (SQLite, PostgreSQL) this prints the engine's median and p99 turn time and the
-ratio to a bare graph with the same number of nodes on the same saver in durability="exit",
-and to the raw floor of one read and one write of the conversation row. The three are timed
-in alternating blocks of turns, so drift on a shared machine affects them alike.
+For each saver (SQLite, PostgreSQL) and flow this prints the engine's median and p99 turn time
+and its ratio to:
 
-    python bench/turn_overhead.py [--turns 300]
+- the fair baseline (:mod:`bench.fair_baseline`): as many trivial nodes as the engine executes
+  per turn (counted from its STEP_ENTER audit), an engine-sized state, the engine's own turn
+  lock and checkpoint binding, one history row and one commit;
+- the bare graph: every compiled node of the engine's graph, a state of one or two tiny fields,
+  on the same saver in durability="exit", no lock, no transaction of its own, no row;
+- the raw floor of one read and one write of the conversation row.
+
+All four are timed in alternating blocks of turns, so drift on a shared machine affects them
+alike. The JSON result carries every ratio, the executed nodes per turn and the load average.
+
+    python bench/turn_overhead.py [--turns 300] [--warmup 30] [--sqlite-only] [--results DIR]
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (
     FLOWS,
+    RESULTS,
     Flow,
     bare_graph,
     fresh_database,
@@ -30,11 +39,12 @@ from bench.common import (
     saver_for,
     time_interleaved,
 )
+from bench.fair_baseline import fair_turns, profile
 from convengine.engine import Engine
 
-TITLE = "Turn overhead (durability=exit, same saver; target <= 1.5x the bare graph)"
-HEADER = ["saver", "flow", "engine p50 ms", "engine p99 ms", "bare p50 ms", "engine/bare", "floor p50 ms",
-          "engine/floor"]
+TITLE = "Turn overhead (durability=exit, same saver; targets: <= 1.3x the fair baseline, <= 1.0x the bare graph)"
+HEADER = ["saver", "flow", "nodes run/turn", "engine p50 ms", "engine p99 ms", "fair p50 ms", "engine/fair",
+          "bare p50 ms", "engine/bare", "floor p50 ms", "engine/floor"]
 
 
 @asynccontextmanager
@@ -93,34 +103,53 @@ async def floor_turns(url: str) -> AsyncIterator[Callable[[int], Awaitable[Any]]
         await engine.dispose()
 
 
-async def measure_flow(backend: str, flow: Flow, turns: int, pg_url: str | None, folder: Path) -> dict[str, Any]:
-    """Engine, bare graph and floor timed in alternating blocks (each on its own fresh database)."""
+async def measure_flow(backend: str, flow: Flow, turns: int, pg_url: str | None, folder: Path,
+                       warmup: int = 30) -> dict[str, Any]:
+    """The flow profiled on a probe run, then engine, fair baseline, bare graph and floor timed in
+    alternating blocks (each on its own fresh database)."""
+    prof = await profile(fresh_database(backend, pg_url, folder), flow)
     async with AsyncExitStack() as stack:
         engine, nodes = await stack.enter_async_context(engine_turns(fresh_database(backend, pg_url, folder), flow))
+        fair = await stack.enter_async_context(fair_turns(fresh_database(backend, pg_url, folder), flow, prof))
         bare = await stack.enter_async_context(bare_turns(fresh_database(backend, pg_url, folder), nodes))
         floor = await stack.enter_async_context(floor_turns(fresh_database(backend, pg_url, folder)))
-        timings = await time_interleaved({"engine": engine, "bare": bare, "floor": floor}, turns, warmup=30)
-    e, b, f = timings["engine"], timings["bare"], timings["floor"]
-    return {"backend": backend, "flow": flow.name, "nodes": nodes, "turns": turns,
-            "engine_median_ms": e.median_ms, "engine_p99_ms": e.p99_ms, "bare_median_ms": b.median_ms,
-            "bare_p99_ms": b.p99_ms, "ratio_to_bare": e.median_ms / b.median_ms, "floor_median_ms": f.median_ms,
-            "ratio_to_floor": e.median_ms / f.median_ms}
+        timings = await time_interleaved({"engine": engine, "fair": fair, "bare": bare, "floor": floor}, turns,
+                                         warmup=warmup)
+    e = timings["engine"]
+    result: dict[str, Any] = {"backend": backend, "flow": flow.name, "nodes": nodes, **prof.describe(),
+                              "turns": turns, "warmup": warmup,
+                              "engine_median_ms": e.median_ms, "engine_p99_ms": e.p99_ms}
+    for name in ("fair", "bare", "floor"):
+        t = timings[name]
+        result |= {f"{name}_median_ms": t.median_ms, f"{name}_p99_ms": t.p99_ms,
+                   f"ratio_to_{name}": e.median_ms / t.median_ms}
+    return result
 
 
-async def measure(turns: int, pg_url: str | None, folder: Path) -> tuple[list[list[Any]], list[dict[str, Any]]]:
-    results = [await measure_flow(backend, flow, turns, pg_url, folder)
+def row(r: dict[str, Any]) -> list[Any]:
+    return [r["backend"], r["flow"], f"{r['executed_nodes_per_turn']:.2f} of {r['nodes']}",
+            f"{r['engine_median_ms']:.2f}", f"{r['engine_p99_ms']:.2f}", f"{r['fair_median_ms']:.2f}",
+            f"{r['ratio_to_fair']:.2f}x", f"{r['bare_median_ms']:.2f}", f"{r['ratio_to_bare']:.2f}x",
+            f"{r['floor_median_ms']:.2f}", f"{r['ratio_to_floor']:.1f}x"]
+
+
+async def measure(turns: int, pg_url: str | None, folder: Path,
+                  warmup: int = 30) -> tuple[list[list[Any]], list[dict[str, Any]]]:
+    results = [await measure_flow(backend, flow, turns, pg_url, folder, warmup)
                for backend in ["sqlite"] + (["postgres"] if pg_url else []) for flow in FLOWS]
-    rows = [[r["backend"], r["flow"], f"{r['engine_median_ms']:.2f}", f"{r['engine_p99_ms']:.2f}",
-             f"{r['bare_median_ms']:.2f}", f"{r['ratio_to_bare']:.2f}x", f"{r['floor_median_ms']:.2f}",
-             f"{r['ratio_to_floor']:.1f}x"] for r in results]
-    return rows, results
+    return [row(r) for r in results], results
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> Path:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=300)
-    args = parser.parse_args()
-    run_and_report("turn_overhead", TITLE, HEADER, lambda folder, pg_url: measure(args.turns, pg_url, folder))
+    parser.add_argument("--warmup", type=int, default=30, help="untimed turns of each variant first")
+    parser.add_argument("--sqlite-only", action="store_true", help="skip PostgreSQL")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="folder of the JSON result")
+    args = parser.parse_args(argv)
+    return run_and_report("turn_overhead", TITLE, HEADER,
+                          lambda folder, pg_url: measure(args.turns, pg_url, folder, args.warmup),
+                          postgres=not args.sqlite_only, results=args.results)
 
 
 if __name__ == "__main__":
