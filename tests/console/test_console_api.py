@@ -52,7 +52,7 @@ async def test_turn_view_shows_steps_rules_llm_prompts_and_state_change(db_url: 
         assert steps["reset_conversation"]["status"] == "SKIPPED"
         assert steps["reset_conversation"]["skipped"] == "NO_RESET_TRIGGER"
         extraction = steps["schema_extraction"]
-        assert extraction["status"] == "OK" and extraction["durationMs"] > 0
+        assert extraction["status"] == "OK" and isinstance(extraction["durationMs"], int)  # whole ms, as ConvEngine
         assert "SCHEMA_EXTRACTION_LLM_OUTPUT" in [s["stage"] for s in extraction["stages"]]
         applied = [r for r in turn["rules"] if r["kind"] == "RULE_APPLIED"]
         assert [(r["action"], r["actionValue"]) for r in applied] == [("SET_STATE", "ORDERED")]
