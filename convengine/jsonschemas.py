@@ -74,33 +74,33 @@ NO_RETRIEVAL: Registry[Any] = Registry(retrieve=_retrieve_nothing)  # type: igno
 """A registry that fetches no URL and reads no file: only the schema itself (and the metaschemas) resolve."""
 
 
-def check_refs(schema: Any) -> None:
-    """Raise SchemaError for a reference outside the schema itself (a URL, a file, another document)."""
+def _dict_nodes(schema: Any) -> Iterator[dict[str, Any]]:
+    """Every object of a JSON Schema document, iteratively (schemas may be deep)."""
     pending = [schema]
     while pending:
         node = pending.pop()
         if isinstance(node, list):
             pending.extend(node)
         elif isinstance(node, dict):
-            for keyword in REF_KEYWORDS:
-                ref = node.get(keyword)
-                if isinstance(ref, str) and not ref.startswith("#"):
-                    raise SchemaError(f"{keyword} {ref[:200]!r} points outside the schema; only local references "
-                                      "('#/$defs/name', '#/properties/x') are allowed, remote and file references "
-                                      "are refused")
+            yield node
             pending.extend(node.values())
+
+
+def check_refs(schema: Any) -> None:
+    """Raise SchemaError for a reference outside the schema itself (a URL, a file, another document)."""
+    for node in _dict_nodes(schema):
+        for keyword in REF_KEYWORDS:
+            ref = node.get(keyword)
+            if isinstance(ref, str) and not ref.startswith("#"):
+                raise SchemaError(f"{keyword} {ref[:200]!r} points outside the schema; only local references "
+                                  "('#/$defs/name', '#/properties/x') are allowed, remote and file references "
+                                  "are refused")
 
 
 def check_patterns(schema: Any) -> None:
     """Raise SchemaError when a pattern of ``schema`` needs a backtracking engine."""
-    pending = [schema]
-    while pending:
-        node = pending.pop()
-        if isinstance(node, list):
-            pending.extend(node)
-        elif isinstance(node, dict):
-            _check_node(node)
-            pending.extend(node.values())
+    for node in _dict_nodes(schema):
+        _check_node(node)
 
 
 def _check_node(node: dict[str, Any]) -> None:

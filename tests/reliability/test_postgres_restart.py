@@ -51,6 +51,11 @@ class DedicatedPostgres:
 
 @pytest.fixture
 def postgres() -> Iterator[DedicatedPostgres]:
+    """A PostgreSQL server of this test's own, stopped and started by it."""
+    yield from dedicated_postgres()
+
+
+def dedicated_postgres() -> Iterator[DedicatedPostgres]:
     if not PG_URL:  # the suite's PostgreSQL variable says PostgreSQL is available here
         if REQUIRE_PG:
             pytest.fail("CONVENGINE_REQUIRE_PG=1 but CONVENGINE_TEST_PG_URL is not set")

@@ -10,26 +10,18 @@ import httpx
 import pytest
 
 from tests.api.test_readiness import FAST, READY, assert_not_ready, wait_for
-from tests.conftest import PG_URL, REQUIRE_PG
-from tests.reliability.test_postgres_restart import DedicatedPostgres
+from tests.reliability.test_postgres_restart import DedicatedPostgres, dedicated_postgres
 from tests.servers import Server
 
 
 @pytest.fixture
-def dedicated_postgres() -> Iterator[DedicatedPostgres]:
+def postgres() -> Iterator[DedicatedPostgres]:
     """A PostgreSQL server of this test's own, stopped and started by it."""
-    if not PG_URL:  # the suite's PostgreSQL variable says PostgreSQL is available here
-        if REQUIRE_PG:
-            pytest.fail("CONVENGINE_REQUIRE_PG=1 but CONVENGINE_TEST_PG_URL is not set")
-        pytest.skip("PostgreSQL not configured (set CONVENGINE_TEST_PG_URL)")
-    server = DedicatedPostgres()
-    yield server
-    server.remove()
+    yield from dedicated_postgres()
 
 
-def test_ready_is_503_while_postgres_is_down_and_200_once_it_is_back(dedicated_postgres: DedicatedPostgres,
+def test_ready_is_503_while_postgres_is_down_and_200_once_it_is_back(postgres: DedicatedPostgres,
                                                                      tmp_path: Path) -> None:
-    postgres = dedicated_postgres
     server = Server(postgres.url, tmp_path / "server.log", env=FAST)
     try:
         assert wait_for(server.base, 200).json() == READY
