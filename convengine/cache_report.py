@@ -3,7 +3,7 @@
 ConvEngine caches each control table separately; convengine keeps them all in one immutable
 configuration snapshot (reloaded whole by a cache refresh, a pack import or a changed stamp). So
 ``staticCaches`` names each control table with the rows the snapshot holds, ``runtimeCaches`` the
-per-process state a turn uses (remembered owners, turn locks, audit rate-limit buckets, live stream
+per-process state a turn uses (turn locks, audit rate-limit buckets, live stream
 subscriptions, the ce_verbose publisher), and ``warmupTimingMs`` times reading each table from the
 database (``firstCallMs``) against reading it from the snapshot (``secondCallMs``).
 """
@@ -42,8 +42,6 @@ def _runtime(runtime: Any) -> dict[str, Any]:
     rate_limit = runtime.audit_filter.settings.rate_limit
     verbose = runtime.verbose[1].rows if runtime.verbose is not None else runtime.holder.current.verbose
     return {
-        "ce_conversation_owner_cache": {"exists": True, "nativeEntryCount": len(runtime.owners),
-                                        "capacity": runtime.owners.capacity},
         "ce_conversation_turn_locks": {"exists": True, "nativeEntryCount": runtime.locks.held()},
         "ce_audit_rate_limit_buckets": {"exists": bool(rate_limit.enabled),
                                         "nativeEntryCount": runtime.audit_filter.bucket_count()},

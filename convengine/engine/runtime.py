@@ -61,7 +61,6 @@ from convengine.memory.pruning import prune_keeping_undo
 from convengine.memory.service import Admission
 from convengine.memory.timeline import UndoResult
 from convengine.nodes.context import Services, StepHook, TurnContext
-from convengine.owners import KnownOwners
 from convengine.persistence import ConversationStore, Write, insert_events
 from convengine.registry import Registries, TaskRegistry
 from convengine.rules.engine import RuleRegistry
@@ -99,7 +98,6 @@ class EngineRuntime:
     audit_filter: AuditFilter
     gate: TurnGate
     """Admission: the turns this process runs at once and the queue of the others (sized from the pool)."""
-    owners: KnownOwners = field(default_factory=KnownOwners)
     stamp_checked_at: float = 0.0
     verbose: tuple[ConfigSnapshot, VerbosePublisher] | None = None
     long_term: BaseStore | None = None
@@ -221,7 +219,7 @@ class EngineRuntime:
         try:
             async with self.locks.hold(request.conversation_id) as conn, self._bound(conn) as deferred:
                 admission = await memory_service.admit(conn, request, owner)
-                refused = await self._refusal(conn, request.conversation_id, owner) or admission.refused
+                refused = _refusal(request.conversation_id, owner, admission) or admission.refused
                 if refused is None:
                     final = await self._run(conn, request, ctx, choice, admission, deferred)
         except ConversationBusyError:
@@ -266,17 +264,6 @@ class EngineRuntime:
         memory_service.publish_deferred(ctx, self.bus)
         await self._prune(request.conversation_id, int(final.get("turn") or 0), snapshot.settings)
         return final
-
-    async def _refusal(self, conn: AsyncConnection | None, conversation_id: str,
-                       owner: str | None) -> ConversationNotFoundError | None:
-        """Why ``owner`` may not run a turn here (another owner's conversation), or None."""
-        if owner is None:
-            return None
-        try:
-            await self.check_access(conversation_id, owner, conn)
-        except ConversationNotFoundError as refused:
-            return refused
-        return None
 
     def _context(self, request: TurnRequest, compiled: Compiled, owner: str | None) -> TurnContext:
         """The turn's context on its version: that version's snapshot, audit filter and SEMANTIC index."""
@@ -351,15 +338,12 @@ class EngineRuntime:
 
     async def move(self, conversation_id: str, kind: str, owner: str | None = None) -> UndoResult:
         """Undo or redo the conversation's last turn, under its turn lock (serialised with its turns)."""
-        refused: ConversationNotFoundError | None = None
         await self.long_term_store()  # the turn may have saved long-term values (set up outside the lock)
         async with self.gate.admit(), self.locks.hold(conversation_id) as conn:
-            refused = await self._refusal(conn, conversation_id, owner)
-            if refused is None and not (await self.store.ownership(conversation_id, conn))[0]:
-                refused = _not_found(conversation_id)
-            if refused is None:
+            exists, stored = await self.store.ownership(conversation_id, conn)
+            if exists and (owner is None or stored == owner):
                 return await memory_service.move(self, conn, conversation_id, kind)
-        raise refused
+        raise _not_found(conversation_id)
 
     async def long_term_store(self) -> BaseStore:
         """The shared long-term store, opened and set up on first use."""
@@ -395,12 +379,10 @@ class EngineRuntime:
     async def check_access(self, conversation_id: str, owner: str | None,
                            conn: AsyncConnection | None = None) -> bool:
         """Whether the conversation exists; ConversationNotFoundError when it exists but ``owner`` (None:
-        anyone) is not its owner, exactly as for a conversation that does not exist."""
-        stored = self.owners.get(conversation_id)
-        exists = stored is not None
-        if not exists:
-            exists, stored = await self.store.ownership(conversation_id, conn)
-            self.owners.remember(conversation_id, stored)
+        anyone) is not its owner, exactly as for a conversation that does not exist. Read from the
+        database every time: an erased conversation's id may be created again by another owner
+        (:func:`convengine.memory.service.forget_user`), so no process may remember an owner."""
+        exists, stored = await self.store.ownership(conversation_id, conn)
         if exists and owner is not None and stored != owner:
             raise _not_found(conversation_id)
         return exists
@@ -480,6 +462,14 @@ def _all(*writes: Write | None) -> Write:
             each(conn)
 
     return write
+
+
+def _refusal(conversation_id: str, owner: str | None, admission: Admission) -> ConversationNotFoundError | None:
+    """Why ``owner`` may not run a turn here (another owner's conversation), or None: decided on the
+    owner :func:`~convengine.memory.service.admit` read under the turn lock, in the turn's transaction."""
+    if owner is None or not admission.exists or admission.owner == owner:
+        return None
+    return _not_found(conversation_id)
 
 
 def _not_found(conversation_id: str) -> ConversationNotFoundError:
