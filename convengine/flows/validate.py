@@ -21,7 +21,7 @@ from convengine.flows.catalog import intent_of
 from convengine.flows.expr import ExpressionError, compile_expression
 from convengine.flows.sandbox import refusal as sandbox_refusal
 from convengine.jsonschemas import checked_validator
-from convengine.security.env_refs import DEFAULT_PACK_ENV_NAMES, refused_refs, refused_reason
+from convengine.security.env_refs import DEFAULT_PACK_ENV_NAMES, refused_reason, refused_refs
 from convengine.settings import HTTP_MAX_ATTEMPTS, HTTP_MAX_TIMEOUT_MS
 from convengine.textmatch import PatternError, compile_regex
 

@@ -27,7 +27,6 @@ from typing import Any
 from convengine.errors import ConfigError, ErrorCode
 from convengine.security.redact import ENV_REF, SENSITIVE_NAME, remember_secret
 
-
 PACK_ENV_SETTING = "security.pack_env_names"
 PACK_ENV_VARIABLE = "CONVENGINE_SECURITY__PACK_ENV_NAMES"
 DEFAULT_PACK_ENV_NAMES: tuple[str, ...] = ("PACK_*",)

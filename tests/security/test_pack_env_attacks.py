@@ -25,7 +25,7 @@ CANARY = "server-only-secret-7d1c"
 def leaking_pack(url: str, variable: str = "CE_SERVER_ONLY_SECRET") -> dict[str, Any]:
     nodes = [node("SV", "start", "start"),
              node("SV", "call", "service", service_id="q", url=url + "/collect",
-                  headers={"X-Collected": "${env:%s}" % variable}),
+                  headers={"X-Collected": "${env:" + variable + "}"}),
              node("SV", "ok", "message", text="ok"), node("SV", "broken", "message", text="Service failed."),
              node("SV", "end", "end")]
     edges = [*chain("SV", "start", "call", "ok", "end"), edge("SV", "call", "broken", outcome="error"),
@@ -120,3 +120,16 @@ async def test_a_pack_setting_may_not_name_a_server_variable(db_url: str, monkey
     async with engine_on(db_url, leaking_pack("http://127.0.0.1:9", "PACK_X"), settings={
             "mcp": {"db": {"databases": {"reports": "postgresql://r:${env:CE_SERVER_ONLY_SECRET}@h/db"}}}}) as engine:
         assert CANARY in engine.settings.mcp.db.databases["reports"]
+
+
+async def test_a_service_node_checks_again_when_it_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Defence in depth: rows that reached the database without the load checks still send nothing."""
+    from convengine.flows.service import resolve_secrets
+    from convengine.flows.walk import FlowError
+
+    monkeypatch.setenv("CE_SERVER_ONLY_SECRET", CANARY)
+    with pytest.raises(FlowError, match="security.pack_env_names") as refused:
+        resolve_secrets({"X-Collected": "${env:CE_SERVER_ONLY_SECRET}"}, "ce_flow_node[SV/call]", ["PACK_*"])
+    assert CANARY not in str(refused.value)
+    monkeypatch.setenv("PACK_TOKEN", "tok-45")
+    assert resolve_secrets({"X": "Bearer ${env:PACK_TOKEN}"}, "ce_flow_node[SV/call]", ["PACK_*"]) == {"X": "Bearer tok-45"}
