@@ -20,7 +20,7 @@ from convengine import ce_config
 from convengine.defaults import DEFAULT_DATABASE_URL
 from convengine.errors import ConfigError, ErrorCode
 from convengine.graph.names import PIPELINE_END_GUARD
-from convengine.security.env_refs import resolve_env_refs
+from convengine.security.env_refs import DEFAULT_PACK_ENV_NAMES, resolve_env_refs
 from convengine.security.redact import remember_settings_secrets
 
 DEFAULT_MAX_PASSES = 5
@@ -534,6 +534,13 @@ class AdmissionSettings(_Section):
     """The ``Retry-After`` a refused request is told (seconds)."""
 
 
+class SecuritySettings(_Section):
+    pack_env_names: list[str] = Field(default_factory=lambda: list(DEFAULT_PACK_ENV_NAMES))
+    """The environment variables a pack may reference as ``${env:NAME}`` (names or glob patterns);
+    operator-only. The server's own variables (``CONVENGINE_*``, ``DATABASE_URL``, ``OPENAI_*``) match
+    no pattern, only their exact name."""
+
+
 class EngineSettings(BaseSettings):
     """Every ``convengine.*`` property, nested; see the module docstring for precedence."""
 
@@ -554,6 +561,8 @@ class EngineSettings(BaseSettings):
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
     flows: FlowsSettings = Field(default_factory=FlowsSettings)
     conversation_memory: ConversationMemorySettings = Field(default_factory=ConversationMemorySettings)
+    security: SecuritySettings = Field(default_factory=SecuritySettings)
+    """Operator-only: see ``OPERATOR_ONLY_SETTINGS``."""
     tables: dict[str, str] = Field(default_factory=dict)
     """ConvEngine's table-name remap; only the default names are supported (see docs/decisions.md)."""
     schema_active: str | None = Field(None, alias="schema")
@@ -598,13 +607,16 @@ class EngineSettings(BaseSettings):
         pack, warnings = compat_pack_settings(cls, pack_settings or {})
         if taken := [".".join(path) for path in OPERATOR_ONLY_SETTINGS if _given(pack, path)]:
             raise ConfigError(f"settings.{', settings.'.join(taken)} cannot come from a pack (its settings: or "
-                              "ce_config rows): who may call the server is the operator's to say, in the server's "
-                              "environment, its keyword settings or api.auth.keys_file", code=ErrorCode.SETTINGS_INVALID)
+                              "ce_config rows): who may call the server and which of its environment variables packs may "
+                              "read are the operator's to say, in the server's environment, its keyword settings or "
+                              "api.auth.keys_file", code=ErrorCode.SETTINGS_INVALID)
         try:
             from_env = cls().model_dump(exclude_unset=True, by_alias=True)
-            merged = deep_merge(pack, from_env)
-            merged = deep_merge(merged, normalise_keys(cls, overrides))
-            settings = cls(**resolve_env_refs(merged))
+            operator = deep_merge(from_env, normalise_keys(cls, overrides))
+            allowed = SecuritySettings.model_validate(operator.get("security") or {}).pack_env_names
+            # the pack's references name only allowed variables; the operator's own may name any
+            merged = deep_merge(resolve_env_refs(pack, allowed=allowed), resolve_env_refs(operator))
+            settings = cls(**merged)
         except ValidationError as exc:
             raise ConfigError(_describe(exc), code=ErrorCode.SETTINGS_INVALID) from None
         remember_settings_secrets(settings.model_dump())
@@ -612,8 +624,9 @@ class EngineSettings(BaseSettings):
 
 
 # Settings a pack may not set: with them a pack author would add its own admin key, turn ownership or
-# authentication off, or open the server to other origins and host names.
-OPERATOR_ONLY_SETTINGS: tuple[tuple[str, ...], ...] = (("api", "auth"), ("api", "cors"), ("api", "trusted_hosts"))
+# authentication off, open the server to other origins and host names, or read the server's secrets.
+OPERATOR_ONLY_SETTINGS: tuple[tuple[str, ...], ...] = (("api", "auth"), ("api", "cors"), ("api", "trusted_hosts"),
+                                                       ("security",))
 
 # Settings convengine accepts (so ConvEngine configurations load) but does not act on.
 INERT_SETTINGS: dict[tuple[str, ...], str] = {

@@ -266,7 +266,7 @@ class Quotes(BaseHTTPRequestHandler):
 
 server = HTTPServer(("127.0.0.1", 0), Quotes)
 threading.Thread(target=server.serve_forever, daemon=True).start()
-os.environ["QUOTE_API_URL"] = f"http://127.0.0.1:{server.server_port}"
+os.environ["PACK_QUOTE_API_URL"] = f"http://127.0.0.1:{server.server_port}"
 # a scripted model: the agent node's answer, and "no intent" from the LLM matcher
 llm = ScriptedLLM({"MCP_PLANNER": [{"action": "ANSWER", "tool_code": None, "args": None, "operation_tag": None,
                                     "answer": "A fixed rate keeps payments steady; a variable one can move."}]},

@@ -76,7 +76,8 @@ def build_snapshot(data: SnapshotInput) -> ConfigSnapshot:
     )
     validate(check, labels)
     check.warnings[:0] = settings_warnings
-    validate_flows(check, labels, python_sandbox=settings.flows.python_sandbox if settings else "strict")
+    validate_flows(check, labels, python_sandbox=settings.flows.python_sandbox if settings else "strict",
+                   **({"pack_env_names": settings.security.pack_env_names} if settings else {}))
     violations = rowset.violations + settings_violations + check.violations
     if violations or settings is None:
         raise ConfigValidationError(violations, source=data.source)

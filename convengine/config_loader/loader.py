@@ -101,6 +101,7 @@ def import_pack(
     extensions: Extensions | None = None,
     replace: bool = True,
     on_change: ImportHook | None = None,
+    settings_overrides: Mapping[str, Any] | None = None,
 ) -> ConfigSnapshot:
     """Make the control tables hold the pack's rows, in one transaction.
 
@@ -112,8 +113,9 @@ def import_pack(
     (:class:`ConfigurationExistsError` says what would be replaced) instead of overwritten.
     ``on_change(conn, rows)`` runs in the import's transaction when the rows changed (the engine and
     the CLI record the import as a configuration version: :func:`convengine.versions.lifecycle.record_import`).
+    ``settings_overrides`` are the operator's keyword settings the pack is validated under.
     """
-    snapshot = validate_pack(source, extensions=extensions)
+    snapshot = validate_pack(source, settings_overrides=settings_overrides, extensions=extensions)
     rowset = coerce_rows(pack_tables(read_pack(source)), origin="pack")
     try:
         with engine.connect() as conn:

@@ -501,7 +501,8 @@ def _prepare(sync_engine: sa.Engine, settings: EngineSettings, pack: str | Path 
     if settings.auto_migrate:
         upgrade(sync_engine)
     if pack is not None:
-        import_pack(sync_engine, pack, extensions=extensions, on_change=record_import)
+        import_pack(sync_engine, pack, extensions=extensions, on_change=record_import,
+                    settings_overrides=holder.settings_overrides)
     holder.reload()
 
 

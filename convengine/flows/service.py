@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -14,23 +15,27 @@ from convengine.flows.catalog import Flow
 from convengine.flows.walk import NEXT, FlowError, Result, Walk
 from convengine.nodes.knowledge import synthesise
 from convengine.rules.jsonpath import compile_jsonpath
+from convengine.security.env_refs import pack_may_read, refused_reason
 from convengine.security.redact import ENV_REF, redact_text, remember_secret
 from convengine.settings import HTTP_MAX_ATTEMPTS, HTTP_MAX_TIMEOUT_MS
 from convengine.tools.http import HttpRequest, HttpRunner
 
 
-def resolve_secrets(value: Any, where: str) -> Any:
-    """``${env:NAME}`` in the configured (not yet rendered) value, read now and never stored."""
+def resolve_secrets(value: Any, where: str, allowed: Sequence[str]) -> Any:
+    """``${env:NAME}`` in the configured (not yet rendered) value, read now and never stored; only the
+    variables the operator lets packs read (``security.pack_env_names``, checked at load too)."""
     if isinstance(value, str):
-        return ENV_REF.sub(lambda m: _secret(m.group(1), where), value) if "${env:" in value else value
+        return ENV_REF.sub(lambda m: _secret(m.group(1), where, allowed), value) if "${env:" in value else value
     if isinstance(value, dict):
-        return {k: resolve_secrets(v, where) for k, v in value.items()}
+        return {k: resolve_secrets(v, where, allowed) for k, v in value.items()}
     if isinstance(value, list):
-        return [resolve_secrets(v, where) for v in value]
+        return [resolve_secrets(v, where, allowed) for v in value]
     return value
 
 
-def _secret(name: str, where: str) -> str:
+def _secret(name: str, where: str, allowed: Sequence[str]) -> str:
+    if not pack_may_read(name, allowed):
+        raise FlowError(f"{where}: {refused_reason(name)}")
     if name not in os.environ:
         raise FlowError(f"{where}: the environment variable {name} (referenced as ${{env:{name}}}) is not set")
     value = os.environ[name]
@@ -60,7 +65,8 @@ async def call_service(walk: Walk, flow: Flow, node: FlowNodeRecord, config: dic
 
 
 def _request(walk: Walk, config: dict[str, Any], where: str) -> HttpRequest:
-    url_template = resolve_secrets(str(config["url"]), where)
+    allowed = walk.turn.settings.security.pack_env_names
+    url_template = resolve_secrets(str(config["url"]), where, allowed)
     url = walk.render(url_template, where)
     origin = _fixed_origin(url_template)
     if origin and "/".join(url.split("/", 3)[:3]).lower() != origin:
@@ -74,8 +80,8 @@ def _request(walk: Walk, config: dict[str, Any], where: str) -> HttpRequest:
         "connect_timeout_ms": min(timeout_ms, settings.defaults.connect_timeout_ms)})
     return HttpRequest(url=url, method=str(config.get("method", "GET")).upper(),
                        headers={str(k): str(v) for k, v in walk.render(resolve_secrets(config.get("headers") or {},
-                                                                                       where), where).items()},
-                       body=walk.render(resolve_secrets(config.get("body"), where), where), policy=policy)
+                                                                                       where, allowed), where).items()},
+                       body=walk.render(resolve_secrets(config.get("body"), where, allowed), where), policy=policy)
 
 
 async def _call(walk: Walk, flow: Flow, node: FlowNodeRecord, config: dict[str, Any], spec: HttpRequest) -> Result:

@@ -8,7 +8,7 @@ agent's ``model`` / ``temperature`` included), or a cycle can run without waitin
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -21,6 +21,7 @@ from convengine.flows.catalog import intent_of
 from convengine.flows.expr import ExpressionError, compile_expression
 from convengine.flows.sandbox import refusal as sandbox_refusal
 from convengine.jsonschemas import checked_validator
+from convengine.security.env_refs import DEFAULT_PACK_ENV_NAMES, refused_reason, refused_refs
 from convengine.settings import HTTP_MAX_ATTEMPTS, HTTP_MAX_TIMEOUT_MS
 from convengine.textmatch import PatternError, compile_regex
 
@@ -45,6 +46,7 @@ class _Check:
     edges: dict[str, list[FlowEdgeRecord]]
     intents: set[str] | None = None
     python_sandbox: str = "strict"
+    pack_env_names: Sequence[str] = DEFAULT_PACK_ENV_NAMES
     found: list[Violation] = field(default_factory=list)
     no_entry: set[str] = field(default_factory=set)
     """Flows entered only at their intent nodes (a subflow or the welcome flow needs one entry)."""
@@ -53,14 +55,16 @@ class _Check:
         self.found.append(Violation(table, row_id, column, reason))
 
 
-def validate_flows(v: Any, labels: dict[str, dict[Any, str]], *, python_sandbox: str = "strict") -> None:
+def validate_flows(v: Any, labels: dict[str, dict[Any, str]], *, python_sandbox: str = "strict",
+                   pack_env_names: Sequence[str] = DEFAULT_PACK_ENV_NAMES) -> None:
     """Check ce_flow / ce_flow_node / ce_flow_edge of a :class:`Validation`, adding its violations.
 
     ``python_sandbox`` is ``flows.python-sandbox``: under ``strict`` a python node is refused where
-    this host cannot set up its sandbox."""
+    this host cannot set up its sandbox. ``pack_env_names`` is ``security.pack_env_names``: a service
+    node's ``${env:NAME}`` must name a variable it allows."""
     flows = {f.flow_code: f for f in v.rows(FLOW) if f.enabled}
     check = _Check(flows, {code: {} for code in flows}, {code: [] for code in flows},
-                   {i.intent_code for i in v.rows("ce_intent") if i.enabled}, python_sandbox)
+                   {i.intent_code for i in v.rows("ce_intent") if i.enabled}, python_sandbox, pack_env_names)
     for code in [c for c in flows if c.startswith("__") or any(ch in c for ch in RESERVED_CHARS)]:
         check.bad(FLOW, code, "flow_code", f"flow {code}: flow codes may not start with '__' nor contain "
                   f"{' or '.join(map(repr, RESERVED_CHARS))}")
@@ -135,6 +139,8 @@ def _check_node(c: _Check, node: FlowNodeRecord, where: str) -> None:
 def _service_limits(c: _Check, node: FlowNodeRecord, where: str, config: dict[str, Any]) -> None:
     """A service node's ``retries`` and ``timeout_ms``: whole numbers within the HTTP client's bounds, so a
     host answering 503 (or nothing) cannot hold the turn."""
+    for field_path, name in refused_refs(config, "config", c.pack_env_names):
+        c.bad(NODE, node.flow_node_id, "config", f"{where}: {field_path}: {refused_reason(name)}")
     for name, low, high in (("retries", 0, HTTP_MAX_ATTEMPTS - 1), ("timeout_ms", 1, HTTP_MAX_TIMEOUT_MS)):
         value = config.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high):

@@ -28,7 +28,7 @@ async def test_quote_service_python_subflow_and_decision(db_url: str, monkeypatc
         return 200, {"rate": 6.0, "amount": body["amount"]}
 
     with http_server(reply) as stub:
-        monkeypatch.setenv("QUOTE_API_URL", stub.url)
+        monkeypatch.setenv("PACK_QUOTE_API_URL", stub.url)
         async with engine_on(db_url, str(PACK), mcp={"http_api": {"allowed_hosts": ["127.0.0.1"]}}) as engine:
             cid = (await engine.astart()).conversation_id
             await engine.aprocess("I want a loan", cid)

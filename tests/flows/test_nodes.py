@@ -48,7 +48,8 @@ async def test_service_node_calls_the_server_maps_outputs_and_keeps_secrets_out(
         data = one_flow("SVC", nodes, edges)
         data["settings"]["mcp"] = {"http-api": {"allowed-hosts": ["127.0.0.1"],
                                                 "defaults": {"initial-backoff-ms": 1}}}
-        async with engine_on(db_url, data) as engine:
+        # the operator lets packs read QUOTE_API_TOKEN (tests/security/test_pack_env_attacks.py)
+        async with engine_on(db_url, data, settings={"security": {"pack_env_names": ["QUOTE_API_TOKEN"]}}) as engine:
             cid = (await engine.aprocess("hello")).conversation_id
             result = await engine.aprocess("24", cid)
             assert result.text == "Rate 4.5 for 24 months."

@@ -40,6 +40,7 @@ PACK: dict[str, Any] = {
 @pytest.fixture(autouse=True)
 def api_key_in_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CE_EXPORT_TEST_KEY", API_KEY)
+    monkeypatch.setenv("CONVENGINE_SECURITY__PACK_ENV_NAMES", '["CE_EXPORT_TEST_KEY"]')  # the operator allows it
 
 
 async def record(url: str, pack: Path) -> str:

@@ -157,20 +157,20 @@ async def test_a_failing_step_is_reported_without_its_secrets(db_url: str, world
 
 async def test_secrets_from_the_environment_stay_references(db_url: str,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CE_TEST_REPORTS_PASSWORD", DB_PASSWORD)
-    referenced = "postgresql://reporter:${env:CE_TEST_REPORTS_PASSWORD}@db.internal/reports"
+    monkeypatch.setenv("PACK_TEST_REPORTS_PASSWORD", DB_PASSWORD)
+    referenced = "postgresql://reporter:${env:PACK_TEST_REPORTS_PASSWORD}@db.internal/reports"
     data = pack(settings={"mcp": {"db": {"databases": {"reports": referenced}}}})
     async with engine_on(db_url, data) as engine:
         resolved = engine.settings.mcp.db.databases["reports"]
     exported = run_cli("pack", "export", "--url", db_url)
     assert resolved == f"postgresql://reporter:{DB_PASSWORD}@db.internal/reports"
-    assert "${env:CE_TEST_REPORTS_PASSWORD}" in exported.stdout and DB_PASSWORD not in exported.stdout
-    monkeypatch.delenv("CE_TEST_REPORTS_PASSWORD")
+    assert "${env:PACK_TEST_REPORTS_PASSWORD}" in exported.stdout and DB_PASSWORD not in exported.stdout
+    monkeypatch.delenv("PACK_TEST_REPORTS_PASSWORD")
     with pytest.raises(ConfigError) as missing:
         async with engine_on(db_url, data):
             pass
-    assert "mcp.db.databases.reports refers to ${env:CE_TEST_REPORTS_PASSWORD}" in missing.value.message
-    assert "CE_TEST_REPORTS_PASSWORD is not set" in missing.value.message
+    assert "mcp.db.databases.reports refers to ${env:PACK_TEST_REPORTS_PASSWORD}" in missing.value.message
+    assert "PACK_TEST_REPORTS_PASSWORD is not set" in missing.value.message
 
 
 # --- the live server, its log and the CLI ---------------------------------------------------
