@@ -246,7 +246,7 @@ async def _events(engine: Engine, request: Request, cid: str, caller: Caller,
         yield {"event": "CONNECTED", "data": json.dumps({"conversationId": cid, "transport": "SSE"})}
         watch = Watch(subscription.queue, settings.transport.sse.emitter_timeout_ms / 1000,
                       None if exists else settings.api.streams.idle_timeout_s,
-                      None if exists or caller.owner is None else lambda: engine.acheck_access(cid, caller.owner))
+                      None if caller.owner is None else lambda: engine.acheck_access(cid, caller.owner))
         async for event in watch.events(request.is_disconnected):
             yield sse_event(event)
     finally:

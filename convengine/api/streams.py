@@ -95,9 +95,11 @@ class Watch:
     """The events a stream forwards, until it is over.
 
     ``lifetime_s`` bounds the whole stream; ``idle_s`` (a conversation that has not started) closes
-    it when no event arrives in that time. ``verify`` (a not-yet-started conversation, with ownership
-    on) is asked, as events arrive, whether the caller may read the conversation: events wait until
-    it says yes (the conversation exists and is the caller's); a refusal ends the stream.
+    it when no event arrives in that time. ``verify`` (with ownership on) is asked, when the first
+    event of each turn arrives, whether the caller may read the conversation: the turn's events wait
+    until it says yes (the conversation exists and is the caller's); a refusal ends the stream. Asking
+    once per turn keeps an open stream from showing a conversation another caller created under the
+    same id after the first one was erased.
     """
 
     queue: asyncio.Queue[AuditEvent]
@@ -106,6 +108,8 @@ class Watch:
     verify: Verify | None = None
     pending: list[AuditEvent] = field(default_factory=list)
     refused: bool = False
+    turn: str | None = None
+    """The turn whose events were last let through (verified)."""
 
     async def events(self, disconnected: Callable[[], Awaitable[bool]]) -> AsyncIterator[AuditEvent]:
         loop = asyncio.get_running_loop()
@@ -125,14 +129,16 @@ class Watch:
         if self.verify is None:
             return [] if event is None else [event]
         if event is not None:
+            if not self.pending and self.turn is not None and _turn_of(event) == self.turn:
+                return [event]  # a turn already verified
             self.pending.append(event)
         if not self.pending:
             return []
         if not await self._verified() or self.refused:
             self.refused = self.refused or len(self.pending) > MAX_PENDING
             return []
-        self.verify = None
         admitted, self.pending = self.pending, []
+        self.turn = _turn_of(admitted[-1])
         return admitted
 
     async def _verified(self) -> bool:
@@ -142,6 +148,12 @@ class Watch:
         except ConversationNotFoundError:  # someone else's conversation started under this id
             self.refused = True
             return False
+
+
+def _turn_of(event: AuditEvent) -> str | None:
+    """The turn that emitted ``event`` (events from another process carry it in their ``_meta``)."""
+    meta = event.meta if isinstance(event.meta, dict) else {}
+    return event.turn_id or meta.get("turnId")
 
 
 async def _next(queue: asyncio.Queue[AuditEvent], timeout: float) -> AuditEvent | None:

@@ -212,3 +212,25 @@ def test_idle_connections_beyond_the_concurrency_limit_are_shed(serve: Any) -> N
     finally:
         for sock in idle:
             sock.close()
+
+
+async def test_an_open_stream_shows_nothing_of_a_conversation_another_caller_creates_under_its_erased_id(
+        serve: Any) -> None:
+    server = serve(*BEYOND_LOOPBACK, env=auth_env())
+    async with httpx.AsyncClient(base_url=server.base, timeout=30) as client, AsyncExitStack() as stack:
+        cid = new_id()
+        first = await send(client, USER_A, "a loan please", cid, userId="mallory")
+        assert first.status_code == 200 and first.json()["success"], first.text
+        events = await _open(stack, client, cid, USER_A, until="never")
+        own = await send(client, USER_A, "and another thing", cid, userId="mallory")
+        assert own.status_code == 200, own.text
+        await asyncio.wait_for(_until(events, "PIPELINE_TIMING"), 20)  # the owner's own turns stream as before
+        seen = len(events)
+        erased = await client.post("/api/v1/users/forget", json={"userId": "mallory", "conversations": True},
+                                   headers=bearer(USER_A))
+        assert erased.status_code == 200 and erased.json()["conversations"] == 1, erased.text
+        taken = await send(client, USER_B, "a loan please, my secret is 4321", cid, userId="vic")
+        assert taken.status_code == 200 and taken.json()["success"], taken.text
+        await asyncio.sleep(3)  # the other caller's turn has long ended: its events would have arrived
+        leaked = [(name, data) for name, data, _ in events[seen:]]
+        assert leaked == [] and "4321" not in json.dumps([data for _, data, _ in events])
