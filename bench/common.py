@@ -154,6 +154,11 @@ def bare_graph(node_count: int) -> StateGraph[Any, Any, Any, Any]:
 
     for i, name in enumerate(names):
         graph.add_node(name, make(i))
+    return chain(graph, names)
+
+
+def chain(graph: StateGraph[Any, Any, Any, Any], names: list[str]) -> StateGraph[Any, Any, Any, Any]:
+    """``graph`` with its nodes ``names`` run one after the other, from START to END."""
     graph.add_edge(START, names[0])
     for a, b in itertools.pairwise(names):
         graph.add_edge(a, b)

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 import sqlalchemy as sa
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import StateGraph
 
-from bench.common import Flow
+from bench.common import Flow, chain
 from convengine.audit import stages
 from convengine.checkpointing import TurnLocks, open_saver
 from convengine.checkpointing.bound import TurnSaver, commit_turn_connection
@@ -127,11 +127,7 @@ def fair_graph(prof: Profile) -> StateGraph[Any, Any, Any, Any]:
 
     for name, key in zip(names, itertools.cycle(keys)):
         graph.add_node(name, make(key))
-    graph.add_edge(START, names[0])
-    for a, b in itertools.pairwise(names):
-        graph.add_edge(a, b)
-    graph.add_edge(names[-1], END)
-    return graph
+    return chain(graph, names)
 
 
 def _turn_input(prof: Profile, cid: str, text: str, fresh: bool) -> dict[str, Any]:
