@@ -479,6 +479,11 @@ class ReadinessSettings(_Section):
     """A probe's answer is reused for this long, so polling ``/ready`` cannot load the database."""
 
 
+MAX_CONNECTIONS_PER_CLIENT = 1024
+"""Default of ``api.max_connections_per_client``: above what one load balancer or load generator opens to a
+worker for 1,000 concurrent conversations (128 reset the connections of such a single-address client)."""
+
+
 class ApiSettings(_Section):
     max_message_chars: int = Field(DEFAULT_MAX_MESSAGE_CHARS, ge=1)
     max_body_bytes: int = Field(2_000_000, ge=1024)
@@ -498,7 +503,7 @@ class ApiSettings(_Section):
     has fully arrived count: connections still sending theirs (or idle) take no slot. Above
     ``admission.max_turns + admission.queue_length``, so a turn past the admission queue gets its
     ``SERVER_BUSY`` answer with ``Retry-After`` rather than this one."""
-    max_connections_per_client: int = Field(128, ge=0)
+    max_connections_per_client: int = Field(MAX_CONNECTIONS_PER_CLIENT, ge=0)
     """Open connections one client address may hold; more are closed at once (0: no cap). Behind a
     reverse proxy every caller has the proxy's address: raise it above the proxy's connection pool or set 0."""
     max_header_bytes: int = Field(16_384, ge=1024)

@@ -35,7 +35,7 @@ from convengine.api.refusals import error_response
 from convengine.engine import Engine
 from convengine.errors import ErrorCode
 from convengine.security.logs import server_log_config
-from convengine.settings import ApiSettings
+from convengine.settings import MAX_CONNECTIONS_PER_CLIENT, ApiSettings
 
 
 class BoundedH11Protocol(H11Protocol):
@@ -44,7 +44,7 @@ class BoundedH11Protocol(H11Protocol):
 
     head_timeout_s = 10.0
     body_timeout_s = 30.0
-    max_connections_per_client = 128
+    max_connections_per_client = MAX_CONNECTIONS_PER_CLIENT
     per_client: ClassVar[Counter[str]] = Counter()
     """Open connections per client address (one Counter per server: see :func:`bounded_protocol`)."""
     _head_timer: asyncio.TimerHandle | None = None
@@ -157,7 +157,7 @@ class _RequestLimit:
 
 
 def bounded_protocol(head_timeout_s: float, body_timeout_s: float = 30.0,
-                     max_connections_per_client: int = 128) -> type[BoundedH11Protocol]:
+                     max_connections_per_client: int = MAX_CONNECTIONS_PER_CLIENT) -> type[BoundedH11Protocol]:
     """A protocol class (with its own per-client counts) for one server."""
     return type("BoundedH11Protocol", (BoundedH11Protocol,), {
         "head_timeout_s": head_timeout_s, "body_timeout_s": body_timeout_s,

@@ -31,7 +31,7 @@ from convengine.defaults import LIVE_CHANNEL
 from convengine.engine import Engine
 from convengine.errors import ConfigError
 from convengine.security.logs import server_log_config
-from convengine.settings import ApiSettings
+from convengine.settings import MAX_CONNECTIONS_PER_CLIENT, ApiSettings
 
 SPEC_ENV = "CONVENGINE_SERVE_SPEC"
 """The environment variable a worker reads its :class:`ServeSpec` from."""
@@ -54,7 +54,7 @@ class ServeSpec:
     """The configuration channel served."""
     head_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
-    max_connections_per_client: int = 128
+    max_connections_per_client: int = MAX_CONNECTIONS_PER_CLIENT
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
