@@ -38,7 +38,7 @@ class Flow:
 
     def options(self) -> dict[str, Any]:
         """Fresh engine options (tasks, and a new ScriptedLLM when the flow has one)."""
-        from convengine.cli.support import pack_options
+        from convengine.config_loader.companions import pack_options
 
         return pack_options(self.pack, scripted=self.scripted)
 

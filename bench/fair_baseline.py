@@ -32,13 +32,13 @@ import sqlalchemy as sa
 from langgraph.graph import StateGraph
 
 from bench.common import Flow, chain
-from convengine.audit import stages
+from convengine.catalog import stages
 from convengine.checkpointing import TurnLocks, open_saver
 from convengine.checkpointing.bound import TurnSaver, commit_turn_connection
+from convengine.checkpointing.persistence import insert_conversation
 from convengine.db import create_async_sa_engine, parse_database_url, upgrade
 from convengine.db.models import CeConversationHistory
 from convengine.engine import Engine
-from convengine.persistence import insert_conversation
 
 HISTORY = CeConversationHistory.__table__
 LOCK_TIMEOUT_S = 30.0

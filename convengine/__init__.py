@@ -8,9 +8,7 @@ import importlib as _importlib
 import typing as _typing
 
 if _typing.TYPE_CHECKING:  # the names below, for type checkers; at run time each is imported on first use
-    from convengine.config_loader import ConfigSnapshot, export_pack, import_pack, validate_pack
-    from convengine.engine import Engine, Payload, TurnResult
-    from convengine.errors import (
+    from convengine.catalog.errors import (
         ConfigError,
         ConfigValidationError,
         ConvEngineError,
@@ -23,7 +21,9 @@ if _typing.TYPE_CHECKING:  # the names below, for type checkers; at run time eac
         ToolError,
         Violation,
     )
-    from convengine.feedback import Feedback
+    from convengine.config_loader import ConfigSnapshot, export_pack, import_pack, validate_pack
+    from convengine.engine import Engine, Payload, TurnResult
+    from convengine.engine.feedback import Feedback
     from convengine.llm import Delay, LlmCall, ScriptedLLM
     from convengine.nodes.common import Step
     from convengine.nodes.context import StepHook
@@ -39,12 +39,13 @@ _HOMES = {
     "ConfigSnapshot": "convengine.config_loader", "export_pack": "convengine.config_loader",
     "import_pack": "convengine.config_loader", "validate_pack": "convengine.config_loader",
     "Engine": "convengine.engine", "Payload": "convengine.engine", "TurnResult": "convengine.engine",
-    "ConfigError": "convengine.errors", "ConfigValidationError": "convengine.errors",
-    "ConvEngineError": "convengine.errors", "ConversationBusyError": "convengine.errors",
-    "ConversationNotFoundError": "convengine.errors", "ErrorCode": "convengine.errors",
-    "InvalidInputError": "convengine.errors", "LlmError": "convengine.errors", "PackError": "convengine.errors",
-    "ToolError": "convengine.errors", "Violation": "convengine.errors",
-    "Feedback": "convengine.feedback",
+    "ConfigError": "convengine.catalog.errors", "ConfigValidationError": "convengine.catalog.errors",
+    "ConvEngineError": "convengine.catalog.errors", "ConversationBusyError": "convengine.catalog.errors",
+    "ConversationNotFoundError": "convengine.catalog.errors", "ErrorCode": "convengine.catalog.errors",
+    "InvalidInputError": "convengine.catalog.errors", "LlmError": "convengine.catalog.errors",
+    "PackError": "convengine.catalog.errors",
+    "ToolError": "convengine.catalog.errors", "Violation": "convengine.catalog.errors",
+    "Feedback": "convengine.engine.feedback",
     "Delay": "convengine.llm", "LlmCall": "convengine.llm", "ScriptedLLM": "convengine.llm",
     "Step": "convengine.nodes.common", "StepHook": "convengine.nodes.context", "Turn": "convengine.nodes.turn",
     "TaskContext": "convengine.registry", "EngineSettings": "convengine.settings",

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from convengine.errors import ConvEngineError, ErrorCode
+from convengine.catalog.errors import ConvEngineError, ErrorCode
 
 
 class TaskSession(Protocol):

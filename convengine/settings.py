@@ -16,10 +16,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from convengine import ce_config
-from convengine.defaults import DEFAULT_DATABASE_URL
-from convengine.errors import ConfigError, ErrorCode
-from convengine.graph.names import PIPELINE_END_GUARD
+from convengine.catalog import ce_config
+from convengine.catalog.defaults import DEFAULT_DATABASE_URL
+from convengine.catalog.errors import ConfigError, ErrorCode
+from convengine.catalog.names import PIPELINE_END_GUARD
 from convengine.security.env_refs import DEFAULT_PACK_ENV_NAMES, resolve_env_refs
 from convengine.security.redact import remember_settings_secrets
 
@@ -658,7 +658,7 @@ def compat_pack_settings(model: type[BaseModel], data: Mapping[str, Any]) -> tup
     and for each accepted setting that does nothing."""
     normalised = normalise_keys(model, data)
     schema = normalised.get("schema")
-    if isinstance(schema, Mapping):  # ConvEngine writes convengine.schema.active
+    if isinstance(schema, Mapping):  # ConvEngine writes convengine.nodes.slot_schema.active
         normalised["schema"] = schema.get("active")
     kept, unknown = _split_unknown(model, normalised, ())
     warnings = [_unknown_warning(path) for path in unknown]

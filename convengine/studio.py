@@ -22,15 +22,15 @@ from typing import Any
 from langgraph.config import get_config
 
 from convengine.audit import TurnAudit
-from convengine.cli.support import default_pack, pack_options
+from convengine.catalog.errors import ConvEngineError
+from convengine.catalog.state import EngineState
+from convengine.config_loader.companions import default_pack, pack_options
 from convengine.config_loader.loader import validate_pack
 from convengine.engine import Engine
 from convengine.engine.commit import commit_turn
-from convengine.errors import ConvEngineError
 from convengine.flows.display import attach_flows
 from convengine.graph.builder import build_graph
 from convengine.nodes.context import TurnContext
-from convengine.state import EngineState
 
 _engine: Engine | None = None
 _engine_lock: asyncio.Lock | None = None

@@ -8,8 +8,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from convengine.audit import AuditEvent
-from convengine.audit import stages as audit_stages
 from convengine.audit.turns import split_turns
+from convengine.catalog import stages as audit_stages
 from convengine.engine import Engine
 
 STEP_STAGES = {audit_stages.STEP_ENTER, audit_stages.STEP_EXIT, audit_stages.STEP_SKIPPED}

@@ -1,40 +1,28 @@
-"""The package's import structure: no import cycles, the layering contracts, no lazy imports.
+"""The package's import structure: the layers and the rings import-linter checks, no lazy imports.
 
-The import graph comes from grimp; it counts every import, at module level, inside functions and
-under ``TYPE_CHECKING``, so an import cannot hide a cycle by moving into a function.
+The contracts live in ``pyproject.toml`` (``[tool.importlinter]``): every package imports only the
+layers below it, and no sibling modules or packages import each other in a ring, at any depth.
+import-linter builds its graph with grimp, which counts every import, at module level, inside
+functions and under ``TYPE_CHECKING``, so an import cannot hide from the contracts by moving into a
+function. ``scripts/test`` runs ``lint-imports`` before the suite; the tests below run the same
+contracts, and show they fail on an import against them.
 """
 
 from __future__ import annotations
 
 import ast
-import copy
+import shutil
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
-from functools import cache
 from pathlib import Path
 
-import grimp
 import pytest
 
 PACKAGE = "convengine"
 ROOT = Path(__file__).resolve().parent.parent / PACKAGE
-
-KNOWN_CYCLES: tuple[frozenset[str], ...] = ()
-
-# (importer, imported): the importer must not reach the imported package, directly or through others.
-FORBIDDEN: tuple[tuple[str, str], ...] = (
-    *((low, "convengine.nodes") for low in ("convengine.llm", "convengine.tools", "convengine.rules",
-                                            "convengine.templates", "convengine.registry",
-                                            "convengine.config_loader", "convengine.audit",
-                                            "convengine.memory.secrets", "convengine.memory.namespaces")),
-    *((low, f"convengine.graph.{part}") for low in ("convengine.nodes", "convengine.llm", "convengine.tools")
-      for part in ("builder", "plan", "wrapper")),
-    ("convengine.llm", "convengine.tools"),
-    ("convengine.tools", "convengine.llm"),
-    *(("convengine.nodes", high) for high in ("convengine.api", "convengine.cli", "convengine.engine",
-                                              "convengine.studio", "convengine.testing")),
-)
+PROJECT = ROOT.parent
 
 # Imports inside functions are for optional dependencies (and modules some platforms lack) only.
 OPTIONAL = ("psycopg", "psycopg_pool", "langgraph.checkpoint.postgres", "langgraph.store.postgres",
@@ -45,79 +33,51 @@ LAZY_ALLOWED = {
     # the CLI's commands import what they run, so `convengine --help` starts in a tenth of a second
     "cli/app.py", "cli/knowledge.py", "cli/guard.py", "cli/export.py", "cli/versions.py",
     "__init__.py",  # `import convengine` resolves its public names on first use (start-up time)
-    # run_file opens engines, and the engine imports the runner (publishing runs conversation tests)
+    # run_file opens engines; the pytest plugin's package stays importable without the engine
     "testing/__init__.py",
 }
 
 
-@cache
-def graph() -> grimp.ImportGraph:
-    return grimp.build_graph(PACKAGE)
+def _lint_imports(project: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command; "
+                           "sys.exit(lint_imports_command())", "--no-cache"],
+                          cwd=project, capture_output=True, text=True, timeout=600, env={"PYTHONPATH": str(project),
+                                                                                          "PATH": "/usr/bin:/bin"})
 
 
-def strongly_connected(g: grimp.ImportGraph) -> list[frozenset[str]]:
-    """Tarjan's algorithm, iterative: the groups of modules that import each other (size > 1)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[frozenset[str]] = []
-    for root in sorted(g.modules):
-        if root in index:
-            continue
-        work: list[tuple[str, Iterator[str]]] = [(root, iter(sorted(g.find_modules_directly_imported_by(root))))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(g.find_modules_directly_imported_by(child)))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                group = set()
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    group.add(member)
-                    if member == node:
-                        break
-                if len(group) > 1:
-                    found.append(frozenset(group))
-    return found
+def test_import_contracts_hold() -> None:
+    done = _lint_imports(PROJECT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 kept, 0 broken" in done.stdout
 
 
-def test_the_cycle_finder_finds_a_cycle() -> None:
-    """The check below can fail: a module pair that imports each other is reported."""
-    g = copy.deepcopy(graph())
-    assert not any("convengine.vocab" in c for c in strongly_connected(g))
-    g.add_import(importer="convengine.vocab", imported="convengine.nodes.turn")
-    cycles = strongly_connected(g)
-    assert any({"convengine.vocab", "convengine.nodes.turn"} <= c for c in cycles)
+@pytest.mark.parametrize(("module", "probe", "broken"), [
+    # a rule (configuration layer) reaching up into the graph (turn layer)
+    ("rules/scope.py", "import convengine.graph.builder", "Each package imports only the layers below it BROKEN"),
+    # the steps' shared module importing a step that imports it
+    ("nodes/common.py", "import convengine.nodes.response", "import each other in a ring, at any depth BROKEN"),
+])
+def test_import_contracts_catch_an_import_against_them(tmp_path: Path, module: str, probe: str, broken: str) -> None:
+    """The contracts can fail: a copy of the package with one import against them is refused."""
+    copy = tmp_path / "project"
+    shutil.copytree(ROOT, copy / PACKAGE, ignore=shutil.ignore_patterns("__pycache__", "static"))
+    shutil.copy(PROJECT / "pyproject.toml", copy / "pyproject.toml")
+    target = copy / PACKAGE / module
+    target.write_text(target.read_text() + f"\n{probe}  # probe\n")
+    done = _lint_imports(copy)
+    assert done.returncode != 0
+    assert broken in done.stdout, done.stdout
 
 
-def test_no_import_cycles() -> None:
-    cycles = [c for c in strongly_connected(graph()) if c not in KNOWN_CYCLES]
-    assert not cycles, "import cycles:\n" + "\n".join(", ".join(sorted(c)) for c in cycles)
-
-
-@pytest.mark.parametrize(("importer", "imported"), FORBIDDEN, ids=[f"{a}->{b}" for a, b in FORBIDDEN])
-def test_layering_contract(importer: str, imported: str) -> None:
-    g = graph()
-    assert importer in g.modules and imported in g.modules
-    chains = g.find_shortest_chains(importer, imported, as_packages=True)
-    assert not chains, f"{importer} must not import {imported}; it does through:\n" + "\n".join(
-        " -> ".join(chain) for chain in sorted(chains))
+def test_every_package_is_in_a_layer() -> None:
+    """``exhaustive``: a new package or top-level module must be given its layer."""
+    contracts = tomllib.loads((PROJECT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    layers = next(c for c in contracts if c["type"] == "layers")
+    assert layers["exhaustive"] is True
+    listed = {name.strip() for layer in layers["layers"] for name in layer.split("|")}
+    present = {p.stem if p.is_file() else p.name for p in ROOT.iterdir()
+               if (p.suffix == ".py" and p.stem != "__init__") or (p.is_dir() and (p / "__init__.py").exists())}
+    assert listed == present
 
 
 def _lazy_imports(path: Path) -> Iterator[tuple[int, str]]:
@@ -146,7 +106,7 @@ TYPE_CHECKING_ALLOWED = {
     # Services names the engine's collaborators; importing them would load httpx, psycopg and numpy at
     # `import convengine` (the engine imports them when it opens). The graph above still counts these.
     "nodes/context.py",
-    # packages whose public names load on first use (convengine/_lazy.py): the block names them for
+    # packages whose public names load on first use (convengine/_internal/lazy.py): the block names them for
     # type checkers, and the graph above counts them
     "config_loader/__init__.py", "rules/__init__.py", "api/__init__.py", "engine/__init__.py",
 }

@@ -17,18 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from convengine import booleans, ce_config, param_keys, state
-from convengine.audit import stages
+from convengine.catalog import booleans, ce_config, names, stages, state
+from convengine.catalog import params as param_keys
+from convengine.catalog.errors import ConfigValidationError
 from convengine.config_loader import validate_pack
-from convengine.errors import ConfigValidationError
-from convengine.graph import names
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "convengine"
 
 # Where a catalogued string legitimately appears with another meaning.
 STAGE_HOMONYMS = {
-    "convengine/errors.py",  # ErrorCode.RESPONSE_MAPPING_NOT_FOUND: an error code spelled like the stage
+    "convengine/catalog/errors.py",  # ErrorCode.RESPONSE_MAPPING_NOT_FOUND: an error code spelled like the stage
     "convengine/db/generations.py",  # USER_INPUT: a ce_conversation_history entry type
 }
 NODE_NAMES = frozenset(v for k, v in vars(names).items() if k.isupper() and isinstance(v, str))
@@ -64,9 +63,9 @@ def _call_name(call: ast.Call) -> str | None:
 
 def test_audit_stages_are_written_only_in_the_catalogue() -> None:
     bare = [f"{rel}:{n.lineno} {n.value}" for rel, tree in _sources()
-            if rel not in (*STAGE_HOMONYMS, "convengine/audit/stages.py")
+            if rel not in (*STAGE_HOMONYMS, "convengine/catalog/stages.py")
             for n in _strings(tree) if n.value in stages.STAGES]
-    assert bare == [], "use convengine.audit.stages instead of:\n" + "\n".join(bare)
+    assert bare == [], "use convengine.catalog.stages instead of:\n" + "\n".join(bare)
 
 
 def test_every_emit_site_names_its_stage_from_the_catalogue() -> None:
@@ -78,7 +77,7 @@ def test_every_emit_site_names_its_stage_from_the_catalogue() -> None:
                 first = node.args[0]
                 if isinstance(first, ast.JoinedStr) or (isinstance(first, ast.Constant) and isinstance(first.value, str)):
                     bare.append(f"{rel}:{node.lineno} {ast.unparse(first)}")
-    assert bare == [], "add the stage to convengine/audit/stages.py and use it:\n" + "\n".join(bare)
+    assert bare == [], "add the stage to convengine/catalog/stages.py and use it:\n" + "\n".join(bare)
 
 
 def test_skip_audits_name_their_stage_from_the_catalogue() -> None:
@@ -115,7 +114,7 @@ def _a_list_of_steps(elts: list[ast.expr]) -> bool:
 def test_node_names_come_from_graph_names() -> None:
     bare = []
     for rel, tree in _sources():
-        if rel == "convengine/graph/names.py":
+        if rel == "convengine/catalog/names.py":
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Compare) and any(_step_site(s) for s in (node.left, *node.comparators)):
@@ -126,16 +125,16 @@ def test_node_names_come_from_graph_names() -> None:
                          if isinstance(a, ast.Constant) and a.value in NODE_NAMES]
             elif isinstance(node, (ast.List, ast.Tuple)) and _a_list_of_steps(node.elts):
                 bare.append(f"{rel}:{node.lineno} {ast.unparse(node)}")
-    assert bare == [], "use convengine.graph.names instead of:\n" + "\n".join(bare)
+    assert bare == [], "use convengine.catalog.names instead of:\n" + "\n".join(bare)
 
 
 def test_ce_config_keys_are_read_through_the_table() -> None:
     bare = []
     for rel, tree in _sources():
-        if rel == "convengine/ce_config.py":
+        if rel == "convengine/catalog/ce_config.py":
             continue
         bare += [f"{rel}:{n.lineno} {n.value}" for n in _strings(tree) if n.value in CONFIG_KEY_NAMES]
-        if rel != "convengine/config_loader/snapshot.py":
+        if rel != "convengine/config/snapshot.py":
             bare += [f"{rel}:{n.lineno} .{_call_name(n)}()" for n in ast.walk(tree) if isinstance(n, ast.Call)
                      and _call_name(n) in ("component", "component_float", "component_int", "component_bool")]
     assert bare == [], "read ce_config with snapshot.config_value(ce_config.KEY):\n" + "\n".join(bare)
@@ -155,11 +154,11 @@ def test_state_keys_are_read_and_written_by_name() -> None:
 
 
 def test_engine_params_are_read_by_name() -> None:
-    """``params["routing_decision"]`` / ``params.get("policy_decision")``: use convengine.param_keys."""
+    """``params["routing_decision"]`` / ``params.get("policy_decision")``: use convengine.catalog.params."""
     known = frozenset(v for k, v in vars(param_keys).items() if k.isupper() and isinstance(v, str))
     bare = []
     for rel, tree in _sources():
-        if rel == "convengine/param_keys.py":
+        if rel == "convengine/catalog/params.py":
             continue
         for node in ast.walk(tree):
             key = None

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from convengine.engine import Engine
-from convengine.errors import (
+from convengine.catalog.errors import (
     ConfigValidationError,
     ConversationNotFoundError,
     ErrorCode,
@@ -19,6 +18,7 @@ from convengine.errors import (
     InvalidInputError,
     MessageTooLargeError,
 )
+from convengine.engine import Engine
 from tests.conftest import EXAMPLES
 from tests.helpers import pack
 
@@ -120,7 +120,7 @@ def test_reload_picks_up_new_rows_and_keeps_the_old_snapshot_on_error(tmp_path: 
 
 
 def test_settings_keywords_and_unknown_settings(tmp_path: Path) -> None:
-    from convengine.errors import ConfigError
+    from convengine.catalog.errors import ConfigError
 
     url = f"sqlite:///{tmp_path / 's.db'}"
     with (Engine.open(url, pack=pack(), api={"max_message_chars": 10}) as engine,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from convengine.catalog.errors import ConfigError, ConfigValidationError
 from convengine.config_loader import validate_pack
-from convengine.errors import ConfigError, ConfigValidationError
 from convengine.settings import EngineSettings
 
 

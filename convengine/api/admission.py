@@ -9,7 +9,12 @@ from __future__ import annotations
 from fastapi.responses import JSONResponse
 
 from convengine.api.refusals import error_response
-from convengine.errors import ConvEngineError, ConversationNotFoundError, InvalidInputError, ServerBusyError
+from convengine.catalog.errors import (
+    ConvEngineError,
+    ConversationNotFoundError,
+    InvalidInputError,
+    ServerBusyError,
+)
 
 ANSWERED_BY_STATUS: tuple[type[ConvEngineError], ...] = (InvalidInputError, ConversationNotFoundError, ServerBusyError)
 """Errors a turn endpoint answers with an HTTP status (4xx, 503) instead of ConvEngine's 200 error reply."""

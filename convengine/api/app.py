@@ -26,9 +26,9 @@ from convengine.api.readiness import Readiness, postgres_probe, sqlite_probe
 from convengine.api.refusals import ApiRefusal, error_response
 from convengine.api.routes import router
 from convengine.api.streams import StreamRegistry
-from convengine.defaults import DEFAULT_DATABASE_URL
-from convengine.engine import Engine
-from convengine.errors import (
+from convengine.api.version_routes import router as versions_router
+from convengine.catalog.defaults import DEFAULT_DATABASE_URL
+from convengine.catalog.errors import (
     ConvEngineError,
     ConversationNotFoundError,
     ErrorCode,
@@ -36,7 +36,7 @@ from convengine.errors import (
     MessageTooLargeError,
     ServerBusyError,
 )
-from convengine.versions.routes import router as versions_router
+from convengine.engine import Engine
 
 logger = logging.getLogger(__name__)
 DEFAULT_MAX_BODY = 2_000_000

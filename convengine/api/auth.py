@@ -28,7 +28,7 @@ from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from convengine.api.hosts import is_loopback
-from convengine.errors import ConfigError, ErrorCode
+from convengine.catalog.errors import ConfigError, ErrorCode
 from convengine.security.redact import remember_secret
 from convengine.settings import AuthSettings
 

@@ -2,7 +2,7 @@
 with 422 before it can exhaust the parser's recursion (``[[[[...`` 100,000 deep) or the validators'.
 
 Every key and string of a body, and every query parameter, must also be storable text (no NUL,
-no lone surrogate: :mod:`convengine.storable`): one 422 naming the field, on every route and both
+no lone surrogate: :mod:`convengine._internal.storable`): one 422 naming the field, on every route and both
 backends, before any handler or database sees it."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from fastapi import Request, Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
-from convengine.engine_io import nesting_depth
+from convengine._internal.storable import text_problem, unstorable
+from convengine._internal.turn_io import nesting_depth
 from convengine.settings import DEFAULT_MAX_INPUT_DEPTH
-from convengine.storable import text_problem, unstorable
 
 
 def parse_json(body: bytes, max_depth: int) -> Any:

@@ -16,7 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from convengine.api.config import ApiConfig
 from convengine.api.refusals import ApiRefusal
-from convengine.errors import ErrorCode
+from convengine.catalog.errors import ErrorCode
 
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 ANTI_FRAMING_CSP = "frame-ancestors 'none'"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from convengine.api.auth import Authenticate, authenticator_for
 from convengine.api.hosts import allowed_hosts, is_loopback
-from convengine.errors import ConfigError, ErrorCode
+from convengine.catalog.errors import ConfigError, ErrorCode
 from convengine.settings import ApiSettings, EngineSettings
 
 DEFAULT_HOST = "127.0.0.1"

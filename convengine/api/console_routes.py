@@ -18,13 +18,13 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
 from pydantic import AwareDatetime, BeforeValidator
 
+from convengine._internal.turn_io import normalise_conversation_id
 from convengine.api.body import DepthCheckedRoute
 from convengine.api.refusals import ApiRefusal
 from convengine.api.routes import REFUSALS, AdminDep, ConversationId, EngineDep
+from convengine.catalog.errors import ConversationNotFoundError, ErrorCode
 from convengine.console import graphs, queries, turns
 from convengine.console.export import export_conversation
-from convengine.engine_io import normalise_conversation_id
-from convengine.errors import ConversationNotFoundError, ErrorCode
 
 STATIC = Path(__file__).resolve().parent.parent / "console" / "static"
 ASSETS = {"console.js": "text/javascript", "console.css": "text/css", "index.html": "text/html"}

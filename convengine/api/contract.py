@@ -21,7 +21,7 @@ from fastapi.routing import APIRoute
 
 from convengine.api.routes import admin_of
 from convengine.api.schemas import ErrorBody
-from convengine.errors import ErrorCode
+from convengine.catalog.errors import ErrorCode
 
 ERROR_SCHEMA = {"$ref": "#/components/schemas/ErrorBody"}
 JSON = "application/json"

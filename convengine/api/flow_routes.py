@@ -13,8 +13,8 @@ from convengine.api.admission import ANSWERED_BY_STATUS
 from convengine.api.body import DepthCheckedRoute
 from convengine.api.routes import REFUSALS, AdminDep, CallerDep, ConversationId, EngineDep, error_reply
 from convengine.api.schemas import ErrorBody, MessageResponse
+from convengine.catalog.errors import ConvEngineError, ConversationNotFoundError
 from convengine.engine import TurnResult
-from convengine.errors import ConvEngineError, ConversationNotFoundError
 
 router = APIRouter(route_class=DepthCheckedRoute)
 

@@ -6,7 +6,7 @@ import ipaddress
 import re
 from collections.abc import Sequence
 
-from convengine.errors import ConfigError, ErrorCode
+from convengine.catalog.errors import ConfigError, ErrorCode
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 _HOST_HEADER = re.compile(r"(?:\[(?P<ipv6>[0-9a-fA-F:.]+)\]|(?P<name>[A-Za-z0-9.\-_]+))(?::\d{1,5})?")

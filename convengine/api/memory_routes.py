@@ -22,9 +22,9 @@ from convengine.api.body import DepthCheckedRoute
 from convengine.api.refusals import error_response
 from convengine.api.routes import REFUSALS, CallerDep, ConversationId, EngineDep
 from convengine.api.schemas import ErrorBody
-from convengine.audit import stages
-from convengine.errors import ConversationBusyError, UndoError
-from convengine.memory.users import MAX_USER_ID_CHARS
+from convengine.catalog import stages
+from convengine.catalog.errors import ConversationBusyError, UndoError
+from convengine.security.users import MAX_USER_ID_CHARS
 
 router = APIRouter(route_class=DepthCheckedRoute)
 CONFLICT: dict[int | str, dict[str, Any]] = {**REFUSALS, 409: {"model": ErrorBody}}

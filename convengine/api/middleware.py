@@ -20,7 +20,7 @@ from convengine.api.auth import Principal, presented_key
 from convengine.api.config import ApiConfig
 from convengine.api.hosts import host_allowed
 from convengine.api.refusals import ApiRefusal, error_response
-from convengine.errors import ErrorCode
+from convengine.catalog.errors import ErrorCode
 
 ConfigGetter = Callable[[], ApiConfig | None]
 CORS_HEADERS = ("Authorization", "X-API-Key", "Content-Type", "Last-Event-ID", "Cache-Control")

@@ -21,9 +21,9 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from convengine._internal.turn_io import database_detail
 from convengine.audit.bus import AuditBus
 from convengine.audit.events import AuditEvent
-from convengine.engine_io import database_detail
 
 logger = logging.getLogger(__name__)
 CHANNEL = "convengine_audit"

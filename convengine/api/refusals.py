@@ -8,7 +8,7 @@ from typing import Any
 from fastapi.responses import JSONResponse
 
 from convengine.api.schemas import ErrorBody
-from convengine.errors import ErrorCode
+from convengine.catalog.errors import ErrorCode
 
 
 def error_response(status: int, code: ErrorCode | str, message: str, *, details: list[dict[str, Any]] | None = None,

@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from sse_starlette.sse import EventSourceResponse
 from starlette.types import Receive, Scope, Send
 
+from convengine._internal.turn_io import normalise_conversation_id
 from convengine.api.admission import ANSWERED_BY_STATUS
 from convengine.api.auth import Principal
 from convengine.api.body import DepthCheckedRoute
@@ -32,15 +33,14 @@ from convengine.api.streams import Lease, StreamRegistry, Watch
 from convengine.audit.collector import VERBOSE_STAGE
 from convengine.audit.events import AuditEvent
 from convengine.audit.trace import empty_trace
-from convengine.booleans import truthy
-from convengine.engine import Engine
-from convengine.engine_io import normalise_conversation_id
-from convengine.errors import (
+from convengine.catalog.booleans import truthy
+from convengine.catalog.errors import (
     ConfigValidationError,
     ConvEngineError,
     ConversationNotFoundError,
     ErrorCode,
 )
+from convengine.engine import Engine
 
 router = APIRouter(route_class=DepthCheckedRoute)
 # Declared as a UUID in the OpenAPI schema but checked by the engine, so a bad id gets
@@ -50,7 +50,7 @@ REFUSALS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code
 
 
 # Spring's boolean words, as ConvEngine's ``?warmup=`` takes them (declared as text so the schema says what is sent;
-# read with convengine.booleans like every other yes/no value).
+# read with convengine.catalog.booleans like every other yes/no value).
 Warmup = Annotated[Literal["true", "false", "1", "0", "yes", "no", "on", "off"],
                    Query(description="Also read every control table from the database and time it (default true).")]
 

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 
-from convengine.memory.users import user_id_pattern
+from convengine.security.users import user_id_pattern
 
 UUID_TEXT: dict[str, Any] = {"format": "uuid"}
 """A conversation id: a UUID (the engine checks it, so a bad one gets INVALID_CONVERSATION_ID)."""

@@ -32,8 +32,8 @@ from uvicorn.server import ServerState
 from convengine.api.app import create_app
 from convengine.api.config import resolve_api
 from convengine.api.refusals import error_response
+from convengine.catalog.errors import ErrorCode
 from convengine.engine import Engine
-from convengine.errors import ErrorCode
 from convengine.security.logs import server_log_config
 from convengine.settings import MAX_CONNECTIONS_PER_CLIENT, ApiSettings
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from convengine.api.refusals import ApiRefusal
 from convengine.audit.events import AuditEvent
-from convengine.errors import ConversationNotFoundError, ErrorCode
+from convengine.catalog.errors import ConversationNotFoundError, ErrorCode
 from convengine.settings import StreamLimits
 
 MAX_PENDING = 1000

@@ -26,10 +26,10 @@ from uvicorn.loops.auto import auto_loop_factory
 from convengine.api.app import create_app
 from convengine.api.config import resolve_api
 from convengine.api.serving import BoundedH11Protocol
-from convengine.cli.support import choose_llm, pack_options
-from convengine.defaults import LIVE_CHANNEL
+from convengine.catalog.defaults import LIVE_CHANNEL
+from convengine.catalog.errors import ConfigError
+from convengine.config_loader.companions import choose_llm, pack_options
 from convengine.engine import Engine
-from convengine.errors import ConfigError
 from convengine.security.logs import server_log_config
 from convengine.settings import MAX_CONNECTIONS_PER_CLIENT, ApiSettings
 

@@ -8,10 +8,10 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from convengine.audit import stages
 from convengine.audit.bus import AuditBus
 from convengine.audit.events import AuditEvent
 from convengine.audit.filters import AuditFilter
+from convengine.catalog import stages
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from convengine.audit import stages
+from convengine.catalog import stages
 from convengine.settings import AuditSettings
 
 _STEP_STAGES = frozenset({stages.STEP_ENTER, stages.STEP_EXIT})

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from convengine.audit import stages as audit_stages
 from convengine.audit.events import AuditEvent
+from convengine.catalog import stages as audit_stages
 
 
 def empty_trace(conversation_id: str) -> dict[str, Any]:

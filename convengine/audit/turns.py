@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from convengine.audit import stages
 from convengine.audit.events import AuditEvent
 from convengine.audit.trace import step_tree
-from convengine.graph.names import LOAD_OR_CREATE_CONVERSATION
+from convengine.catalog import stages
+from convengine.catalog.names import LOAD_OR_CREATE_CONVERSATION
 
 
 def split_turns(events: Sequence[AuditEvent]) -> list[list[AuditEvent]]:

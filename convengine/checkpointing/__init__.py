@@ -19,12 +19,12 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from convengine.catalog.errors import ConversationBusyError, PersistenceError
 from convengine.checkpointing.bound import driver_connection
 from convengine.checkpointing.postgres import postgres_saver
 from convengine.checkpointing.serde import StrictSerializer
 from convengine.checkpointing.sqlite import prune_sqlite
 from convengine.db.url import DatabaseUrl
-from convengine.errors import ConversationBusyError, PersistenceError
 
 logger = logging.getLogger(__name__)
 SQLITE_LOCK_BUCKETS = 4096

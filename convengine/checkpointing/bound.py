@@ -9,7 +9,7 @@ one without the other. On SQLite the saver's own commits are deferred
 (:class:`DeferredCommit`): its checkpoint write opens the turn's write transaction, the rows
 follow on the same connection and one commit ends it, so SQLite's write lock is held only for
 the turn's final writes, not while it runs. Outside a turn (reads of state, Studio-style calls)
-every call goes to the shared saver. Every checkpoint read is checked (:func:`~convengine.memory.timeline.checked`):
+every call goes to the shared saver. Every checkpoint read is checked (:func:`~convengine.checkpointing.timeline.checked`):
 its metadata is stored bytes, so a wrong type or an out-of-range value is refused, not used.
 """
 
@@ -24,9 +24,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Chec
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from convengine.catalog.errors import UnsafeCheckpointError
 from convengine.checkpointing.sqlite import prune_sqlite
-from convengine.errors import UnsafeCheckpointError
-from convengine.memory.timeline import checked
+from convengine.checkpointing.timeline import checked
 
 PRUNE_IN_TURN = ("PostgreSQL checkpoints cannot be pruned inside a turn: the saver's prune runs in a transaction "
                  "of its own; prune once the turn has committed")

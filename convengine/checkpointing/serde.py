@@ -28,7 +28,7 @@ from langgraph.checkpoint.serde.jsonplus import (
     JsonPlusSerializer,
 )
 
-from convengine.errors import UnsafeCheckpointError
+from convengine.catalog.errors import UnsafeCheckpointError
 
 # (module, name) -> the callable that rebuilds it; nothing else is ever imported or called.
 VALUE_TYPES: dict[tuple[str, str], Callable[..., Any]] = {

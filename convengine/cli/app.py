@@ -10,12 +10,12 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from convengine.catalog.defaults import DEFAULT_DATABASE_URL, LIVE_CHANNEL
+from convengine.catalog.errors import ConvEngineError
 from convengine.cli.export import export_test
 from convengine.cli.guard import fail, guarded, state
 from convengine.cli.knowledge import knowledge_app
 from convengine.cli.versions import register as register_version_commands
-from convengine.defaults import DEFAULT_DATABASE_URL, LIVE_CHANNEL
-from convengine.errors import ConvEngineError
 from convengine.security.terminal import inert
 
 # rich_markup_mode=None: typer's rich help shows flags as "--trace <bool>"; the plain help does not.
@@ -68,8 +68,8 @@ def pack_validate(
 ) -> None:
     """Check a pack: every violation is listed with table, row, column and reason; warnings name
     what is accepted but will not work (unknown variables, settings nothing reads, tasks not defined)."""
-    from convengine.cli.support import pack_warnings
     from convengine.config_loader import validate_pack
+    from convengine.config_loader.companions import pack_warnings
 
     try:
         snapshot = validate_pack(file)

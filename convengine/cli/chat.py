@@ -13,12 +13,12 @@ from rich.table import Table
 from rich.text import Text
 
 from convengine.audit.turns import last_turn, turn_steps
-from convengine.cli.support import choose_llm, default_pack, pack_options
+from convengine.catalog.errors import ConvEngineError
 from convengine.config_loader import import_pack
+from convengine.config_loader.companions import choose_llm, default_pack, pack_options
 from convengine.config_loader.loader import read_control_rows
 from convengine.db import create_sync_engine, parse_database_url, upgrade
 from convengine.engine import Engine, TurnResult
-from convengine.errors import ConvEngineError
 from convengine.security.terminal import inert
 from convengine.versions.lifecycle import record_import
 

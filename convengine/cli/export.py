@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from convengine.catalog.defaults import DEFAULT_DATABASE_URL
 from convengine.cli.guard import guarded
-from convengine.defaults import DEFAULT_DATABASE_URL
 from convengine.security.terminal import inert
 
 err = Console(stderr=True)

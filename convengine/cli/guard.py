@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from convengine.errors import ConfigError, ConvEngineError, ErrorCode
+from convengine.catalog.errors import ConfigError, ConvEngineError, ErrorCode
 from convengine.security.redact import redact_text
 from convengine.security.terminal import inert
 

@@ -12,9 +12,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 from rich.text import Text
 
+from convengine.catalog.defaults import DEFAULT_DATABASE_URL
+from convengine.catalog.errors import ErrorCode, InvalidInputError
 from convengine.cli.guard import guarded
-from convengine.defaults import DEFAULT_DATABASE_URL
-from convengine.errors import ErrorCode, InvalidInputError
 from convengine.security.terminal import inert
 
 knowledge_app = typer.Typer(no_args_is_help=True, help="Knowledge bases: ingest documents, list, search, delete.")

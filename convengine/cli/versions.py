@@ -9,9 +9,9 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from convengine.catalog.defaults import DEFAULT_DATABASE_URL, LIVE_CHANNEL
+from convengine.catalog.errors import ConvEngineError
 from convengine.cli.guard import fail, guarded
-from convengine.defaults import DEFAULT_DATABASE_URL, LIVE_CHANNEL
-from convengine.errors import ConvEngineError
 from convengine.security.terminal import inert
 
 out = Console()
@@ -113,8 +113,8 @@ def publish(
 ) -> None:
     """Publish the draft: only when it validates and every conversation test passes against it."""
     from convengine.engine import Engine
+    from convengine.engine.publish_gate import conversation_test_gate
     from convengine.versions import Versions
-    from convengine.versions.gate import conversation_test_gate
     from convengine.versions.lifecycle import PublishRefusedError
 
     try:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from convengine._lazy import lazy_names
+from convengine._internal.lazy import lazy_names
 
 if TYPE_CHECKING:  # the names below, for type checkers and the import-graph checks; at run time each
-    # loads on first use, so importing one submodule does not run the others (see convengine/_lazy.py)
+    # loads on first use, so importing one submodule does not run the others (see convengine/_internal/lazy.py)
+    from convengine.config.snapshot import ConfigSnapshot, scope_matches
     from convengine.config_loader.build import Extensions, SnapshotInput, build_snapshot
     from convengine.config_loader.loader import (
         SnapshotHolder,
@@ -18,7 +19,6 @@ if TYPE_CHECKING:  # the names below, for type checkers and the import-graph che
         validate_pack,
     )
     from convengine.config_loader.packs import dump_pack, read_pack
-    from convengine.config_loader.snapshot import ConfigSnapshot, scope_matches
 
 __all__ = [
     "ConfigSnapshot",
@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 __getattr__, __dir__ = lazy_names(__name__, {
-    "ConfigSnapshot": "snapshot",
+    "ConfigSnapshot": "convengine.config.snapshot",
     "Extensions": "build",
     "SnapshotHolder": "loader",
     "SnapshotInput": "build",
@@ -48,6 +48,6 @@ __getattr__, __dir__ = lazy_names(__name__, {
     "load_snapshot": "loader",
     "read_control_rows": "loader",
     "read_pack": "packs",
-    "scope_matches": "snapshot",
+    "scope_matches": "convengine.config.snapshot",
     "validate_pack": "loader",
 })

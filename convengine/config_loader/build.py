@@ -8,14 +8,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from convengine.config_loader.records import RECORD_TYPES, ConfigRow, Record
+from convengine.catalog.errors import ConfigError, ConfigValidationError, Violation
+from convengine.catalog.vocab import ANY, RULE_ACTIONS, RULE_TYPES, canonical_phase, canonical_tool_group
+from convengine.config.records import RECORD_TYPES, ConfigRow, Record
+from convengine.config.snapshot import SETTINGS_CONFIG_TYPE, ConfigSnapshot
+from convengine.config_loader.flow_checks import validate_flows
 from convengine.config_loader.rows import RowSet, coerce_rows
-from convengine.config_loader.snapshot import SETTINGS_CONFIG_TYPE, ConfigSnapshot
 from convengine.config_loader.validate import Validation, validate
-from convengine.errors import ConfigError, ConfigValidationError, Violation
-from convengine.flows.validate import validate_flows
 from convengine.settings import EngineSettings, _submodel, apply_component_overrides
-from convengine.vocab import ANY, RULE_ACTIONS, RULE_TYPES, canonical_phase, canonical_tool_group
 
 _SNAPSHOT_FIELDS = {
     "ce_config": "config",

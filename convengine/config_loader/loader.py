@@ -11,14 +11,14 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from convengine.catalog.errors import ConfigError, ConfigValidationError, PackError
+from convengine.config.snapshot import ConfigSnapshot
 from convengine.config_loader import stamp
 from convengine.config_loader.build import Extensions, SnapshotInput, build_snapshot
 from convengine.config_loader.packs import pack_tables, read_pack, rows_to_pack
 from convengine.config_loader.rows import coerce_rows
-from convengine.config_loader.snapshot import ConfigSnapshot
 from convengine.db.generations import require_current
 from convengine.db.models import CONTROL_MODELS, CONTROL_TABLES, MODEL_BY_TABLE, primary_key_column
-from convengine.errors import ConfigError, ConfigValidationError, PackError
 
 logger = logging.getLogger(__name__)
 

@@ -21,10 +21,10 @@ from typing import Any
 
 import yaml
 
+from convengine.catalog.errors import PackError
+from convengine.config.snapshot import SETTINGS_CONFIG_TYPE
 from convengine.config_loader.build import flatten_settings, settings_from_config_rows
-from convengine.config_loader.snapshot import SETTINGS_CONFIG_TYPE
 from convengine.db.models import CONTROL_TABLES
-from convengine.errors import PackError
 from convengine.security.redact import mask_setting, redact_text
 
 SETTINGS_KEY = "settings"

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from convengine.config_loader.snapshot import ConfigSnapshot
+from convengine.catalog.vocab import SET_TASK
+from convengine.config.snapshot import ConfigSnapshot
 from convengine.registry import TaskNotFoundError, TaskRegistry
-from convengine.vocab import SET_TASK
 
 
 def task_references(snapshot: ConfigSnapshot) -> Iterator[tuple[str, str, str]]:

@@ -16,9 +16,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from convengine.booleans import require_bool
+from convengine.catalog.booleans import require_bool
+from convengine.catalog.errors import Violation
 from convengine.db.models import CONTROL_TABLES, MODEL_BY_TABLE
-from convengine.errors import Violation
 
 
 @dataclass(slots=True)

@@ -13,12 +13,12 @@ import json
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from convengine.catalog.state import TURN_PARAM_KEYS
+from convengine.catalog.vocab import GET_CONTEXT, GET_SCHEMA_JSON, GET_SESSION, SET_INPUT_PARAM, SET_JSON
 from convengine.rules.facts import FactsInput, session_fields
 from convengine.rules.params import parse_input_params
-from convengine.state import TURN_PARAM_KEYS
 from convengine.templates.render import check_syntax, referenced_names
 from convengine.templates.variables import _ALIASES
-from convengine.vocab import GET_CONTEXT, GET_SCHEMA_JSON, GET_SESSION, SET_INPUT_PARAM, SET_JSON
 
 
 class Findings(Protocol):

@@ -18,29 +18,11 @@ from typing import Any, TypeVar
 import jsonschema
 from jsonpath_ng.exceptions import JsonPathLexerError, JsonPathParserError
 
-from convengine import ce_config
-from convengine.config_loader.records import (
-    ClassifierRecord,
-    ConfigRow,
-    DbToolRecord,
-    IntentRecord,
-    OutputSchemaRecord,
-    PolicyRecord,
-    PromptTemplateRecord,
-    Record,
-    ResponseRecord,
-    RuleRecord,
-    StateGraphRecord,
-    ToolRecord,
-    VerboseRecord,
-)
-from convengine.config_loader.snapshot import SETTINGS_CONFIG_TYPE
-from convengine.config_loader.template_checks import check_templates
-from convengine.errors import Violation
-from convengine.jsonschemas import checked_validator
-from convengine.rules.jsonpath import compile_jsonpath
-from convengine.textmatch import PatternError, TextMatcher, compile_regex
-from convengine.vocab import (
+from convengine._internal.jsonschemas import checked_validator
+from convengine._internal.textmatch import PatternError, TextMatcher, compile_regex
+from convengine.catalog import ce_config
+from convengine.catalog.errors import Violation
+from convengine.catalog.vocab import (
     ANY,
     CLASSIFIER_TYPES,
     CLEAR_CONTEXT,
@@ -59,6 +41,24 @@ from convengine.vocab import (
     TOOL_GROUPS,
     UNKNOWN,
 )
+from convengine.config.records import (
+    ClassifierRecord,
+    ConfigRow,
+    DbToolRecord,
+    IntentRecord,
+    OutputSchemaRecord,
+    PolicyRecord,
+    PromptTemplateRecord,
+    Record,
+    ResponseRecord,
+    RuleRecord,
+    StateGraphRecord,
+    ToolRecord,
+    VerboseRecord,
+)
+from convengine.config.snapshot import SETTINGS_CONFIG_TYPE
+from convengine.config_loader.template_checks import check_templates
+from convengine.rules.jsonpath import compile_jsonpath
 
 R = TypeVar("R", bound=Record)
 Matched = ClassifierRecord | PolicyRecord | RuleRecord | VerboseRecord

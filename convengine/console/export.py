@@ -21,11 +21,11 @@ from typing import Any
 
 import yaml
 
-from convengine.audit import stages
 from convengine.audit.events import AuditEvent
+from convengine.catalog import stages
+from convengine.catalog.errors import InvalidInputError
 from convengine.console.queries import llm_log
 from convengine.console.turns import completed, logged_llm_call, split_turns, tool_calls, undone_marks
-from convengine.errors import InvalidInputError
 from convengine.security.redact import MASK, MIN_SECRET_CHARS, SENSITIVE_NAME, redact_text
 
 HEADER = "# Recorded from conversation {cid}; replays its inputs with the LLM replies and tool results it got.\n"

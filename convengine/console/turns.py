@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from convengine.audit import stages, trace
+from convengine.audit import trace
 from convengine.audit.events import AuditEvent
 from convengine.audit.turns import split_turns
+from convengine.catalog import stages
 
 __all__ = ["split_turns", "step_tree", "summary", "view"]
 

@@ -24,8 +24,8 @@ from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.engine.interfaces import ReflectedColumn
 
+from convengine.catalog.errors import ConfigError, ErrorCode
 from convengine.db.models import Base, CeConversationHistory
-from convengine.errors import ConfigError, ErrorCode
 
 HISTORY = "ce_conversation_history"
 LEGACY_HISTORY = "ce_conversation_history_legacy"

@@ -16,7 +16,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-from convengine.jsontext import dumps
+from convengine._internal.jsontext import dumps
 
 
 def utcnow() -> datetime:

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from convengine.errors import ConfigError
+from convengine.catalog.errors import ConfigError
 from convengine.security.redact import redact_text
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from convengine._lazy import lazy_names
+from convengine._internal.lazy import lazy_names
 
 if TYPE_CHECKING:  # the names below, for type checkers and the import-graph checks
     from convengine.engine.core import Engine

@@ -3,7 +3,7 @@
 Each admitted turn holds at most one connection of the turn pool at a time, so with the limit below
 the pool's size no turn waits long for a connection: the turns past the limit wait here, in order,
 for at most ``admission.queue_timeout_s``, and past ``admission.queue_length`` waiting turns a turn
-is refused at once with :class:`~convengine.errors.ServerBusyError` (HTTP 503 with ``Retry-After``)
+is refused at once with :class:`~convengine.catalog.errors.ServerBusyError` (HTTP 503 with ``Retry-After``)
 before anything of it runs or is written. Without this a load of concurrent turns larger than the
 pool queued inside the pool instead, and failed after its 30 s timeout.
 """
@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from convengine.errors import ServerBusyError
+from convengine.catalog.errors import ServerBusyError
 from convengine.settings import AdmissionSettings
 
 READ_RESERVE_SHARE = 10

@@ -15,8 +15,8 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from convengine.audit.events import AuditEvent
+from convengine.checkpointing.persistence import ConversationStore, Write
 from convengine.nodes.finish import json_safe, stored_assistant
-from convengine.persistence import ConversationStore, Write
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,27 +16,28 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Self
 
-from convengine._portal import Portal
-from convengine.audit import AuditBus, AuditEvent, Subscription, stages
+from convengine._internal.portal import Portal
+from convengine._internal.turn_io import check_params, check_request, normalise_conversation_id
+from convengine.audit import AuditBus, AuditEvent, Subscription
 from convengine.audit.trace import build_trace
-from convengine.cache_report import cache_report
+from convengine.catalog import stages
+from convengine.catalog.defaults import DEFAULT_DATABASE_URL
+from convengine.catalog.errors import InvalidInputError
+from convengine.catalog.state import EngineState
+from convengine.checkpointing.timeline import UndoResult
 from convengine.config_loader import ConfigSnapshot
 from convengine.config_loader.requirements import unregistered_tasks, unregistered_tools
-from convengine.defaults import DEFAULT_DATABASE_URL
+from convengine.engine.cache_report import cache_report
+from convengine.engine.feedback import Feedback, check_feedback
+from convengine.engine.publish_gate import conversation_test_gate
 from convengine.engine.results import EngineOptions, TurnResult
 from convengine.engine.runtime import EngineRuntime, TurnGraph
-from convengine.engine_io import check_params, check_request, normalise_conversation_id
-from convengine.errors import InvalidInputError
-from convengine.feedback import Feedback, check_feedback
 from convengine.flows.control import event_request
 from convengine.knowledge import Knowledge
-from convengine.memory.timeline import UndoResult
-from convengine.memory.users import check_user_id
+from convengine.security.users import check_user_id
 from convengine.settings import EngineSettings
-from convengine.state import EngineState
 from convengine.tools.db import RAW_SQL_TOOLS
 from convengine.versions import Versions
-from convengine.versions.gate import conversation_test_gate
 from convengine.versions.serving import pick_of
 
 logger = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-from convengine.defaults import LIVE_CHANNEL
+from convengine.catalog.defaults import LIVE_CHANNEL
 from convengine.nodes.common import Step
 from convengine.nodes.context import StepHook
 from convengine.rules.actions import ActionHandler

@@ -20,11 +20,22 @@ from langgraph.store.base import BaseStore
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from convengine import feedback as fb
+from convengine._internal.turn_io import TurnRequest, database_detail, failure_event, map_failure
 from convengine.audit import AuditBus, AuditEvent, AuditFilter, TurnAudit
-from convengine.audit.verbose import VerbosePublisher
+from convengine.catalog import names
+from convengine.catalog.errors import (
+    ConfigError,
+    ConvEngineError,
+    ConversationBusyError,
+    ConversationNotFoundError,
+    ErrorCode,
+    InvalidInputError,
+)
+from convengine.catalog.state import EngineState
 from convengine.checkpointing import TurnLocks, open_saver, prune_checkpoints
 from convengine.checkpointing.bound import TurnSaver, commit_turn_connection
+from convengine.checkpointing.persistence import ConversationStore, Write, insert_events
+from convengine.checkpointing.timeline import UndoResult
 from convengine.config_loader import ConfigSnapshot, Extensions, SnapshotHolder, import_pack, stamp
 from convengine.db import (
     create_async_sa_engine,
@@ -35,20 +46,11 @@ from convengine.db import (
 )
 from convengine.db.engines import pool_size_for
 from convengine.db.url import DatabaseUrl
+from convengine.engine import feedback as fb
 from convengine.engine.admission import AdmissionLimits, TurnGate
 from convengine.engine.commit import commit_turn
+from convengine.engine.feedback import Feedback, FeedbackRequest
 from convengine.engine.results import EngineOptions, Payload, TurnResult
-from convengine.engine_io import TurnRequest, database_detail, failure_event, map_failure
-from convengine.errors import (
-    ConfigError,
-    ConvEngineError,
-    ConversationBusyError,
-    ConversationNotFoundError,
-    ErrorCode,
-    InvalidInputError,
-)
-from convengine.feedback import Feedback, FeedbackRequest
-from convengine.graph import names
 from convengine.graph.builder import build_graph, compile_graph
 from convengine.knowledge.search import Retriever, SearchSettings
 from convengine.knowledge.semantic import SemanticIndex
@@ -59,13 +61,11 @@ from convengine.memory import service as memory_service
 from convengine.memory.longterm import open_store
 from convengine.memory.pruning import prune_keeping_undo
 from convengine.memory.service import Admission
-from convengine.memory.timeline import UndoResult
 from convengine.nodes.context import Services, StepHook, TurnContext
-from convengine.persistence import ConversationStore, Write, insert_events
 from convengine.registry import Registries, TaskRegistry
 from convengine.rules.engine import RuleRegistry
 from convengine.settings import EngineSettings
-from convengine.state import EngineState
+from convengine.templates.verbose import VerbosePublisher
 from convengine.tools.db import DbRunner
 from convengine.tools.http import HttpRunner
 from convengine.tools.mcp_servers import McpServers

@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from convengine.config_loader.records import FlowNodeRecord
-from convengine.errors import ConvEngineError
-from convengine.flows import vocab
-from convengine.flows.catalog import Flow
+from convengine.catalog import flows as vocab
+from convengine.catalog.errors import ConvEngineError
+from convengine.config.flows import Flow
+from convengine.config.records import FlowNodeRecord
 from convengine.flows.walk import WAIT, Result, Walk
 from convengine.nodes.planner import PLANNER_SCHEMA
 from convengine.security.redact import redact_text

@@ -11,9 +11,9 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 from typing_extensions import TypedDict
 
-from convengine.config_loader.records import FlowEdgeRecord, FlowNodeRecord
-from convengine.flows import vocab
-from convengine.flows.catalog import Flow
+from convengine.catalog import flows as vocab
+from convengine.config.flows import Flow
+from convengine.config.records import FlowEdgeRecord, FlowNodeRecord
 from convengine.flows.nodes import HANDLERS
 from convengine.flows.walk import FlowError, Walk
 

@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from convengine.engine_io import TurnRequest, check_params, normalise_conversation_id
+from convengine._internal.turn_io import TurnRequest, check_params, normalise_conversation_id
 
 EVENTS = frozenset({"welcome", "handoff_resume"})
 

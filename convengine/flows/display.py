@@ -14,9 +14,9 @@ from typing import Any
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
-from convengine.flows.catalog import FlowCatalog, catalog_of
+from convengine.catalog import names
+from convengine.config.flows import FlowCatalog, catalog_of
 from convengine.flows.compiler import FlowRun, compile_flow
-from convengine.graph import names
 
 
 class _Dispatch(TypedDict, total=False):

@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from convengine.errors import ConvEngineError
-from convengine.flows import vocab
-from convengine.flows.catalog import Flow
+from convengine.catalog import flows as vocab
+from convengine.catalog.errors import ConvEngineError
+from convengine.config.flows import Flow
 from convengine.flows.walk import Walk
 from convengine.llm.spend import capped
 from convengine.nodes.extraction import relaxed

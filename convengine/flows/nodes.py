@@ -6,16 +6,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from convengine.config_loader.records import FlowNodeRecord
-from convengine.flows import vocab
+from convengine._internal.textmatch import RegexTimeoutError, cached_regex
+from convengine.catalog import flows as vocab
+from convengine.config.flows import Flow
+from convengine.config.records import FlowNodeRecord
 from convengine.flows.agent import agent as run_agent
-from convengine.flows.catalog import Flow
-from convengine.flows.expr import ExpressionError, _number
 from convengine.flows.extract import extract_with_llm, wanted
-from convengine.flows.sandbox.node import run_script_node
+from convengine.flows.python_node import run_script_node
 from convengine.flows.service import answer_from_knowledge, call_service
 from convengine.flows.walk import NEXT, WAIT, FlowError, Result, Walk
-from convengine.textmatch import RegexTimeoutError, cached_regex
+from convengine.rules.expr import ExpressionError, _number
 
 Handler = Callable[[Walk, Flow, FlowNodeRecord, str], Awaitable[Result]]
 

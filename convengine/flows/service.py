@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from convengine.config_loader.records import FlowNodeRecord
-from convengine.errors import ConvEngineError
-from convengine.flows import vocab
-from convengine.flows.catalog import Flow
+from convengine.catalog import flows as vocab
+from convengine.catalog.errors import ConvEngineError
+from convengine.config.flows import Flow
+from convengine.config.records import FlowNodeRecord
 from convengine.flows.walk import NEXT, FlowError, Result, Walk
 from convengine.nodes.knowledge import synthesise
 from convengine.rules.jsonpath import compile_jsonpath

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from convengine import param_keys as pk
-from convengine import state as keys
-from convengine.audit import stages
-from convengine.errors import InvalidInputError
-from convengine.flows import vocab
-from convengine.flows.catalog import catalog_of
+from convengine.catalog import flows as vocab
+from convengine.catalog import names, stages
+from convengine.catalog import params as pk
+from convengine.catalog import state as keys
+from convengine.catalog.errors import InvalidInputError
+from convengine.config.flows import catalog_of
 from convengine.flows.walker import active_intent, begin, new_walk, walk_stack
-from convengine.graph import names
 from convengine.nodes.common import SkipAudit, Step
 from convengine.nodes.turn import Turn
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from convengine.errors import ConvEngineError, ErrorCode
-from convengine.flows import vocab
-from convengine.flows.catalog import Flow, FlowCatalog
-from convengine.flows.expr import ExpressionError, compile_expression
+from convengine.catalog import flows as vocab
+from convengine.catalog.errors import ConvEngineError, ErrorCode
+from convengine.config.flows import Flow, FlowCatalog
 from convengine.nodes.turn import Turn
+from convengine.rules.expr import ExpressionError, compile_expression
 from convengine.templates.render import render_text
 
 

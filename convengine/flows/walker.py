@@ -6,14 +6,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from convengine import state as keys
-from convengine.errors import InvalidInputError
-from convengine.flows import vocab
-from convengine.flows.catalog import Flow, catalog_of
+from convengine.catalog import flows as vocab
+from convengine.catalog import state as keys
+from convengine.catalog.errors import InvalidInputError
+from convengine.catalog.vocab import UNKNOWN
+from convengine.config.flows import Flow, catalog_of
 from convengine.flows.compiler import run_flow
 from convengine.flows.walk import Walk
 from convengine.nodes.turn import Turn
-from convengine.vocab import UNKNOWN
 
 
 def new_walk(turn: Turn) -> Walk:

@@ -9,8 +9,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
+from convengine.catalog import names
+from convengine.catalog.state import EngineInput, EngineState
 from convengine.flows import step as flow_step
-from convengine.graph import names
 from convengine.graph.plan import StepPlan
 from convengine.graph.wrapper import ContextProvider, make_node
 from convengine.nodes import (
@@ -29,7 +30,6 @@ from convengine.nodes import (
 )
 from convengine.nodes.common import Step
 from convengine.nodes.context import TurnContext
-from convengine.state import EngineInput, EngineState
 
 
 class FinishNode(Protocol):

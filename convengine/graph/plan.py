@@ -11,9 +11,8 @@ from collections.abc import Iterable, Sequence
 
 from langgraph.graph import END
 
-from convengine.audit import stages
-from convengine.errors import ConvEngineError, ErrorCode
-from convengine.graph import names
+from convengine.catalog import names, stages
+from convengine.catalog.errors import ConvEngineError, ErrorCode
 from convengine.nodes.common import Step
 from convengine.nodes.turn import Turn
 

@@ -11,8 +11,7 @@ from typing import Any, Protocol
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from convengine.audit import stages
-from convengine.engine_io import (
+from convengine._internal.turn_io import (
     DATABASE_FAILED_MESSAGE,
     DATABASE_UNAVAILABLE_MESSAGE,
     database_detail,
@@ -20,14 +19,15 @@ from convengine.engine_io import (
     is_database_unavailable,
     map_failure,
 )
-from convengine.errors import ConvEngineError, StepError
-from convengine.graph.names import JAVA_STEP_CLASSES, PERSIST_CONVERSATION
+from convengine.catalog import stages
+from convengine.catalog.errors import ConvEngineError, StepError
+from convengine.catalog.names import JAVA_STEP_CLASSES, PERSIST_CONVERSATION
+from convengine.catalog.state import EngineState, changed_params
 from convengine.graph.plan import StepPlan
 from convengine.nodes.common import Step
 from convengine.nodes.context import StepHook, TurnContext
 from convengine.nodes.turn import Turn
 from convengine.security.redact import redact_error, redact_text
-from convengine.state import EngineState, changed_params
 
 
 class Node(Protocol):

@@ -18,8 +18,8 @@ from typing import Any
 import sqlalchemy as sa
 from langchain_core.embeddings import Embeddings
 
+from convengine.catalog.errors import ConvEngineError
 from convengine.db import create_sync_engine, parse_database_url, upgrade
-from convengine.errors import ConvEngineError
 from convengine.knowledge import store
 from convengine.knowledge.chunking import Document, Found, Skipped, discover_files, read_document, split
 from convengine.knowledge.embeddings import HashingEmbeddings, model_name, pack

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from convengine.errors import ConfigError, ErrorCode
+from convengine.catalog.errors import ConfigError, ErrorCode
 from convengine.knowledge.files import (
     HTML_SUFFIXES,
     PDF_SUFFIXES,

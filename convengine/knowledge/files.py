@@ -15,7 +15,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from convengine.errors import ConfigError, ErrorCode
+from convengine.catalog.errors import ConfigError, ErrorCode
 
 TEXT_SUFFIXES = frozenset({".txt", ".text", ".md", ".markdown", ".rst"})
 HTML_SUFFIXES = frozenset({".html", ".htm"})

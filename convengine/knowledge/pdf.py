@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from convengine.errors import ConfigError, ErrorCode
+from convengine.catalog.errors import ConfigError, ErrorCode
 from convengine.settings import KnowledgeIngestSettings
 
 WORKER = Path(__file__).with_name("pdf_worker.py")

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from convengine._internal.textmatch import TextMatcher
 from convengine.knowledge.embeddings import normalised
-from convengine.textmatch import TextMatcher
 
 BATCH = 64
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from convengine.catalog.errors import ErrorCode, InvalidInputError
 from convengine.db.models import CeKnowledgeBase, CeKnowledgeChunk, CeKnowledgeDocument, utcnow
-from convengine.errors import ErrorCode, InvalidInputError
 from convengine.knowledge.chunking import Document, Passage
 
 BASE = CeKnowledgeBase.__table__

@@ -25,17 +25,22 @@ from typing import Any, Protocol
 
 import jsonschema
 
-from convengine import numbers
-from convengine.audit import stages
-from convengine.errors import LlmError, LlmInvalidResponseError, LlmSchemaViolationError, LlmTimeoutError
-from convengine.jsonschemas import checked_validator
+from convengine._internal import numbers
+from convengine._internal.jsonschemas import checked_validator
+from convengine._internal.storable import storable_text, storable_value, unstorable
+from convengine.catalog import stages
+from convengine.catalog.errors import (
+    LlmError,
+    LlmInvalidResponseError,
+    LlmSchemaViolationError,
+    LlmTimeoutError,
+)
 from convengine.llm import spend
 from convengine.llm.langchain import LangChainBackend, chat_model_from_env
 from convengine.llm.scripted import LlmCall, LlmReply, ScriptedLLM, UnscriptedCallError, reply_text
 from convengine.llm.session import LlmSession
-from convengine.memory.secrets import mask, reply_secrets, secret_values
+from convengine.security.secrets import mask, reply_secrets, secret_values
 from convengine.settings import LlmSettings
-from convengine.storable import storable_text, storable_value, unstorable
 
 CALL_SITES = ("DIALOGUE_ACT", "INTENT_AGENT", "INTENT_COLLISION", "SCHEMA_EXTRACTION", "RESPONSE_TEXT",
               "RESPONSE_JSON", "MCP_PLANNER", "DISAMBIGUATION", "MEMORY_SUMMARY", "POLICY",

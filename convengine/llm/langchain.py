@@ -18,7 +18,7 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from convengine.errors import LlmError, LlmNotConfiguredError
+from convengine.catalog.errors import LlmError, LlmNotConfiguredError
 from convengine.llm.scripted import LlmCall, LlmReply
 from convengine.settings import LlmSettings
 

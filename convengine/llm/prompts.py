@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from convengine.ce_config import ConfigKey
+from convengine.catalog.ce_config import ConfigKey
 from convengine.llm.session import PromptSession
 from convengine.templates.render import referenced_names, render_prompt
 from convengine.templates.variables import template_variables

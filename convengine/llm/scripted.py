@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from convengine.errors import ErrorCode, LlmError
+from convengine.catalog.errors import ErrorCode, LlmError
 
 
 class UnscriptedCallError(LlmError):

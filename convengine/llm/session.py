@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from convengine.config_loader.snapshot import ConfigSnapshot
+from convengine.config.snapshot import ConfigSnapshot
 from convengine.templates.variables import TemplateSession
 from convengine.turn_view import TurnView
 

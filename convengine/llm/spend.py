@@ -10,7 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from convengine.audit import stages
+from convengine.catalog import stages
 from convengine.db import turn_connection
 from convengine.db.models import CeLlmUsage
 from convengine.llm.session import LlmSession

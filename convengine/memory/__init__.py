@@ -6,7 +6,7 @@ INTERRUPTED), :mod:`.timeline` (undo and redo over the conversation's checkpoint
 :mod:`.service` (what the runtime calls, under the conversation's turn lock).
 """
 
-from convengine.memory.catalogue import LIFECYCLE_STATES, Lifecycle
-from convengine.memory.timeline import UndoResult
+from convengine.catalog.memory import LIFECYCLE_STATES, Lifecycle
+from convengine.checkpointing.timeline import UndoResult
 
 __all__ = ["LIFECYCLE_STATES", "Lifecycle", "UndoResult"]

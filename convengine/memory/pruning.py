@@ -12,7 +12,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from convengine.memory.timeline import kept_checkpoints
+from convengine.checkpointing.timeline import kept_checkpoints
 
 
 async def prune_keeping_undo(saver: BaseCheckpointSaver[str], thread_id: str, depth: int) -> int:

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from convengine.audit import stages
-from convengine.graph import names
-from convengine.memory.secrets import SECRET_VALUES, mask, secret_values
+from convengine.catalog import names, stages
+from convengine.catalog.state import CONVERSATION_KEYS, NEW_CONVERSATION, TURN_KEYS
 from convengine.nodes.context import StepHook
-from convengine.state import CONVERSATION_KEYS, NEW_CONVERSATION, TURN_KEYS
+from convengine.security.secrets import SECRET_VALUES, mask, secret_values
 
 LONG_TERM_LOADED = "long_term_loaded"
 

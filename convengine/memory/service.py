@@ -12,10 +12,21 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from convengine.audit import stages
 from convengine.audit.collector import TurnAudit
-from convengine.booleans import truthy
+from convengine.catalog import stages
+from convengine.catalog.booleans import truthy
+from convengine.catalog.errors import (
+    ConvEngineError,
+    ConversationEndedError,
+    ConversationNotFoundError,
+    ErrorCode,
+    UndoError,
+)
+from convengine.catalog.memory import UNDO_STAGE, Lifecycle
+from convengine.catalog.state import RESET_PARAM_KEYS
+from convengine.checkpointing import timeline
 from convengine.checkpointing.bound import commit_turn_connection
+from convengine.checkpointing.persistence import insert_events
 from convengine.db.models import (
     CeAudit,
     CeConversation,
@@ -23,20 +34,10 @@ from convengine.db.models import (
     CeConversationVersion,
     CeLlmCallLog,
 )
-from convengine.errors import (
-    ConvEngineError,
-    ConversationEndedError,
-    ConversationNotFoundError,
-    ErrorCode,
-    UndoError,
-)
-from convengine.memory import longterm, scopes, steps, timeline
-from convengine.memory.catalogue import UNDO_STAGE, Lifecycle
-from convengine.memory.secrets import MASK, SECRET_VALUES, mask
+from convengine.memory import longterm, scopes, steps
 from convengine.nodes.bootstrap import RESET_COMMANDS
 from convengine.nodes.finish import json_safe, stored_assistant
-from convengine.persistence import insert_events
-from convengine.state import RESET_PARAM_KEYS
+from convengine.security.secrets import MASK, SECRET_VALUES, mask
 
 CONVERSATION = CeConversation.__table__
 Write = Callable[[sa.Connection], None]

@@ -15,8 +15,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from convengine.audit.events import AuditEvent
+from convengine.catalog.memory import ACTION_STAGE, DATA_STAGE_SUFFIX, DATA_STAGES, SIDE_EFFECT_STAGES
 from convengine.db.models import CeConversationHistory, CeConversationStep
-from convengine.memory.catalogue import ACTION_STAGE, DATA_STAGE_SUFFIX, DATA_STAGES, SIDE_EFFECT_STAGES
 from convengine.nodes.finish import json_safe, stored_assistant
 
 STEP = CeConversationStep.__table__

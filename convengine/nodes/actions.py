@@ -13,11 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from convengine import param_keys as pk
-from convengine import state as keys
-from convengine.audit import stages
-from convengine.config_loader.records import PendingActionRecord
-from convengine.graph import names
+from convengine.catalog import names, stages
+from convengine.catalog import params as pk
+from convengine.catalog import state as keys
+from convengine.config.records import PendingActionRecord
 from convengine.nodes.common import Step, dig, now_ms, resolved
 from convengine.nodes.disambiguation import disambiguation_question
 from convengine.nodes.turn import Turn

@@ -6,19 +6,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from convengine import adoption
-from convengine import param_keys as pk
-from convengine import state as keys
-from convengine.adoption import Adopted
-from convengine.audit import stages
-from convengine.booleans import truthy
-from convengine.graph import names
+from convengine.catalog import names, stages
+from convengine.catalog import params as pk
+from convengine.catalog import state as keys
+from convengine.catalog.booleans import truthy
+from convengine.catalog.state import RESET_PARAM_KEYS, caller_params, persistent_params, turn_defaults
+from convengine.catalog.vocab import UNKNOWN
+from convengine.nodes import adoption
+from convengine.nodes.adoption import Adopted
 from convengine.nodes.common import Step
 from convengine.nodes.recorded import input_params, remember_context
 from convengine.nodes.schema_scope import adopt_schema
 from convengine.nodes.turn import Turn
-from convengine.state import RESET_PARAM_KEYS, caller_params, persistent_params, turn_defaults
-from convengine.vocab import UNKNOWN
 
 RESET_COMMANDS = frozenset({"reset", "restart", "/reset", "/restart", "start over", "/start-over"})
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from convengine import ce_config
-from convengine import param_keys as pk
-from convengine.audit import stages
-from convengine.errors import LlmError
+from convengine.catalog import ce_config, stages
+from convengine.catalog import params as pk
+from convengine.catalog.errors import LlmError
 from convengine.llm.prompts import COLLISION_HINT, COLLISION_SYSTEM, COLLISION_USER, config_prompt, render_for
 from convengine.nodes.common import dig
 from convengine.nodes.turn import Turn

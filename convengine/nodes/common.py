@@ -7,13 +7,13 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from convengine.config_loader.records import RuleRecord
+from convengine.catalog.vocab import UNKNOWN
+from convengine.config.records import RuleRecord
 from convengine.nodes.turn import Turn
 from convengine.registry import TaskContext, call_task
 from convengine.rules.engine import PhaseRun
 from convengine.rules.model import PhaseResult, RuleSession
 from convengine.rules.scope import in_scope, specificity
-from convengine.vocab import UNKNOWN
 
 SkipAudit = tuple[str | None, dict[str, Any]]
 """(stage, payload): the stage ConvEngine emits when the step has nothing to do (None: only STEP_SKIPPED)."""

@@ -12,15 +12,15 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from convengine.audit.collector import TurnAudit
-from convengine.config_loader.snapshot import ConfigSnapshot
+from convengine.config.snapshot import ConfigSnapshot
 from convengine.registry import Registries
 from convengine.rules.engine import RuleRegistry
 
 if TYPE_CHECKING:  # only to name the services: importing them loads httpx, psycopg, numpy at `import convengine`
+    from convengine.checkpointing.persistence import ConversationStore
     from convengine.knowledge.search import Retriever
     from convengine.knowledge.semantic import SemanticIndex
     from convengine.llm.gateway import LlmGateway
-    from convengine.persistence import ConversationStore
     from convengine.tools.runner import ToolRunner
 
 

@@ -8,15 +8,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from convengine import state as keys
-from convengine.audit import stages
-from convengine.config_loader.records import PromptTemplateRecord
-from convengine.graph import names
+from convengine.catalog import names, stages
+from convengine.catalog import state as keys
+from convengine.catalog.vocab import INTERACTION_MODES
+from convengine.config.records import PromptTemplateRecord
 from convengine.nodes.common import Step
 from convengine.nodes.schema_scope import current_schema
-from convengine.nodes.turn import Turn
-from convengine.rules.scope import in_scope, specificity
-from convengine.schema import (
+from convengine.nodes.slot_schema import (
     coerce_field,
     compute_facts,
     field_aliases,
@@ -24,7 +22,8 @@ from convengine.schema import (
     normalise_alias,
     schema_dict,
 )
-from convengine.vocab import INTERACTION_MODES
+from convengine.nodes.turn import Turn
+from convengine.rules.scope import in_scope, specificity
 
 RETRY = re.compile(r"^\s*(retry|try again|retry please|please retry|again)\s*[.!?]*\s*$", re.IGNORECASE)
 PATCH = re.compile(r"^\s*(?:change|set|update|make)\s+(?:the\s+)?(?P<field>.+?)\s+(?:to|as)\s+(?P<value>.+?)\s*$",

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from convengine import state as keys
-from convengine.audit import stages
-from convengine.config_loader.records import PromptTemplateRecord, ResponseRecord
-from convengine.errors import ConvEngineError, ErrorCode
+from convengine.catalog import stages
+from convengine.catalog import state as keys
+from convengine.catalog.errors import ConvEngineError, ErrorCode
+from convengine.catalog.vocab import ANY
+from convengine.config.records import PromptTemplateRecord, ResponseRecord
 from convengine.llm.prompts import render_for
 from convengine.nodes.rules_steps import allowed_edges
 from convengine.nodes.turn import Turn
-from convengine.vocab import ANY
 
 
 def template_score(t: PromptTemplateRecord, intent: str, state: str) -> int | None:

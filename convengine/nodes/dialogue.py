@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from convengine import ce_config
-from convengine import param_keys as pk
-from convengine.audit import stages
-from convengine.graph import names
+from convengine._internal.textmatch import RegexTimeoutError, cached_regex
+from convengine.catalog import ce_config, names, stages
+from convengine.catalog import params as pk
+from convengine.catalog.vocab import POST_DIALOGUE_ACT
 from convengine.nodes.common import Step, dig, resolved, run_rules
 from convengine.nodes.correction import routing_defaults
 from convengine.nodes.dialogue_classifier import classify_with_llm
 from convengine.nodes.turn import Turn
 from convengine.rules.scope import in_scope
-from convengine.textmatch import RegexTimeoutError, cached_regex
-from convengine.vocab import POST_DIALOGUE_ACT
 
 REGEX_ACTS = ("AFFIRM", "NEGATE", "EDIT", "RESET", "GREETING")
 ANSWER_MAX_CHARS = 80

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from convengine import ce_config
-from convengine import state as keys
-from convengine.audit import stages
-from convengine.errors import LlmError
+from convengine._internal.textmatch import RegexTimeoutError, cached_regex
+from convengine.catalog import ce_config, stages
+from convengine.catalog import state as keys
+from convengine.catalog.errors import LlmError
+from convengine.catalog.vocab import DIALOGUE_ACTS
 from convengine.llm.prompts import (
     DIALOGUE_ACT_SYSTEM,
     DIALOGUE_ACT_USER,
@@ -17,8 +18,6 @@ from convengine.llm.prompts import (
     render_for,
 )
 from convengine.nodes.turn import Turn
-from convengine.textmatch import RegexTimeoutError, cached_regex
-from convengine.vocab import DIALOGUE_ACTS
 
 COMPONENT = "DialogueActStep"
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from convengine import ce_config
-from convengine.audit import stages
-from convengine.config_loader.records import PendingActionRecord
-from convengine.errors import LlmError
+from convengine.catalog import ce_config, stages
+from convengine.catalog.errors import LlmError
+from convengine.config.records import PendingActionRecord
 from convengine.nodes.turn import Turn
 from convengine.templates.render import render_prompt, render_text
 

@@ -6,15 +6,15 @@ import copy
 import json
 from typing import Any
 
-from convengine import state as keys
-from convengine.audit import stages
-from convengine.config_loader.records import OutputSchemaRecord, PromptTemplateRecord
+from convengine.catalog import stages
+from convengine.catalog import state as keys
+from convengine.catalog.vocab import ANY, POST_SCHEMA_EXTRACTION
+from convengine.config.records import OutputSchemaRecord, PromptTemplateRecord
 from convengine.llm.prompts import render_for
 from convengine.nodes.common import run_rules
 from convengine.nodes.schema_scope import finish_schema
+from convengine.nodes.slot_schema import compute_facts, deep_merge, meaningful, prune_empty, schema_dict
 from convengine.nodes.turn import Turn
-from convengine.schema import compute_facts, deep_merge, meaningful, prune_empty, schema_dict
-from convengine.vocab import ANY, POST_SCHEMA_EXTRACTION
 
 _DROP = ("required", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength",
          "minItems", "maxItems", "pattern", "format")

@@ -6,19 +6,18 @@ import json
 import re
 from typing import Any
 
-from convengine import param_keys as pk
-from convengine import state as keys
-from convengine.audit import stages
-from convengine.errors import ErrorCode, InvalidInputError, StepError
-from convengine.graph import names
-from convengine.jsontext import dumps
+from convengine._internal.jsontext import dumps
+from convengine.catalog import names, stages
+from convengine.catalog import params as pk
+from convengine.catalog import state as keys
+from convengine.catalog.errors import ErrorCode, InvalidInputError, StepError
+from convengine.catalog.state import persistent_params
 from convengine.nodes.common import Step, now_ms
 from convengine.nodes.recorded import context_changes
 from convengine.nodes.response import transform
 from convengine.nodes.schema_scope import settle_schema_scope
 from convengine.nodes.summary import assistant_text, memory_row, summarise
 from convengine.nodes.turn import Turn
-from convengine.state import persistent_params
 
 _SPACES = re.compile(r"\s+")
 

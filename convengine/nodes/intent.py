@@ -7,23 +7,27 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from convengine import ce_config
-from convengine import param_keys as pk
-from convengine import state as keys
-from convengine.audit import stages
-from convengine.booleans import truthy
-from convengine.flows.matching import audit_small_talk, score_small_talk
-from convengine.graph import names
+from convengine._internal.textmatch import RegexTimeoutError
+from convengine.catalog import ce_config, names, stages
+from convengine.catalog import params as pk
+from convengine.catalog import state as keys
+from convengine.catalog.booleans import truthy
+from convengine.catalog.vocab import (
+    INTENT_COLLISION,
+    POST_AGENT_INTENT,
+    POST_CLASSIFIER_INTENT,
+    POST_INTENT,
+    UNKNOWN,
+)
 from convengine.llm.spend import capped
 from convengine.nodes.bootstrap import RESET_COMMANDS, wipe
 from convengine.nodes.common import Step, dig, resolved, run_rules
+from convengine.nodes.flow_matching import audit_small_talk, score_small_talk
 from convengine.nodes.intent_agent import Resolution, resolve_with_agent
 from convengine.nodes.knowledge import semantic_scores
 from convengine.nodes.schema_scope import current_schema
+from convengine.nodes.slot_schema import compute_facts
 from convengine.nodes.turn import Turn
-from convengine.schema import compute_facts
-from convengine.textmatch import RegexTimeoutError
-from convengine.vocab import INTENT_COLLISION, POST_AGENT_INTENT, POST_CLASSIFIER_INTENT, POST_INTENT, UNKNOWN
 
 FORCE_PARAMS = ("force_intent_resolution", "resolve_intent", "switch_intent", "switch_flow", "switch_mode")
 SWITCH_PHRASES = re.compile(r"\b(switch intent|change intent|change flow|change mode)\b", re.IGNORECASE)

@@ -5,15 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from convengine import ce_config
-from convengine import param_keys as pk
-from convengine import state as keys
-from convengine.audit import stages
+from convengine.catalog import ce_config, stages
+from convengine.catalog import params as pk
+from convengine.catalog import state as keys
+from convengine.catalog.vocab import ANY, INTENT_COLLISION
 from convengine.llm.prompts import INTENT_AGENT_SYSTEM, INTENT_AGENT_USER, config_prompt, render_for
 from convengine.nodes.common import dig
+from convengine.nodes.slot_schema import select_schema
 from convengine.nodes.turn import Turn
-from convengine.schema import select_schema
-from convengine.vocab import ANY, INTENT_COLLISION
 
 COMPONENT = "AgentIntentResolver"
 AGENT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {

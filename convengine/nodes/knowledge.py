@@ -15,16 +15,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from convengine import param_keys as pk
-from convengine import state as keys
-from convengine.audit import stages
-from convengine.errors import ConvEngineError
-from convengine.graph import names
+from convengine.catalog import names, stages
+from convengine.catalog import params as pk
+from convengine.catalog import state as keys
+from convengine.catalog.errors import ConvEngineError
+from convengine.catalog.vocab import UNKNOWN
 from convengine.knowledge.search import SearchHit
 from convengine.llm.spend import capped
 from convengine.nodes.common import SkipAudit, Step
 from convengine.nodes.turn import Turn
-from convengine.vocab import UNKNOWN
 
 SYNTHESIS_SYSTEM = (
     "Answer the user's question using only the numbered passages. Cite the passages you use as [1], [2]. "

@@ -13,18 +13,16 @@ import json
 import re
 from typing import Any
 
-from convengine import ce_config
-from convengine import param_keys as pk
-from convengine import state as keys
-from convengine.audit import stages
-from convengine.errors import ConvEngineError
-from convengine.graph import names
+from convengine.catalog import ce_config, names, stages
+from convengine.catalog import params as pk
+from convengine.catalog import state as keys
+from convengine.catalog.errors import ConvEngineError
+from convengine.catalog.vocab import POST_AGENT_MCP, POST_SEMANTIC_INTERPRET, PRE_AGENT_MCP
 from convengine.llm.prompts import PLANNER_SYSTEM, PLANNER_USER, config_prompt, render_for
 from convengine.nodes.common import dig, most_specific, run_rules
 from convengine.nodes.schema_scope import current_schema
+from convengine.nodes.slot_schema import compute_facts
 from convengine.nodes.turn import Turn
-from convengine.schema import compute_facts
-from convengine.vocab import POST_AGENT_MCP, POST_SEMANTIC_INTERPRET, PRE_AGENT_MCP
 
 PLANNER_SCHEMA: dict[str, Any] = {"type": "object", "required": ["action", "tool_code", "args", "answer", "operation_tag"],
                                   "properties": {"action": {"type": "string", "enum": ["CALL_TOOL", "ANSWER"]},

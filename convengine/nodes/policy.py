@@ -6,17 +6,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from convengine import param_keys as pk
-from convengine import state as keys
-from convengine.audit import stages
-from convengine.booleans import truthy
-from convengine.config_loader.records import PolicyRecord
-from convengine.graph import names
+from convengine._internal.textmatch import PatternError, RegexTimeoutError, cached_regex
+from convengine.catalog import names, stages
+from convengine.catalog import params as pk
+from convengine.catalog import state as keys
+from convengine.catalog.booleans import truthy
+from convengine.catalog.vocab import LLM_POLICY
+from convengine.config.records import PolicyRecord
 from convengine.nodes.common import Step
 from convengine.nodes.policy_check import check_policy, fail_closed
 from convengine.nodes.turn import Turn
-from convengine.textmatch import PatternError, RegexTimeoutError, cached_regex
-from convengine.vocab import LLM_POLICY
 
 _WHITESPACE = re.compile(r"[\r\n\t]+| {2,}")
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from convengine import ce_config
-from convengine.config_loader.records import PolicyRecord
-from convengine.errors import LlmError, PromptRenderError
+from convengine.catalog import ce_config
+from convengine.catalog.errors import LlmError, PromptRenderError
+from convengine.config.records import PolicyRecord
 from convengine.llm.prompts import config_prompt, render_for
 from convengine.llm.scripted import UnscriptedCallError
 from convengine.nodes.turn import Turn

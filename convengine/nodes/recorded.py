@@ -14,11 +14,11 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from convengine import state as keys
-from convengine.jsontext import dumps
-from convengine.memory.secrets import MASK
+from convengine._internal.jsontext import dumps
+from convengine.catalog import state as keys
+from convengine.catalog.state import caller_params
 from convengine.nodes.turn import Turn
-from convengine.state import caller_params
+from convengine.security.secrets import MASK
 
 CONTEXT_BEFORE = "context_before"
 """``ctx.extras`` key: the context as the turn found it (set by load_or_create_conversation)."""

@@ -6,23 +6,22 @@ import inspect
 import json
 from typing import Any
 
-from convengine import state as keys
-from convengine.audit import stages
-from convengine.config_loader.records import ResponseRecord
-from convengine.errors import (
+from convengine.catalog import names, stages
+from convengine.catalog import state as keys
+from convengine.catalog.errors import (
     ErrorCode,
     LlmNotConfiguredError,
     PromptRenderError,
     ResponseMappingNotFoundError,
 )
-from convengine.graph import names
+from convengine.catalog.vocab import ANY, INTENT_COLLISION
+from convengine.config.records import ResponseRecord
 from convengine.nodes.collision import collision_text
 from convengine.nodes.common import Step, dig
 from convengine.nodes.derived import derive
 from convengine.nodes.turn import Turn
 from convengine.templates.render import referenced_names, render_text
 from convengine.templates.variables import template_variables
-from convengine.vocab import ANY, INTENT_COLLISION
 
 
 def score(row: ResponseRecord, intent: str, state: str) -> int | None:

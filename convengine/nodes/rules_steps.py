@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from convengine import param_keys as pk
-from convengine import state as keys
-from convengine.audit import stages
-from convengine.graph import names
+from convengine.catalog import names, stages
+from convengine.catalog import params as pk
+from convengine.catalog import state as keys
+from convengine.catalog.vocab import ANY, POST_RESPONSE_RESOLUTION, PRE_RESPONSE_RESOLUTION, UNKNOWN
 from convengine.nodes.common import Step, run_rules
 from convengine.nodes.turn import Turn
-from convengine.vocab import ANY, POST_RESPONSE_RESOLUTION, PRE_RESPONSE_RESOLUTION, UNKNOWN
 
 
 async def rules(turn: Turn) -> None:

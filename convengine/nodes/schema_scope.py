@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from convengine import state as keys
-from convengine.audit import stages
-from convengine.config_loader.records import OutputSchemaRecord
+from convengine.catalog import stages
+from convengine.catalog import state as keys
+from convengine.config.records import OutputSchemaRecord
+from convengine.nodes.slot_schema import compute_facts, select_schema
 from convengine.nodes.turn import Turn
-from convengine.schema import compute_facts, select_schema
 
 SCOPE_KEY = "schema_scope"
 

@@ -6,18 +6,17 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
-from convengine import param_keys as pk
-from convengine import state as keys
-from convengine.audit import stages
-from convengine.config_loader.records import ContainerConfigRecord, OutputSchemaRecord
-from convengine.errors import LlmNotConfiguredError
-from convengine.graph import names
+from convengine.catalog import names, stages
+from convengine.catalog import params as pk
+from convengine.catalog import state as keys
+from convengine.catalog.errors import LlmNotConfiguredError
+from convengine.catalog.vocab import ANY, POST_SCHEMA_EXTRACTION
+from convengine.config.records import ContainerConfigRecord, OutputSchemaRecord
 from convengine.nodes.common import Step, dig, run_rules
 from convengine.nodes.extraction import extract
 from convengine.nodes.schema_scope import current_schema, finish_schema
+from convengine.nodes.slot_schema import compute_facts, meaningful, schema_dict
 from convengine.nodes.turn import Turn
-from convengine.schema import compute_facts, meaningful, schema_dict
-from convengine.vocab import ANY, POST_SCHEMA_EXTRACTION
 
 # --- context data (ce_container_config) --------------------------------------------------
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from convengine import state as keys
-from convengine.config_loader.records import MemoryRecord
+from convengine.catalog import state as keys
+from convengine.config.records import MemoryRecord
 from convengine.nodes.common import most_specific
 from convengine.nodes.turn import Turn
 from convengine.templates.render import render_prompt

@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from convengine import param_keys as pk
-from convengine.audit import stages
-from convengine.config_loader.records import ToolRecord
-from convengine.errors import ConvEngineError
+from convengine.catalog import params as pk
+from convengine.catalog import stages
+from convengine.catalog.errors import ConvEngineError
+from convengine.catalog.vocab import POST_TOOL_EXECUTION, canonical_tool_group
+from convengine.config.records import ToolRecord
 from convengine.nodes.common import run_rules
 from convengine.nodes.turn import Turn
 from convengine.tools.base import tool_meta
 from convengine.tools.runner import ToolRunner
-from convengine.vocab import POST_TOOL_EXECUTION, canonical_tool_group
 
 
 class ToolRequestError(ValueError):

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from convengine import param_keys as pk
-from convengine.audit import stages
-from convengine.graph import names
+from convengine.catalog import names, stages
+from convengine.catalog import params as pk
 from convengine.nodes.common import Step
 from convengine.nodes.planner import call_step, plan_step, planner_skip
 from convengine.nodes.tool_request import run_tool_request

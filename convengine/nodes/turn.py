@@ -11,15 +11,15 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from convengine import param_keys as pk
-from convengine import state as keys
-from convengine.config_loader.snapshot import ConfigSnapshot
-from convengine.memory.namespaces import producers as memory_namespaces
+from convengine.catalog import params as pk
+from convengine.catalog import state as keys
+from convengine.catalog.state import EngineState
+from convengine.catalog.vocab import UNKNOWN
+from convengine.config.snapshot import ConfigSnapshot
 from convengine.nodes.context import TurnContext
 from convengine.rules.facts import FactsInput, build_facts, session_fields
 from convengine.settings import EngineSettings
-from convengine.state import EngineState
-from convengine.vocab import UNKNOWN
+from convengine.templates.namespaces import producers as memory_namespaces
 
 
 class Turn:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from convengine._lazy import lazy_names
+from convengine._internal.lazy import lazy_names
 
 if TYPE_CHECKING:  # the names below, for type checkers and the import-graph checks; at run time each
-    # loads on first use, so importing one submodule does not run the others (see convengine/_lazy.py)
+    # loads on first use, so importing one submodule does not run the others (see convengine/_internal/lazy.py)
     from convengine.rules.actions import BUILTIN_ACTIONS, ActionEnv
     from convengine.rules.engine import BUILTIN_MATCH_TYPES, PhaseRun, RuleRegistry, bucket_order
     from convengine.rules.facts import FactsInput, build_facts

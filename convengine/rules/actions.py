@@ -7,14 +7,14 @@ import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from convengine.audit import stages
-from convengine.config_loader.records import RuleRecord
-from convengine.errors import ConvEngineError, ErrorCode, RuleError
-from convengine.flows.handoff import hand_off
+from convengine.catalog import stages
+from convengine.catalog.errors import ConvEngineError, ErrorCode, RuleError
+from convengine.catalog.vocab import DIALOGUE_ACTS
+from convengine.config.records import RuleRecord
+from convengine.rules.handoff import hand_off
 from convengine.rules.jsonpath import compile_jsonpath
 from convengine.rules.model import RuleSession
 from convengine.rules.params import parse_input_params
-from convengine.vocab import DIALOGUE_ACTS
 
 ActionHandler = Callable[[RuleRecord, RuleSession, "ActionEnv"], Awaitable[dict[str, Any]] | dict[str, Any]]
 
@@ -187,7 +187,7 @@ async def _run_task(rule: RuleRecord, session: RuleSession, env: ActionEnv, bean
 
 
 def handoff(rule: RuleRecord, session: RuleSession, env: ActionEnv) -> dict[str, Any]:
-    """Hand the conversation to a human (see convengine.flows.handoff)."""
+    """Hand the conversation to a human (see convengine.rules.handoff)."""
     return hand_off(session, rule.rule_id, _value(rule))
 
 

@@ -12,15 +12,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from convengine import param_keys as pk
-from convengine.audit import stages
-from convengine.config_loader.records import RuleRecord
-from convengine.errors import ConvEngineError, RuleError
+from convengine._internal.textmatch import RegexTimeoutError
+from convengine.catalog import params as pk
+from convengine.catalog import stages
+from convengine.catalog.errors import ConvEngineError, RuleError
+from convengine.catalog.state import changed_params
+from convengine.catalog.vocab import ANY
+from convengine.config.records import RuleRecord
 from convengine.rules.actions import BUILTIN_ACTIONS, ActionEnv, ActionHandler, TaskRunner
 from convengine.rules.model import Emit, PhaseResult, RuleSession
-from convengine.state import changed_params
-from convengine.textmatch import RegexTimeoutError
-from convengine.vocab import ANY
 
 MatchType = Callable[[RuleRecord, RuleSession], bool]
 

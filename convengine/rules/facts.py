@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from convengine import param_keys as pk
+from convengine.catalog import params as pk
 
 
 @dataclass(slots=True)

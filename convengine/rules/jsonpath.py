@@ -26,7 +26,7 @@ from jsonpath_ng.ext.parser import parse as _parse
 from jsonpath_ng.ext.string import Sub
 from jsonpath_ng.jsonpath import DatumInContext
 
-from convengine.textmatch import PatternError, linear_regex
+from convengine._internal.textmatch import PatternError, linear_regex
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from convengine.vocab import ANY
+from convengine.catalog.vocab import ANY
 
 
 def in_scope(row_intent: str | None, row_state: str | None, intent: str, state: str) -> bool:

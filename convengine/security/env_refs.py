@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
-from convengine.errors import ConfigError, ErrorCode
+from convengine.catalog.errors import ConfigError, ErrorCode
 from convengine.security.redact import ENV_REF, SENSITIVE_NAME, remember_secret
 
 PACK_ENV_SETTING = "security.pack_env_names"

@@ -26,7 +26,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-from convengine.errors import ConvEngineError
+from convengine.catalog.errors import ConvEngineError
 
 MASK = "***"
 MIN_SECRET_CHARS = 4

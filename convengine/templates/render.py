@@ -32,7 +32,7 @@ import jinja2
 import jinja2.meta
 import re2
 
-from convengine.errors import ErrorCode, PromptRenderError
+from convengine.catalog.errors import ErrorCode, PromptRenderError
 from convengine.settings import EngineSettings
 from convengine.templates import thymeleaf
 from convengine.templates.sandbox import BoundedSandbox, TemplateBudgetError, budget_for, check_serialised

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
-from convengine import state as keys
-from convengine.memory.namespaces import producers as memory_namespaces
+from convengine.catalog import state as keys
 from convengine.rules.facts import FactsInput, session_fields
+from convengine.templates.namespaces import producers as memory_namespaces
 
 
 class TemplateSession(Protocol):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from convengine.testing import runner
-from convengine.testing.runner import FileRun, TestOutcome, discover
-from convengine.testing.spec import load_test_file
+from convengine.engine import conversation_tests as runner
+from convengine.engine.conversation_specs import load_test_file
+from convengine.engine.conversation_tests import FileRun, TestOutcome, discover
 
 __all__ = ["FileRun", "TestOutcome", "discover", "load_test_file", "run_file"]
 

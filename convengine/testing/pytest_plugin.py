@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from convengine.engine import Engine
+from convengine.engine.conversation_specs import load_test_file
+from convengine.engine.conversation_tests import FileRun, TestOutcome
 from convengine.security.terminal import visible
-from convengine.testing.runner import FileRun, TestOutcome
-from convengine.testing.spec import load_test_file
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
 
-from convengine.testing.runner import TestOutcome
+from convengine.engine.conversation_tests import TestOutcome
 
 
 def junit_xml(outcomes: list[TestOutcome]) -> str:

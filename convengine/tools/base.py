@@ -8,9 +8,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from convengine.config_loader.records import ToolRecord
-from convengine.config_loader.snapshot import ConfigSnapshot
-from convengine.errors import ErrorCode, ToolError
+from convengine.catalog.errors import ErrorCode, ToolError
+from convengine.config.records import ToolRecord
+from convengine.config.snapshot import ConfigSnapshot
 from convengine.turn_view import TurnView
 
 

@@ -20,11 +20,11 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 
-from convengine.audit import stages
-from convengine.config_loader.records import DbToolRecord, ToolRecord
+from convengine._internal.jsontext import dumps
+from convengine.catalog import stages
+from convengine.catalog.errors import ErrorCode, ToolError
+from convengine.config.records import DbToolRecord, ToolRecord
 from convengine.db import create_sync_engine, parse_database_url
-from convengine.errors import ErrorCode, ToolError
-from convengine.jsontext import dumps
 from convengine.settings import DbSettings, McpSettings
 from convengine.tools.db_exec import Fetched, Limits, execute
 from convengine.tools.sql_guard import SqlPolicy, UnsafeSqlError, bound_names, prepare, substitute_identifiers

@@ -24,8 +24,8 @@ import psycopg
 import sqlalchemy as sa
 from psycopg.rows import dict_row
 
-from convengine.errors import ErrorCode, ToolError
-from convengine.jsontext import dumps
+from convengine._internal.jsontext import dumps
+from convengine.catalog.errors import ErrorCode, ToolError
 from convengine.tools.sql_policy import SqlPolicy
 from convengine.tools.sql_tokens import Numbered, UnsafeSqlError
 

@@ -31,8 +31,8 @@ from urllib.parse import urlsplit
 import httpcore
 import httpx
 
-from convengine import numbers
-from convengine.errors import ErrorCode, ToolError
+from convengine._internal import numbers
+from convengine.catalog.errors import ErrorCode, ToolError
 from convengine.rules.jsonpath import compile_jsonpath
 from convengine.security.redact import (
     SENSITIVE_NAME,

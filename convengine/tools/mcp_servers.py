@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from convengine.errors import ToolError
+from convengine.catalog.errors import ToolError
 from convengine.settings import McpServerSettings
 
 PREFIX = "mcp."

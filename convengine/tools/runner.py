@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from convengine.config_loader.records import ToolRecord
-from convengine.errors import ErrorCode, ToolError
-from convengine.jsontext import dumps
+from convengine._internal.jsontext import dumps
+from convengine.catalog.errors import ErrorCode, ToolError
+from convengine.config.records import ToolRecord
 from convengine.registry import Registries
 from convengine.rules.scope import in_scope
 from convengine.tools.base import (

@@ -18,7 +18,7 @@ from typing import Any
 from pglast import parser
 from pglast.parser import ParseError
 
-from convengine.errors import ErrorCode, ToolError
+from convengine.catalog.errors import ErrorCode, ToolError
 
 MAX_SQL_CHARS = 100_000
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

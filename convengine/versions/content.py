@@ -15,11 +15,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from convengine.catalog.defaults import LIVE_CHANNEL
 from convengine.config_loader.loader import _DELETE_ORDER, _INSERT_ORDER, TIMESTAMPS, _insert_rows, _read_rows
 from convengine.config_loader.packs import pack_tables, read_pack, rows_to_pack
 from convengine.config_loader.rows import coerce_rows
 from convengine.db.models import MODEL_BY_TABLE, primary_key_column
-from convengine.defaults import LIVE_CHANNEL
 
 __all__ = ["DRAFT_CHANNEL", "LIVE_CHANNEL", "MIGRATIONS"]
 

@@ -6,8 +6,8 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from convengine.catalog.errors import InvalidInputError
 from convengine.db.models import CONTROL_TABLES
-from convengine.errors import InvalidInputError
 from convengine.versions.content import primary_key
 
 

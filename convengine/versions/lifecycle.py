@@ -16,11 +16,11 @@ from typing import Any, Protocol
 
 import sqlalchemy as sa
 
+from convengine.catalog.errors import ConfigError, ConfigValidationError, ErrorCode, PackError
 from convengine.config_loader import ConfigSnapshot, Extensions, validate_pack
 from convengine.config_loader.loader import _replace_rows
 from convengine.config_loader.packs import pack_tables
 from convengine.config_loader.rows import coerce_rows
-from convengine.errors import ConfigError, ConfigValidationError, ErrorCode, PackError
 from convengine.versions import store
 from convengine.versions.content import (
     DRAFT_CHANNEL,
@@ -175,7 +175,7 @@ def publish(engine: sa.Engine, *, channel: str = LIVE_CHANNEL, version: int | No
             extensions: Extensions | None = None, gate: TestGate | None = None) -> Publication:
     """Make ``channel`` serve the draft (or ``version``) when it validates and every conversation test in
     ``tests`` (files or directories of ``*.conv.yaml``) passes against it. ``gate`` runs them (see
-    :func:`convengine.versions.gate.conversation_test_gate`); tests without a gate are refused, never skipped.
+    :func:`convengine.engine.publish_gate.conversation_test_gate`); tests without a gate are refused, never skipped.
 
     Raises:
         PublishRefusedError: the version is invalid (violations listed) or tests failed (named).
@@ -239,7 +239,7 @@ def _tested(content: Mapping[str, Any], number: int, tests: Sequence[str | Path]
         return ()
     if gate is None:
         raise ConfigError("conversation tests were given but nothing can run them here: publish through "
-                          "engine.versions, the CLI or the HTTP API, or pass gate=convengine.versions.gate.conversation_test_gate(Engine.open)")
+                          "engine.versions, the CLI or the HTTP API, or pass gate=convengine.engine.publish_gate.conversation_test_gate(Engine.open)")
     outcomes = gate(content, tests)
     failed = [o for o in outcomes if not o.passed]
     if failed:

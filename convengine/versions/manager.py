@@ -30,7 +30,7 @@ class Versions:
     against the version it publishes; a publish may name others. ``on_change`` is called after a
     change of what a channel serves (an open engine uses it to look at once instead of at its next check).
     ``gate`` runs the tests (``engine.versions`` has one; elsewhere pass
-    ``convengine.versions.gate.conversation_test_gate(Engine.open)``).
+    ``convengine.engine.publish_gate.conversation_test_gate(Engine.open)``).
     """
 
     def __init__(self, engine: sa.Engine, *, tests: Sequence[str | Path] = (),

@@ -23,13 +23,13 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from convengine.audit import stages
 from convengine.audit.filters import AuditFilter
+from convengine.catalog import stages
+from convengine.catalog.errors import InvalidInputError
+from convengine.checkpointing.persistence import Write
 from convengine.config_loader import ConfigSnapshot, Extensions
 from convengine.db.models import CeConversationVersion
-from convengine.errors import InvalidInputError
 from convengine.knowledge.semantic import SemanticIndex
-from convengine.persistence import Write
 from convengine.versions import store
 from convengine.versions.content import DRAFT_CHANNEL
 from convengine.versions.lifecycle import build

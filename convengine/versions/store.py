@@ -15,10 +15,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from convengine.catalog.errors import ConfigError, ErrorCode, InvalidInputError
 from convengine.config_loader import stamp
 from convengine.config_loader.loader import IMPORT_LOCK_KEY
 from convengine.db.models import CeConfigChannel, CeConfigPublication, CeConfigVersion
-from convengine.errors import ConfigError, ErrorCode, InvalidInputError
 from convengine.versions.content import DRAFT_CHANNEL, MIGRATIONS, canonical, digest
 
 VERSION = CeConfigVersion.__table__

@@ -12,8 +12,8 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
+from convengine.catalog.errors import ConversationNotFoundError, InvalidInputError
 from convengine.db import create_sync_engine, parse_database_url
-from convengine.errors import ConversationNotFoundError, InvalidInputError
 from convengine.nodes.common import Step
 from tests.conftest import PACKS
 from tests.helpers import engine_on, pack

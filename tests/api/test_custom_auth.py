@@ -12,7 +12,7 @@ import pytest
 from fastapi import Request
 
 from convengine.api import Principal, create_app
-from convengine.errors import ConfigError
+from convengine.catalog.errors import ConfigError
 from tests.api.auth_support import MESSAGE, assert_refused
 from tests.conftest import PACKS
 from tests.servers import in_process

@@ -8,8 +8,8 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
+from convengine.catalog.errors import ConversationNotFoundError, InvalidInputError
 from convengine.db import create_sync_engine, parse_database_url, upgrade
-from convengine.errors import ConversationNotFoundError, InvalidInputError
 from tests.helpers import engine_on, pack
 from tests.security.world import World, assert_unchanged
 

@@ -10,6 +10,7 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
+from convengine.catalog.errors import ConfigValidationError, PackError
 from convengine.config_loader import (
     SnapshotHolder,
     dump_pack,
@@ -18,7 +19,6 @@ from convengine.config_loader import (
     load_snapshot,
     validate_pack,
 )
-from convengine.errors import ConfigValidationError, PackError
 from tests.conftest import PACKS
 
 CONVENGINE_PACK = PACKS / "convengine_shaped.yaml"

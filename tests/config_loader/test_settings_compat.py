@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
+from convengine.catalog.errors import ConfigValidationError
 from convengine.config_loader import validate_pack
-from convengine.errors import ConfigValidationError
 from tests.config_loader.test_validation import BASE
 
 ROOT = Path(__file__).resolve().parents[2]

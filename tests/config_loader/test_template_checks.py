@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from convengine.catalog.errors import ConfigValidationError, ErrorCode, PromptRenderError
 from convengine.config_loader import validate_pack
-from convengine.errors import ConfigValidationError, ErrorCode, PromptRenderError
 from tests.config_loader.test_validation import BASE
 from tests.helpers import engine_on
 

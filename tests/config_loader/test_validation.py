@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from convengine.catalog.errors import ConfigValidationError, PackError
 from convengine.config_loader import validate_pack
-from convengine.errors import ConfigValidationError, PackError
 
 BASE: dict[str, Any] = {
     "ce_intent": [{"intent_code": "LOAN", "description": "loans"}],

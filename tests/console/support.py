@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from convengine.api.app import create_app
-from convengine.cli.support import load_module, pack_options
+from convengine.config_loader.companions import load_module, pack_options
 from tests.conftest import EXAMPLES
 
 PACK = EXAMPLES / "pizza.yaml"

@@ -14,7 +14,7 @@ import yaml
 
 from convengine import ScriptedLLM
 from convengine.api.app import create_app
-from convengine.cli.support import pack_options
+from convengine.config_loader.companions import pack_options
 from convengine.testing import run_file
 from tests.console.support import PACK, console_app, scripted_model
 from tests.console.test_export import convengine_test

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from convengine.errors import ConvEngineError, InvalidInputError
+from convengine.catalog.errors import ConvEngineError, InvalidInputError
 from tests.flows.packs import chain, edge, flows_pack, node
 from tests.helpers import assert_in_order, engine_on, payload_of, turn_events, turn_stages
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
+from convengine.catalog.errors import ConfigValidationError
 from convengine.config_loader import dump_pack, export_pack, validate_pack
 from convengine.config_loader.packs import load_yaml
-from convengine.errors import ConfigValidationError
 from tests.flows.packs import flows_pack
 from tests.helpers import engine_on
 

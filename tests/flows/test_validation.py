@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from convengine.catalog.errors import ConfigValidationError
 from convengine.config_loader.build import SnapshotInput, build_snapshot
 from convengine.engine import Engine
-from convengine.errors import ConfigValidationError
 from tests.flows.packs import chain, edge, flows_pack, node
 
 

@@ -12,10 +12,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from convengine.catalog.errors import ConfigValidationError, PackError
 from convengine.config_loader import dump_pack, export_pack, import_pack, load_snapshot, validate_pack
 from convengine.db import create_sync_engine, parse_database_url, upgrade
 from convengine.db.models import CONTROL_TABLES, Base
-from convengine.errors import ConfigValidationError, PackError
 from tests.fuzz.strategies import json_values, rule_lists
 from tests.fuzz.test_rules_fuzz import BASE
 

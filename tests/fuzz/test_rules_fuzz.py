@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from convengine.audit import AuditFilter, TurnAudit
+from convengine.catalog.errors import ConfigValidationError, ConvEngineError
 from convengine.config_loader import ConfigSnapshot, validate_pack
-from convengine.errors import ConfigValidationError, ConvEngineError
 from convengine.nodes.context import TurnContext
 from convengine.nodes.turn import Turn
 from convengine.rules.engine import PhaseRun, RuleRegistry

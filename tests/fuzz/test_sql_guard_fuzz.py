@@ -23,9 +23,9 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from convengine.config_loader.records import ToolRecord
+from convengine.catalog.errors import ToolError
+from convengine.config.records import ToolRecord
 from convengine.db import create_sync_engine, parse_database_url
-from convengine.errors import ToolError
 from convengine.settings import DbSettings, McpSettings
 from convengine.tools.db import DbRunner
 from convengine.tools.sql_guard import SqlPolicy, UnsafeSqlError, bound_names, prepare

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from convengine.errors import ErrorCode, PromptRenderError
+from convengine.catalog.errors import ErrorCode, PromptRenderError
 from convengine.templates.render import render_prompt, render_text
 from tests.fuzz.strategies import json_objects, json_values, user_text
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from convengine.errors import ConvEngineError
+from convengine.catalog.errors import ConvEngineError
 from convengine.nodes.common import Step
 from tests.helpers import engine_on, pack
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from convengine.errors import ConversationNotFoundError, UndoError
+from convengine.catalog.errors import ConversationNotFoundError, UndoError
 from tests.helpers import engine_on, pack
 
 pytestmark = pytest.mark.asyncio

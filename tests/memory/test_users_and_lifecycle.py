@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from convengine.errors import (
+from convengine.catalog.errors import (
     ConvEngineError,
     ConversationEndedError,
     ConversationNotFoundError,

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from convengine.api import create_app
-from convengine.errors import ConversationNotFoundError, ServerBusyError
+from convengine.catalog.errors import ConversationNotFoundError, ServerBusyError
 from tests.conftest import PACKS
 from tests.helpers import engine_on, pack
 from tests.servers import Server, in_process

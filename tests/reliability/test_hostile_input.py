@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from convengine.errors import InvalidInputError, MessageTooLargeError
+from convengine.catalog.errors import InvalidInputError, MessageTooLargeError
 from tests.helpers import engine_on, pack, payload_of, turn_events
 from tests.servers import Server, post
 

@@ -36,7 +36,7 @@ CHILD = textwrap.dedent("""
     import os, random, signal, sys
     from pathlib import Path
     from convengine.checkpointing import bound
-    from convengine.cli.support import pack_options
+    from convengine.config_loader.companions import pack_options
     from convengine.engine import Engine
     from convengine import persistence
 

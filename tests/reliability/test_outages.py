@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from convengine.errors import ErrorCode, LlmError
+from convengine.catalog.errors import ErrorCode, LlmError
 from convengine.llm import ScriptedLLM
 from convengine.tools.http import HttpRequest
 from tests.helpers import engine_on, pack, payload_of, turn_events

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from convengine.errors import ConvEngineError, ErrorCode
+from convengine.catalog.errors import ConvEngineError, ErrorCode
 from convengine.nodes.common import Step
 from tests.conftest import PG_URL, REQUIRE_PG
 from tests.helpers import assert_linear, checkpoint_chain, engine_on, pack

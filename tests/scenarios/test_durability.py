@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from convengine.catalog.errors import ConversationNotFoundError
 from convengine.db import create_sync_engine, parse_database_url
-from convengine.errors import ConversationNotFoundError
 from tests.helpers import assert_linear, checkpoint_chain, engine_on, pack
 
 pytestmark = pytest.mark.asyncio
@@ -50,7 +50,7 @@ async def test_two_engines_on_one_database_serialise_through_the_database(db_url
 
 
 async def test_a_busy_conversation_waits_then_reports_clearly(db_url: str) -> None:
-    from convengine.errors import ConversationBusyError
+    from convengine.catalog.errors import ConversationBusyError
     from convengine.nodes.common import Step
 
     async def slow(turn: Any) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from convengine.errors import ErrorCode, LlmError, PromptRenderError
+from convengine.catalog.errors import ErrorCode, LlmError, PromptRenderError
 from convengine.llm import Delay, ScriptedLLM
 from tests.helpers import assert_in_order, engine_on, pack, payload_of, turn_events, turn_stages
 

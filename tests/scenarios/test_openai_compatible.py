@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from langchain_openai import ChatOpenAI
 
-from convengine.errors import ErrorCode, LlmError
+from convengine.catalog.errors import ErrorCode, LlmError
 from tests.conftest import EXAMPLES
 from tests.helpers import engine_on, pack, payload_of, turn_events
 from tests.openai_stub import last_user_message, stub_server, system_message

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from convengine.errors import ErrorCode, LlmNotConfiguredError
+from convengine.catalog.errors import ErrorCode, LlmNotConfiguredError
 from convengine.llm import ScriptedLLM
 from tests.conftest import EXAMPLES
 from tests.helpers import assert_in_order, engine_on, pack, payload_of, turn_events, turn_stages

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from convengine.errors import ConvEngineError, ErrorCode, StepError
-from convengine.graph import names
+from convengine.catalog import names
+from convengine.catalog.errors import ConvEngineError, ErrorCode, StepError
 from convengine.nodes.common import Step
 from convengine.nodes.context import StepHook
 from tests.helpers import engine_on, pack, payload_of, turn_events, turn_stages
@@ -176,7 +176,7 @@ async def test_a_failed_first_turn_leaves_no_conversation_state(db_url: str) -> 
     def explode(turn: Any) -> None:
         raise RuntimeError("nope")
 
-    from convengine.errors import ConversationNotFoundError
+    from convengine.catalog.errors import ConversationNotFoundError
 
     async with engine_on(db_url, pack(), steps=[Step("boom", explode, after="audit_user_input")]) as engine:
         cid = "6b8f0a1e-1111-4222-8333-444455556666"

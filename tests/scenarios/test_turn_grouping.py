@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from convengine.audit.turns import last_turn, split_turns, turn_steps
-from convengine.errors import ConvEngineError
+from convengine.catalog.errors import ConvEngineError
 from tests.helpers import engine_on, pack
 
 pytestmark = pytest.mark.asyncio

@@ -150,7 +150,7 @@ async def test_null_intent_exact_state_beats_intent_with_any_state(db_url: str) 
 
 
 async def test_a_missing_response_fails_the_turn_with_a_clear_error(db_url: str) -> None:
-    from convengine.errors import ResponseMappingNotFoundError
+    from convengine.catalog.errors import ResponseMappingNotFoundError
 
     data = pack()
     data["ce_response"] = [r for r in data["ce_response"] if r.get("state_code") not in ("ANY", "START")]

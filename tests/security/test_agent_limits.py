@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from convengine.errors import ConfigValidationError
-from convengine.flows import vocab
+from convengine.catalog import flows as vocab
+from convengine.catalog.errors import ConfigValidationError
 from convengine.llm import ScriptedLLM
 from tests.flows.packs import chain, edge, flows_pack, node
 from tests.helpers import engine_on, payload_of, turn_events

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from convengine.errors import ErrorCode, PromptRenderError
+from convengine.catalog.errors import ErrorCode, PromptRenderError
 from convengine.templates.render import TemplateLimits, render_text
 from tests.helpers import engine_on, pack
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from convengine import ScriptedLLM
-from convengine.errors import ConvEngineError, ErrorCode
-from convengine.flows.expr import ExpressionError, compile_expression
+from convengine.catalog.errors import ConvEngineError, ErrorCode
+from convengine.rules.expr import ExpressionError, compile_expression
 from tests.api.auth_support import MESSAGE
 from tests.flows.packs import chain, flows_pack, node
 from tests.helpers import engine_on

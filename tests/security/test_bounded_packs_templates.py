@@ -21,10 +21,10 @@ import httpx
 import pytest
 import yaml
 
+from convengine.catalog.errors import ErrorCode, PackError, PromptRenderError
 from convengine.config_loader import validate_pack
 from convengine.config_loader.packs import MAX_DEPTH, MAX_EXPANDED_NODES, MAX_PACK_BYTES
 from convengine.engine import Engine
-from convengine.errors import ErrorCode, PackError, PromptRenderError
 from convengine.llm import ScriptedLLM
 from tests.helpers import engine_on, pack, payload_of, turn_events
 from tests.security.world import assert_unchanged

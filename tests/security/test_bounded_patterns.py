@@ -18,7 +18,7 @@ import httpx
 import pytest
 import yaml
 
-from convengine.errors import ConfigValidationError, ConvEngineError
+from convengine.catalog.errors import ConfigValidationError, ConvEngineError
 from tests.conftest import EXAMPLES
 from tests.helpers import engine_on, pack
 from tests.security.world import assert_unchanged

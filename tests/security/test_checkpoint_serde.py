@@ -14,9 +14,9 @@ import ormsgpack
 import pytest
 import sqlalchemy as sa
 
+from convengine.catalog.errors import UnsafeCheckpointError
 from convengine.db import create_sync_engine, parse_database_url
 from convengine.engine import Engine
-from convengine.errors import UnsafeCheckpointError
 from tests.conftest import EXAMPLES
 from tests.security.world import assert_unchanged
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from convengine.flows.expr import ExpressionError, compile_expression
-from convengine.flows.sandbox import run_script
+from convengine._internal.sandbox import run_script
+from convengine.rules.expr import ExpressionError, compile_expression
 from tests.flows.packs import chain, edge, flows_pack, node
 from tests.helpers import engine_on, payload_of, turn_events
 from tests.http_stub import http_server

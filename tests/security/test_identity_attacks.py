@@ -267,7 +267,7 @@ async def test_identities_are_stable() -> None:
 ])
 async def test_a_bad_keys_file_refuses_to_serve_saying_why(tmp_path: Path, content: str | None, says: str) -> None:
     from convengine.api.auth import ApiKeys
-    from convengine.errors import ConfigError
+    from convengine.catalog.errors import ConfigError
     from convengine.settings import AuthSettings
 
     keys = tmp_path / "keys.yaml"

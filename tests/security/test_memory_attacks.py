@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from convengine.errors import ConversationNotFoundError, InvalidInputError
+from convengine.catalog.errors import ConversationNotFoundError, InvalidInputError
 from tests.helpers import engine_on, pack
 from tests.memory.http_support import MESSAGE, as_, served
 from tests.security.world import assert_unchanged

@@ -27,8 +27,8 @@ import ormsgpack
 import pytest
 import sqlalchemy as sa
 
+from convengine.catalog.errors import ConversationNotFoundError, UnsafeCheckpointError
 from convengine.db import create_sync_engine, parse_database_url
-from convengine.errors import ConversationNotFoundError, UnsafeCheckpointError
 from convengine.llm import ScriptedLLM
 from convengine.tools.http import HttpRequest
 from tests.api.auth_support import (
@@ -655,7 +655,7 @@ async def test_persisted_params_stay_bounded_when_every_turn_sends_new_keys(serv
     sent once persist, so the conversation's params grow by 1.5 MB a turn without limit: after 6 turns
     9 MB are read, written and checkpointed on every turn (each turn slower, the database growing
     quadratically until a prune); after a few hundred turns one conversation takes the server's memory.
-    Each request is within api.max_body_bytes. Proposed fix (convengine/state.py persistent_params and
+    Each request is within api.max_body_bytes. Proposed fix (convengine/catalog/state.py persistent_params and
     nodes/bootstrap.py): bound what persists, e.g. the persisted caller params as JSON within
     api.max_body_bytes (the turn that would pass it refused with INVALID_INPUT naming the limit, nothing
     written), or only the keys a pack declares persistent."""

@@ -19,7 +19,7 @@ import pytest
 
 from convengine import Engine
 from convengine.api import create_app
-from convengine.errors import ConversationNotFoundError
+from convengine.catalog.errors import ConversationNotFoundError
 from tests.api.auth_support import MESSAGE, USER_A, USER_B, bearer
 from tests.security.test_identity_attacks import AUTH, FORGET, MEMORY_PACK, TASKS, say
 from tests.servers import in_process

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from convengine.errors import ConfigError, ConfigValidationError, ConvEngineError
+from convengine.catalog.errors import ConfigError, ConfigValidationError, ConvEngineError
 from tests.flows.packs import chain, edge, flows_pack, node
 from tests.helpers import engine_on
 from tests.http_stub import http_server

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from convengine.errors import ConfigError
+from convengine.catalog.errors import ConfigError
 from tests.api.auth_support import USER_A
 from tests.helpers import engine_on, pack
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from convengine.errors import ConfigValidationError
+from convengine.catalog.errors import ConfigValidationError
 from tests.flows.packs import chain, edge, flows_pack, node
 from tests.helpers import engine_on, payload_of, turn_events
 

@@ -16,9 +16,9 @@ import pytest
 import uvloop
 import yaml
 
-from convengine.errors import ConfigValidationError
-from convengine.flows.sandbox import host
-from convengine.flows.sandbox.runner import REAP_S
+from convengine._internal.sandbox import host
+from convengine._internal.sandbox.runner import REAP_S
+from convengine.catalog.errors import ConfigValidationError
 from tests.api.auth_support import USER_A, auth_env, send
 from tests.flows.packs import chain, edge, flows_pack, node
 from tests.helpers import engine_on, payload_of, turn_events

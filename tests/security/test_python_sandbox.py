@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from convengine.flows.sandbox import run_script
-from convengine.flows.sandbox.runner import REAP_S
+from convengine._internal.sandbox import run_script
+from convengine._internal.sandbox.runner import REAP_S
 
 pytestmark = pytest.mark.asyncio
 SECRET = "top-secret-server-file"

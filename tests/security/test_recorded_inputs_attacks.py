@@ -16,7 +16,7 @@ import yaml
 
 from convengine import LlmCall, ScriptedLLM
 from convengine.api.app import create_app
-from convengine.cli.support import pack_options
+from convengine.config_loader.companions import pack_options
 from tests.console.support import PACK
 from tests.security.test_secrets import assert_hidden, stored_rows
 from tests.servers import in_process, post

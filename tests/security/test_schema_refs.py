@@ -20,8 +20,8 @@ from typing import Any, ClassVar
 import httpx
 import pytest
 
+from convengine.catalog.errors import ConfigValidationError
 from convengine.engine import Engine
-from convengine.errors import ConfigValidationError
 from tests.flows.packs import chain, flows_pack, node
 from tests.helpers import pack
 

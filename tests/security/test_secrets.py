@@ -23,8 +23,8 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
+from convengine.catalog.errors import ConfigError, ErrorCode, StepError, ToolError
 from convengine.db import create_sync_engine, parse_database_url
-from convengine.errors import ConfigError, ErrorCode, StepError, ToolError
 from convengine.nodes.common import Step
 from convengine.settings import HttpApiSettings
 from convengine.tools.http import HttpAuth, HttpRequest, HttpRunner

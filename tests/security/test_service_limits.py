@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from convengine.errors import ConfigError, ConfigValidationError
+from convengine.catalog.errors import ConfigError, ConfigValidationError
 from convengine.settings import HTTP_MAX_ATTEMPTS
 from tests.flows.packs import chain, edge, flows_pack, node
 from tests.helpers import engine_on

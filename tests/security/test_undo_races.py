@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from convengine.catalog.errors import UndoError
 from convengine.db import create_sync_engine, parse_database_url
 from convengine.engine import Engine
-from convengine.errors import UndoError
 from tests.memory.http_support import MESSAGE, as_, served
 
 pytestmark = pytest.mark.asyncio

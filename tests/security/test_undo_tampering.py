@@ -21,9 +21,9 @@ import ormsgpack
 import pytest
 import sqlalchemy as sa
 
+from convengine.catalog.errors import ConvEngineError
 from convengine.db import create_sync_engine, parse_database_url
 from convengine.engine import Engine
-from convengine.errors import ConvEngineError
 from tests.security.world import assert_unchanged
 
 pytestmark = pytest.mark.asyncio

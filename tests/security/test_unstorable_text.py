@@ -16,9 +16,9 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
+from convengine.catalog.errors import InvalidInputError
 from convengine.db import create_sync_engine, parse_database_url
 from convengine.engine import Engine
-from convengine.errors import InvalidInputError
 from tests.api.auth_support import MESSAGE, assert_refused, new_id
 from tests.conftest import PACKS
 from tests.security.world import assert_unchanged

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from convengine.catalog.errors import ConversationNotFoundError
 from convengine.engine import Engine
-from convengine.errors import ConversationNotFoundError
 from tests.helpers import pack
 from tests.versions.test_http import ADMIN, ALICE, VERSIONS, say, served
 from tests.versions.test_versions import WARM, live_greeting, versions_of, warm_pack

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from convengine.errors import ConfigError
+from convengine.catalog.errors import ConfigError
 from convengine.testing import run_file
 from tests.conftest import EXAMPLES, PACKS
 

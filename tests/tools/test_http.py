@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from convengine.errors import ErrorCode, ToolError
+from convengine.catalog.errors import ErrorCode, ToolError
 from convengine.settings import HttpApiDefaults, HttpApiSettings
 from convengine.tools.http import (
     HttpAuth,

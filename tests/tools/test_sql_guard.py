@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from convengine.errors import ErrorCode, ToolError
+from convengine.catalog.errors import ErrorCode, ToolError
 from convengine.tools.sql_guard import (
     SqlPolicy,
     UnsafeSqlError,

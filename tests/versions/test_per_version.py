@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from convengine.audit import stages
+from convengine.catalog import stages
 from convengine.db import create_sync_engine, parse_database_url
 from convengine.db.models import CeConversationVersion
 from convengine.engine import Engine

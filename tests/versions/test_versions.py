@@ -11,10 +11,10 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
+from convengine.catalog.errors import ConfigValidationError, ErrorCode, InvalidInputError
 from convengine.config_loader import export_pack
 from convengine.db import create_sync_engine, parse_database_url
 from convengine.engine import Engine
-from convengine.errors import ConfigValidationError, ErrorCode, InvalidInputError
 from convengine.versions import PublishRefusedError, VersionNotFoundError
 from convengine.versions.serving import VERSION_STAGE
 from tests.helpers import pack

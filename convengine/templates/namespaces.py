@@ -1,0 +1,61 @@
+"""The memory namespaces every template sees (responses, prompts, HTTP tool requests), besides the
+engine's own variables: ``properties``, ``memory.current`` / ``.last`` / ``.past``, ``userInfo``,
+``conversationInfo`` and ``conversationLog`` (``context`` is the engine's already).
+
+Each is produced lazily, only when a template refers to it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from convengine.catalog import state as keys
+from convengine.catalog.memory import ACTION_STAGE
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def properties(turn: Any) -> dict[str, Any]:
+    """The conversation's properties: persisted params, then its context (which holds the long-term
+    properties loaded when it started), by name."""
+    return {**dict(turn.get(keys.INPUT_PARAMS) or {}), **dict(turn.read_context())}
+
+
+def _past(turn: Any) -> list[dict[str, Any]]:
+    return [{"input": t.get("user"), "output": t.get("assistant")} for t in turn.get(keys.RECENT_TURNS) or []]
+
+
+def memory(turn: Any) -> dict[str, Any]:
+    payload = turn.get(keys.PAYLOAD) or {}
+    actions = [{"ruleId": e.payload.get("ruleId"), "action": e.payload.get("action")}
+               for e in turn.ctx.audit.events if e.stage == ACTION_STAGE]
+    past = _past(turn)
+    kept = turn.read_context().get("memory")  # the session summary lives there: {{memory.session_summary}}
+    current = {"input": turn.user_text, "output": payload.get("value"), "actions": actions,
+               "intent": turn.intent, "state": turn.state, "step": turn.get(keys.TURN)}
+    return {**(kept if isinstance(kept, dict) else {}), "current": current, "last": past[-1] if past else {},
+            "past": past}
+
+
+def conversation_log(turn: Any) -> str:
+    lines = []
+    for entry in _past(turn):
+        lines.append(f"user: {entry['input']}")
+        if entry["output"] is not None:
+            lines.append(f"assistant: {_text(entry['output'])}")
+    return "\n".join(lines)
+
+
+def producers(turn: Any) -> dict[str, Callable[[], Any]]:
+    return {
+        "properties": lambda: properties(turn),
+        "memory": lambda: memory(turn),
+        "userInfo": lambda: {"userId": turn.ctx.user_id},
+        "conversationInfo": lambda: {"conversationId": turn.conversation_id, "intent": turn.intent,
+                                     "state": turn.state, "turn": turn.get(keys.TURN), "status": turn.get(keys.STATUS)},
+        "conversationLog": lambda: conversation_log(turn),
+    }
