@@ -391,7 +391,7 @@ def _phases_by_step() -> dict[str, list[str]]:
 
 def turn_page() -> str:
     if set(STEP_DOCS) != set(names.DEFAULT_ORDER):
-        raise SystemExit("gen_docs: STEP_DOCS does not match graph/names.py DEFAULT_ORDER")
+        raise SystemExit("gen_docs: STEP_DOCS does not match catalog/names.py DEFAULT_ORDER")
     phases = _phases_by_step()
     out = [HEADER, "# The turn\n",
            "Each message is one run of the turn graph, a LangGraph `StateGraph` whose nodes are these steps, "

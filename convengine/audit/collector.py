@@ -25,7 +25,7 @@ def verbose_event(conversation_id: str, step: str | None, body: dict[str, Any]) 
 
 
 class VerboseResolver(Protocol):
-    """Resolves a stage's ce_verbose message (audit/verbose.py's VerbosePublisher renders its templates)."""
+    """Resolves a stage's ce_verbose message (templates/verbose.py's VerbosePublisher renders its templates)."""
 
     def resolve(self, stage: str, stage_payload: Mapping[str, Any], *, conversation_id: str, intent: str | None,
                 state: str | None, step_names: Sequence[str], turn: Any = None) -> dict[str, Any] | None: ...
