@@ -83,6 +83,7 @@ async def test_an_invalid_schema_is_named_as_such() -> None:
 
 async def test_an_empty_schema_takes_any_json_and_validate_false_leaves_checking_to_the_caller() -> None:
     assert (await ask_json('["any", {"json": true}]', schema={}))[0] == ["any", {"json": True}]
+    assert (await ask_json('```json\n["fenced", 1]\n```', schema={}))[0] == ["fenced", 1]
     assert (await ask_json('{"qty": -5}', schema=None))[0] == {"qty": -5}
     value, turn = await ask_json({"qty": "many"}, validate=False)
     assert value == {"qty": "many"} and not turn.payloads("LLM_CALL_ERROR")
