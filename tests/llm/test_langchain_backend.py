@@ -12,6 +12,7 @@ import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 from langchain_openai import ChatOpenAI
+from pydantic import Field
 
 from convengine.errors import ErrorCode, LlmError
 from convengine.llm import LlmGateway, as_gateway
@@ -76,7 +77,7 @@ async def test_an_override_a_model_cannot_take_is_an_error_naming_the_call_site(
 class RecordingModel(GenericFakeChatModel):
     """LangChain's fake chat model (no structured output), remembering the messages it was sent."""
 
-    sent: list[Any] = []
+    sent: list[Any] = Field(default_factory=list)
 
     def _generate(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
         self.sent.append(messages)
@@ -86,7 +87,6 @@ class RecordingModel(GenericFakeChatModel):
 async def test_a_model_without_structured_output_is_asked_for_json_in_the_prompt() -> None:
     model = RecordingModel(messages=iter([AIMessage(content='```json\n{"size": "S"}\n```'),
                                           AIMessage(content="not json")]))
-    model.sent = []
     gate = gateway(model)
     assert await gate.json(FakeTurn(), "SCHEMA_EXTRACTION", system="Extract.", user="small", schema=SCHEMA) == \
         {"size": "S"}

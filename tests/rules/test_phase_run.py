@@ -121,7 +121,7 @@ async def test_a_pattern_that_runs_out_of_time_counts_as_no_match() -> None:
     slow = make_rule("SET_INPUT_PARAM", "slow", kind="REGEX", match=r"^(a|aa)+(?=b)\1$", timeout_s=0.001)
     assert slow.matcher.engine == "regex"  # the look-ahead needs the bounded fallback engine
     session = FakeSession("a" * 30 + "c")
-    result, audit = await run([slow, make_rule("SET_INPUT_PARAM", "after")], session)
+    _, audit = await run([slow, make_rule("SET_INPUT_PARAM", "after")], session)
     miss = audit.payloads(stage("RULE_NO_MATCH"))[0]
     assert miss["reason"] == "PATTERN_TIMEOUT" and "took longer than 1 ms" in miss["error"]
     assert session.kept == {"after": True}
