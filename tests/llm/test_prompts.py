@@ -59,3 +59,17 @@ async def test_a_prompt_variable_the_turn_lacks_fails_the_turn_naming_the_config
                                       "no value in this turn")
         assert llm.count() == 1  # the failing turn never reached the model
         assert first.turn == 1
+
+
+async def test_prompts_see_the_memory_namespaces(db_url: str) -> None:
+    namespaces = ("user={{ userInfo.userId }} turn={{ conversationInfo.turn }} "
+                  "before={% if memory.last %}{{ memory.last.input }}{% endif %} now={{ user_input }}")
+    # the first turn has no history: the act prompt; later turns rewrite the query: the rewrite prompt
+    config = [prompt_row("USER_PROMPT", "act: " + namespaces),
+              prompt_row("QUERY_REWRITE_USER_PROMPT", "rewrite: " + namespaces)]
+    llm = ScriptedLLM({"DIALOGUE_ACT": [ACT, ACT]})
+    async with engine_on(db_url, llm_pack(ce_config=config), llm=llm) as engine:
+        first = await engine.aprocess("hello", user_id="ana")
+        await engine.aprocess("a loan please", first.conversation_id)
+    assert [c.user for c in llm.calls_to("DIALOGUE_ACT")] == [
+        "act: user=ana turn=1 before= now=hello", "rewrite: user=ana turn=2 before=hello now=a loan please"]
