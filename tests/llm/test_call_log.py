@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from convengine.catalog.errors import LlmError
 from convengine.db import create_sync_engine, parse_database_url
-from convengine.errors import LlmError
 from convengine.llm import ScriptedLLM
 from tests.helpers import engine_on, pack
 

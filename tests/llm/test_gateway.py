@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from convengine.errors import ErrorCode, LlmError, LlmNotConfiguredError
+from convengine.catalog.errors import ErrorCode, LlmError, LlmNotConfiguredError
 from convengine.llm import Delay, LlmGateway, ScriptedLLM, UnscriptedCallError, as_gateway
 from convengine.llm.gateway import parse_json
 from convengine.settings import LlmSettings

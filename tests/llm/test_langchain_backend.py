@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage
 from langchain_openai import ChatOpenAI
 from pydantic import Field
 
-from convengine.errors import ErrorCode, LlmError
+from convengine.catalog.errors import ErrorCode, LlmError
 from convengine.llm import LlmGateway, as_gateway
 from convengine.llm.langchain import LangChainBackend
 from convengine.settings import LlmSettings

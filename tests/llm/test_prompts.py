@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from convengine.errors import ErrorCode, PromptRenderError
+from convengine.catalog.errors import ErrorCode, PromptRenderError
 from convengine.llm import ScriptedLLM
 from convengine.llm.prompts import DIALOGUE_ACT_SYSTEM
 from tests.helpers import engine_on, pack, payload_of, turn_events

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from convengine.errors import ErrorCode
+from convengine.catalog.errors import ErrorCode
 from convengine.llm import Delay, LlmCall, ScriptedLLM, UnscriptedCallError
 from convengine.llm.scripted import reply_text, scripted
 

@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from convengine.config_loader.records import RuleRecord
+from convengine._internal.textmatch import compile_regex
+from convengine.config.records import RuleRecord
 from convengine.rules.facts import FactsInput, build_facts, session_fields
 from convengine.rules.jsonpath import compile_jsonpath
-from convengine.textmatch import compile_regex
 
 
 @dataclass

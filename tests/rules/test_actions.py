@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from convengine._internal.textmatch import compile_regex
+from convengine.catalog.errors import ConfigValidationError, ErrorCode, RuleError
 from convengine.config_loader import validate_pack
-from convengine.errors import ConfigValidationError, ErrorCode, RuleError
 from convengine.rules import BUILTIN_ACTIONS, ActionEnv, parse_input_params
 from convengine.rules.actions import parse_names, substitute_groups
-from convengine.textmatch import compile_regex
 from tests.config_loader.test_validation import BASE
 from tests.rules.fake_session import FakeSession, Recorder, make_rule
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from convengine import param_keys as pk
+from convengine.catalog import params as pk
 from convengine.rules import FactsInput, build_facts
 from convengine.rules.scope import in_scope, specificity
 

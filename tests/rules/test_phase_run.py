@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from convengine import param_keys as pk
-from convengine.errors import ConvEngineError, ErrorCode, RuleError
+from convengine.catalog import params as pk
+from convengine.catalog.errors import ConvEngineError, ErrorCode, RuleError
 from convengine.rules import PhaseRun, RuleRegistry, bucket_order
 from tests.rules.fake_session import FakeSession, Recorder, make_rule
 

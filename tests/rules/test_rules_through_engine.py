@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from convengine.errors import ConfigValidationError, ErrorCode, RuleError
+from convengine.catalog.errors import ConfigValidationError, ErrorCode, RuleError
 from tests.helpers import engine_on, pack, payload_of, turn_events, turn_stages
 
 

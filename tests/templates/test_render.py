@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from convengine.errors import ErrorCode, PromptRenderError
+from convengine.catalog.errors import ErrorCode, PromptRenderError
 from convengine.settings import EngineSettings
 from convengine.templates import placeholders, render_prompt, render_text, translate
 from convengine.templates.render import TemplateLimits, check_syntax, referenced_names
