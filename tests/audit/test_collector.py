@@ -141,3 +141,18 @@ def test_timings_and_total_time_are_measured() -> None:
     first = audit.total_ms()
     asyncio.run(asyncio.sleep(0.01))
     assert audit.total_ms() >= first + 9
+
+
+@pytest.mark.parametrize("persist_meta", [True, False])
+def test_an_event_made_outside_the_trail_is_stamped_as_the_turns_own(persist_meta: bool) -> None:
+    from convengine.audit import AuditEvent
+
+    audit = collector(persist_meta=persist_meta)
+    failure = AuditEvent(CID, "ENGINE_KNOWN_FAILURE", {"errorCode": "X", "step": "rules"})
+    stamped = audit.stamped(failure)
+    assert stamped.turn_id == TURN and stamped.payload == failure.payload and stamped.created_at == failure.created_at
+    if persist_meta:  # stored with _meta.turnId, so reading the trail back finds the turn
+        assert stamped.meta is not None and (stamped.meta["turnId"], stamped.meta["step"]) == (TURN, "rules")
+        assert stamped.row_payload()["_meta"] == {"turnId": TURN}  # the rest is implied by the row
+    else:
+        assert stamped.meta is None
