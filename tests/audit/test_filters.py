@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 
-from convengine.audit import AuditFilter
+from convengine.audit import AuditFilter, stages
 from convengine.audit import filters as filters_module
-from convengine.audit import stages
 from convengine.settings import AuditSettings
 from tests.helpers import engine_on, pack
 
