@@ -95,11 +95,11 @@ def test_a_new_window_starts_a_new_count(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_the_oldest_buckets_are_forgotten_past_the_tracked_limit() -> None:
     f = rate_limited(max_events=1, window_ms=60_000, max_tracked_buckets=2)
     assert f.keep(stages.USER_INPUT, "a", None) and f.keep(stages.USER_INPUT, "b", None)
-    assert not f.keep(stages.USER_INPUT, "b", None)  # b is now the most recently used
-    assert f.keep(stages.USER_INPUT, "c", None)  # evicts a, the least recently used
+    assert not f.keep(stages.USER_INPUT, "a", None)  # a is now the most recently used
+    assert f.keep(stages.USER_INPUT, "c", None)  # evicts b, the least recently used
     assert f.bucket_count() == 2
-    assert f.keep(stages.USER_INPUT, "a", None)  # a starts over: its bucket was dropped
-    assert not f.keep(stages.USER_INPUT, "c", None)
+    assert not f.keep(stages.USER_INPUT, "a", None)  # a's count was kept
+    assert f.keep(stages.USER_INPUT, "b", None)  # b starts over: its bucket was dropped
 
 
 def test_a_pinned_versions_filter_counts_into_the_same_buckets() -> None:

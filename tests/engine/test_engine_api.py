@@ -68,7 +68,7 @@ async def test_unsupported_urls_and_table_renaming_are_refused_at_open(tmp_path:
         await Engine.aopen(f"sqlite:///{tmp_path / 'x.db'}", tables={"conversation": "my_conversation"})
 
 
-def test_options_by_name_and_every_other_keyword_as_settings() -> None:
+async def test_options_by_name_and_every_other_keyword_as_settings() -> None:
     options = EngineOptions.from_keywords({"pack": "p.yaml", "channel": "beta", "settings": {"llm": {"timeout_s": 5}},
                                            "audit": {"level": "STANDARD"}})
     assert (options.pack, options.channel) == ("p.yaml", "beta")
@@ -112,7 +112,7 @@ async def test_a_json_answer_is_returned_as_a_value_and_shown_as_text(db_url: st
         assert result.text == str(result.payload.value)
 
 
-def test_a_payload_keeps_its_sources_as_a_tuple() -> None:
+async def test_a_payload_keeps_its_sources_as_a_tuple() -> None:
     passages = [{"kb": "faq", "source": "a.md", "score": 0.5}]
     assert Payload.from_state({"type": "TEXT", "value": "x", "sources": passages}).sources == tuple(passages)
     assert Payload.from_state({"value": "x"}) == Payload("TEXT", "x", None)
