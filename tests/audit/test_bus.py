@@ -55,7 +55,7 @@ async def test_a_full_queue_drops_its_oldest_event_not_the_newest() -> None:
     assert [e.payload["n"] for e in drain(slow.queue)] == [2, 3, 4]
 
 
-async def test_events_published_from_another_thread_arrive_on_the_subscribers_loop() -> None:
+async def test_events_published_from_another_thread_arrive_on_the_subscribers_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     bus = AuditBus()
     sub = bus.subscribe("a")
     seen_on: list[Any] = []
@@ -65,8 +65,13 @@ async def test_events_published_from_another_thread_arrive_on_the_subscribers_lo
         seen_on.append(threading.current_thread())
         original(e)
 
-    sub._put = recording_put  # type: ignore[method-assign]
-    worker = threading.Thread(target=lambda: [bus.publish(event("a", n=n)) for n in range(3)])
+    monkeypatch.setattr(sub, "_put", recording_put)
+
+    def publish_three() -> None:
+        for n in range(3):
+            bus.publish(event("a", n=n))
+
+    worker = threading.Thread(target=publish_three)
     worker.start()
     worker.join()
     received = [await asyncio.wait_for(sub.queue.get(), 5) for _ in range(3)]

@@ -3,6 +3,7 @@ as a unit (:class:`AuditFilter`) and as an engine's stored trail shows them on b
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -82,7 +83,7 @@ def test_the_rate_limit_can_pool_conversations_and_stages() -> None:
 
 def test_a_new_window_starts_a_new_count(monkeypatch: pytest.MonkeyPatch) -> None:
     now = [1000.0]
-    monkeypatch.setattr(filters_module.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(filters_module, "time", SimpleNamespace(monotonic=lambda: now[0]))
     f = rate_limited(max_events=1, window_ms=500)
     assert [f.keep(stages.USER_INPUT, CID, None) for _ in range(2)] == [True, False]
     now[0] += 0.499

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -20,7 +21,7 @@ from convengine.db.engines import create_async_sa_engine
 pytestmark = pytest.mark.asyncio
 
 
-def config(thread: str) -> dict[str, Any]:
+def config(thread: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
 
 

@@ -53,7 +53,7 @@ async def settle() -> None:
 
 
 async def test_turns_past_the_limit_wait_and_are_admitted_in_order_as_slots_free() -> None:
-    turns, log = gate(max_turns=2, queue_length=3), []
+    turns, log = gate(max_turns=2, queue_length=3), list[str]()
     running = [Turn(turns, log, name) for name in ("a", "b", "c", "d")]
     await settle()
     assert log == ["a", "b"] and (turns.running, turns.waiting) == (2, 2)
@@ -67,7 +67,7 @@ async def test_turns_past_the_limit_wait_and_are_admitted_in_order_as_slots_free
 
 
 async def test_past_the_queue_a_turn_is_refused_at_once_naming_the_settings() -> None:
-    turns, log = gate(max_turns=1, queue_length=1, retry_after_s=4), []
+    turns, log = gate(max_turns=1, queue_length=1, retry_after_s=4), list[str]()
     first, queued = Turn(turns, log, "first"), Turn(turns, log, "queued")
     await settle()
     with pytest.raises(ServerBusyError) as refused:
@@ -85,7 +85,7 @@ async def test_past_the_queue_a_turn_is_refused_at_once_naming_the_settings() ->
 
 
 async def test_with_no_queue_a_free_slot_still_admits() -> None:
-    turns, log = gate(max_turns=1, queue_length=0), []
+    turns, log = gate(max_turns=1, queue_length=0), list[str]()
     first = Turn(turns, log, "first")
     await settle()
     with pytest.raises(ServerBusyError):
@@ -98,7 +98,7 @@ async def test_with_no_queue_a_free_slot_still_admits() -> None:
 
 
 async def test_a_turn_waiting_past_the_queue_timeout_is_refused_and_leaves_the_queue() -> None:
-    turns, log = gate(max_turns=1, queue_length=5, queue_timeout_s=0.05), []
+    turns, log = gate(max_turns=1, queue_length=5, queue_timeout_s=0.05), list[str]()
     first = Turn(turns, log, "first")
     await settle()
     with pytest.raises(ServerBusyError, match=r"within 0.05s \(settings admission.queue_timeout_s\)"):
@@ -111,7 +111,7 @@ async def test_a_turn_waiting_past_the_queue_timeout_is_refused_and_leaves_the_q
 
 
 async def test_a_slot_is_given_back_when_its_turn_raises_or_is_cancelled() -> None:
-    turns, log = gate(max_turns=1, queue_length=0), []
+    turns, log = gate(max_turns=1, queue_length=0), list[str]()
     with pytest.raises(RuntimeError):
         async with turns.admit():
             raise RuntimeError("turn failed")
@@ -127,7 +127,7 @@ async def test_a_slot_is_given_back_when_its_turn_raises_or_is_cancelled() -> No
 
 
 async def test_a_waiting_turn_cancelled_in_the_queue_frees_its_place() -> None:
-    turns, log = gate(max_turns=1, queue_length=1), []
+    turns, log = gate(max_turns=1, queue_length=1), list[str]()
     first = Turn(turns, log, "first")
     await settle()
     waiting = Turn(turns, log, "waiting")

@@ -177,12 +177,15 @@ async def test_new_audit_settings_from_another_engine_apply_to_the_next_turn(db_
     async with engine_on(db_url, pack()) as engine:
         cid = (await engine.aprocess("hello")).conversation_id
         assert stages.STEP_ENTER in [e.stage for e in await engine.aaudit(cid)]
-        async with engine_on(db_url, pack(settings={"audit": {"level": "STANDARD"}})):  # stored in ce_config
+        audit = {"level": "STANDARD", "exclude_stages": ["MCP_USER_*"]}
+        async with engine_on(db_url, pack(settings={"audit": audit})):  # stored in ce_config
             pass
         await wait_past_the_stamp_check()
         fresh = (await engine.aprocess("hello")).conversation_id
+        await engine.afeedback(fresh, "THUMBS_UP")  # audited outside a turn, by the engine's own filter
         kept = [e.stage for e in await engine.aaudit(fresh)]
         assert stages.USER_INPUT in kept and stages.STEP_ENTER not in kept
+        assert stages.MCP_USER_FEEDBACK not in kept
 
 
 # --- feedback ---------------------------------------------------------------------------------------
