@@ -8,6 +8,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+CLOSED = "the engine is closed: open a new one (Engine.open / Engine.aopen)"
 
 
 class Portal:
@@ -19,6 +20,8 @@ class Portal:
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None, *, name: str = "convengine") -> None:
         self._thread: threading.Thread | None = None
+        self.stopped = False
+        """Set by :meth:`stop`: every later call is refused (the engine behind the portal is closed)."""
         if loop is not None:
             self.loop = loop
             return
@@ -32,6 +35,7 @@ class Portal:
 
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the portal's loop and block until it finishes."""
+        self._check_open(coro)
         if _running_loop() is self.loop:
             coro.close()
             raise RuntimeError("cannot block the engine's own event loop; use the async API (await engine.a...)")
@@ -39,11 +43,18 @@ class Portal:
 
     async def acall(self, coro: Coroutine[Any, Any, T]) -> T:
         """Await ``coro`` from any loop: directly on the portal's loop, through a future elsewhere."""
+        self._check_open(coro)
         if _running_loop() is self.loop:
             return await coro
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
 
+    def _check_open(self, coro: Coroutine[Any, Any, Any]) -> None:
+        if self.stopped:
+            coro.close()
+            raise RuntimeError(CLOSED)
+
     def stop(self) -> None:
+        self.stopped = True
         if self._thread is None or self.loop.is_closed():
             return
         self.loop.call_soon_threadsafe(self.loop.stop)

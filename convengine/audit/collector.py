@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -92,15 +93,26 @@ class TurnAudit:
         if not self._filter.keep(stage, self.conversation_id, intent):
             return
         now = datetime.now(UTC)
-        meta = None
-        if self._persist_meta:
-            meta = {"stage": stage, "conversationId": self.conversation_id, "emittedAt": now.isoformat(),
-                    "intent": intent, "state": state, "step": self.current_step, "turnId": self.turn_id}
+        meta = self._meta(stage, now, intent, state, self.current_step)
         event = AuditEvent(self.conversation_id, stage, dict(payload or {}), now, self.current_step, meta,
                            turn_id=self.turn_id)
         self.events.append(event)
         if self._bus is not None:
             self._bus.publish(event)
+
+    def stamped(self, event: AuditEvent) -> AuditEvent:
+        """``event``, made outside the trail (the failure of its turn), as one of the trail's own: its
+        turn id, stored in ``_meta`` like every other event's (unless ``_meta`` is not kept)."""
+        step = event.payload.get("step")
+        meta = self._meta(event.stage, event.created_at, None, None, step if isinstance(step, str) else None)
+        return replace(event, meta=meta, turn_id=self.turn_id)
+
+    def _meta(self, stage: str, at: datetime, intent: str | None, state: str | None,
+              step: str | None) -> dict[str, Any] | None:
+        if not self._persist_meta:
+            return None
+        return {"stage": stage, "conversationId": self.conversation_id, "emittedAt": at.isoformat(),
+                "intent": intent, "state": state, "step": step, "turnId": self.turn_id}
 
     def _speak(self, stage: str, payload: dict[str, Any] | None, intent: str | None, state: str | None) -> None:
         """Stream the stage's verbose message, if a ce_verbose row has one (and anyone listens)."""

@@ -28,8 +28,9 @@ from convengine.catalog.errors import UnsafeCheckpointError
 from convengine.checkpointing.sqlite import prune_sqlite
 from convengine.checkpointing.timeline import checked
 
-PRUNE_IN_TURN = ("PostgreSQL checkpoints cannot be pruned inside a turn: the saver's prune runs in a transaction "
-                 "of its own; prune once the turn has committed")
+PRUNE_IN_TURN = ("PostgreSQL checkpoints cannot be pruned with keep_latest inside a turn: that prune runs in a "
+                 "REPEATABLE READ transaction of its own, which must set its isolation level before any query; "
+                 "prune once the turn has committed")
 _BOUND: ContextVar[BaseCheckpointSaver[str] | None] = ContextVar("convengine_turn_saver", default=None)
 
 
@@ -136,15 +137,16 @@ class TurnSaver(BaseCheckpointSaver[str]):
         """The PostgreSQL saver's own prune; the SQLite saver has none, :func:`prune_sqlite` stands in.
 
         Raises:
-            NotImplementedError: on PostgreSQL inside a turn: the saver's prune needs a transaction
-                of its own (it sets its isolation level first), which a turn's transaction cannot
-                give it. The engine prunes after the turn has committed.
+            NotImplementedError: ``keep_latest`` of some thread on PostgreSQL inside a turn: that prune
+                needs a transaction of its own (``SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`` must
+                come before any query), which a turn's open transaction cannot give it. ``delete`` runs
+                in the turn (in a savepoint). The engine prunes after the turn has committed.
         """
         target = self.target
         if isinstance(target, AsyncSqliteSaver):
             await prune_sqlite(target, thread_ids, strategy)
             return
-        if _BOUND.get() is not None:
+        if _BOUND.get() is not None and strategy == "keep_latest" and thread_ids and not isinstance(thread_ids, str):
             raise NotImplementedError(PRUNE_IN_TURN)
         await target.aprune(thread_ids, strategy=strategy)
 

@@ -7,7 +7,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, cast
@@ -306,7 +306,7 @@ class EngineRuntime:
         error = map_failure(exc)
         error.details.setdefault("conversationId", request.conversation_id)
         known = isinstance(exc, ConvEngineError) or error.code is ErrorCode.DATABASE_UNAVAILABLE
-        event = replace(failure_event(request.conversation_id, error, known=known), turn_id=request.turn_id)
+        event = ctx.audit.stamped(failure_event(request.conversation_id, error, known=known))
         event = memory_service.mask_failed(ctx, request.params, ctx.snapshot.settings.conversation_memory.secret, event)
         memory_service.publish_deferred(ctx, self.bus)
         self.bus.publish(event)

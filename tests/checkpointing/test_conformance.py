@@ -7,10 +7,16 @@ modes: unbound; every call in a turn of its own, committed (how deleting a user'
 uses it); and a whole capability suite inside one turn (how a turn's graph run or ``Engine.seed``
 reads and writes checkpoints before the single commit).
 
+A fourth mode runs each capability suite inside one turn and rolls the turn back: the suite
+passes as in ``one_turn`` and the database holds no checkpoint row afterwards, so every read and
+write the suite made went through the turn's transaction and none escaped to the shared saver.
+
 Capabilities: the five base ones and ``prune`` (the PostgreSQL saver has it; on SQLite the
-engine's own prune stands in) must pass, except ``prune`` on PostgreSQL inside a turn: the
-saver's prune needs a transaction of its own (it sets its isolation level first), so a bound
-``TurnSaver`` refuses it with a clear error (the engine prunes after the turn commits).
+engine's own prune stands in) must pass, except ``keep_latest`` pruning on PostgreSQL inside a
+turn: that prune needs a REPEATABLE READ transaction of its own (its first statement sets the
+isolation level, which PostgreSQL refuses once a transaction has run a query), so a bound
+``TurnSaver`` refuses it with a clear error (the engine prunes after the turn commits);
+``delete`` pruning runs in the turn. ``test_bound.py`` shows the official saver failing there.
 ``delete_for_runs`` and ``copy_thread`` are implemented by neither official saver, so
 ``TurnSaver`` does not claim them.
 """
@@ -22,6 +28,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.capabilities import BASE_CAPABILITIES, Capability, DetectedCapabilities
 from langgraph.checkpoint.conformance.report import CapabilityReport
@@ -29,12 +36,19 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from convengine.checkpointing import TurnLocks, open_saver
 from convengine.checkpointing.bound import PRUNE_IN_TURN, TurnSaver, commit_turn_connection
-from convengine.db import parse_database_url
+from convengine.db import create_sync_engine, parse_database_url
 from convengine.db.engines import create_async_sa_engine
 
 CLAIMED = {c.value for c in BASE_CAPABILITIES | {Capability.PRUNE}}
 NOT_CLAIMED = {Capability.DELETE_FOR_RUNS.value, Capability.COPY_THREAD.value}  # neither official saver has them
-MODES = ("unbound", "turn_per_call", "one_turn")
+MODES = ("unbound", "turn_per_call", "one_turn", "one_turn_rolled_back")
+BOUND_MODES = MODES[1:]
+KEEP_LATEST_IN_TURN = {  # the suite's prune tests that prune a thread with keep_latest
+    "test_prune_keep_latest_single_thread", "test_prune_keep_latest_multiple_threads",
+    "test_prune_keep_latest_across_namespaces", "test_prune_keep_latest_preserves_writes",
+    "test_prune_preserves_other_threads", "test_prune_nonexistent_noop"}
+CHECKPOINT_TABLES = {"sqlite": ("checkpoints", "writes"),
+                     "postgresql": ("checkpoints", "checkpoint_blobs", "checkpoint_writes")}
 
 
 class TurnPerCall(TurnSaver):
@@ -86,12 +100,13 @@ def _thread(config: Any) -> Any:
 
 
 @contextlib.asynccontextmanager
-async def _one_turn(saver: TurnSaver, locks: TurnLocks) -> AsyncIterator[None]:
+async def _one_turn(saver: TurnSaver, locks: TurnLocks, *, commit: bool = True) -> AsyncIterator[None]:
     conn: AsyncConnection | None
     async with locks.hold("conformance") as conn, saver.bind(conn):
         yield
         assert conn is not None
-        await commit_turn_connection(conn)
+        if commit:
+            await commit_turn_connection(conn)  # else the lock's exit rolls the turn back
 
 
 async def _run(db_url: str, mode: str) -> CapabilityReport:
@@ -104,9 +119,9 @@ async def _run(db_url: str, mode: str) -> CapabilityReport:
         async with open_saver(url, pool_size=4) as shared:
             if mode == "turn_per_call":
                 yield TurnPerCall(shared, locks)
-            elif mode == "one_turn":
+            elif mode in ("one_turn", "one_turn_rolled_back"):
                 saver = TurnSaver(shared)
-                async with _one_turn(saver, locks):
+                async with _one_turn(saver, locks, commit=mode == "one_turn"):
                     assert saver.target is not shared, "the suite runs on the turn's connection"
                     yield saver
             else:
@@ -125,14 +140,33 @@ def test_turn_saver_claims_what_the_official_savers_offer() -> None:
     assert per_call == detected
 
 
+def _stored_rows(db_url: str) -> dict[str, int]:
+    url = parse_database_url(db_url)
+    engine = create_sync_engine(url)
+    try:
+        with engine.connect() as conn:
+            return {table: int(conn.execute(sa.text(f"SELECT COUNT(*) FROM {table}")).scalar_one())
+                    for table in CHECKPOINT_TABLES[url.backend]}
+    finally:
+        engine.dispose()
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_conformance(db_url: str, mode: str) -> None:
     report = await _run(db_url, mode)
     expected = set(CLAIMED)
-    if mode != "unbound" and db_url.startswith("postgresql"):
-        expected.remove(Capability.PRUNE.value)  # refused inside a turn, clearly (see the module's docstring)
+    if mode in BOUND_MODES and db_url.startswith("postgresql"):
+        expected.remove(Capability.PRUNE.value)  # keep_latest is refused inside a turn (see the module's docstring)
         prune = report.results[Capability.PRUNE.value]
-        assert prune.failures and all(PRUNE_IN_TURN in str(f) for f in prune.failures), prune.failures
+        refused = {str(f).split(":", 1)[0] for f in prune.failures}
+        assert refused == KEEP_LATEST_IN_TURN, prune.failures  # delete, and pruning no thread, do run in a turn
+        assert all(PRUNE_IN_TURN in str(f) for f in prune.failures), prune.failures
+        assert prune.tests_passed == 2
+    stored = _stored_rows(db_url)
+    if mode == "one_turn_rolled_back":
+        assert stored == dict.fromkeys(stored, 0), stored  # nothing the suite did escaped the turn
+    else:
+        assert stored["checkpoints"] > 0, stored
     failures = {name: [str(f) for f in result.failures] for name, result in report.results.items()
                 if name in expected and not result.passed}
     assert not failures, failures
