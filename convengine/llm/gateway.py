@@ -90,7 +90,10 @@ def _storable(reply: LlmReply) -> LlmReply:
 
 
 def _transient(exc: BaseException) -> bool:
-    return isinstance(exc, (ConnectionError, OSError)) or type(exc).__name__ in _TRANSIENT_NAMES
+    """A failure worth another attempt: a broken connection, or an SDK error of a transient kind
+    (subclasses count: langchain-openai raises its own subclass of ``openai.InternalServerError``)."""
+    return isinstance(exc, (ConnectionError, OSError)) or any(
+        kind.__name__ in _TRANSIENT_NAMES for kind in type(exc).__mro__)
 
 
 class LlmGateway:

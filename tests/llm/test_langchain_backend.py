@@ -120,9 +120,6 @@ async def test_an_overloaded_server_fails_the_call_recoverably_until_it_is_back(
         assert await gate.text(turn, "RESPONSE_TEXT", system="s", user="back") == "echo: back"
 
 
-@pytest.mark.xfail(strict=True, reason="found while writing these tests: langchain-openai 1.7 raises OpenAIAPIError "
-                   "(a subclass of openai.InternalServerError) and the gateway matches transient errors by exact "
-                   "class name, so a 503 is never retried")
 async def test_an_overloaded_server_is_retried() -> None:
     with stub_server(echo) as server:
         server.outage = True
