@@ -385,6 +385,13 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         # jinja2 declares concat as a method; each sandbox swaps in a size-checked one
         self.concat = checked_concat  # type: ignore[method-assign]
 
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        """``order.items`` is the ``items`` key of a mapping that has one, as in ConvEngine's templates,
+        not the dict's method (Jinja tries attributes first, which would print a method's repr)."""
+        if isinstance(obj, Mapping) and attribute in obj:
+            return obj[attribute]
+        return super().getattr(obj, attribute)
+
     def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
         budget().tick()
         check_binop(operator, left, right)
