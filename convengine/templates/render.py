@@ -125,7 +125,7 @@ def translate(source: str) -> str:
     text = thymeleaf.translate_blocks(source)
     for pattern, replacement in _CONVENGINE_FORMS:
         text = pattern.sub(replacement, text)
-    return _EXPR.sub(lambda m: "{{" + m.group(1).replace("?:", " or ").replace("?.", ".") + "}}", text)
+    return _EXPR.sub(lambda m: "{{" + thymeleaf.safe_navigation(m.group(1)).replace("?:", " or ") + "}}", text)
 
 
 @lru_cache(maxsize=2048)

@@ -33,8 +33,19 @@ _SPEL = [
     (re2.compile(r"!([^=])"), r" not \1"),
     (re2.compile(r"#strings\."), "ce_strings."),
     (re2.compile(r"\?:"), " or "),
-    (re2.compile(r"\?\."), "."),
 ]
+_SAFE_CHAIN = re2.compile(r"\b([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\?\.([A-Za-z_]\w*(?:\??\.[A-Za-z_]\w*)*)")
+NAVIGATE = "ce_nav"
+
+
+def safe_navigation(expression: str) -> str:
+    """SpEL's safe navigation, ``a?.b.c``: null (not a failure) when ``a`` or anything after it is
+    null or missing, written ``ce_nav(a, 'b', 'c')``."""
+    def navigate(match: Any) -> str:
+        names = match.group(2).replace("?.", ".").split(".")
+        return f"{NAVIGATE}({match.group(1)}, " + ", ".join(repr(name) for name in names) + ")"
+
+    return _SAFE_CHAIN.sub(navigate, expression)
 
 
 def is_null(value: Any) -> bool:
@@ -78,14 +89,23 @@ class Strings:
 
 
 def install(env: jinja2.Environment) -> None:
-    """Make the ``ce_null`` test and ``ce_strings`` available to translated templates."""
+    """Make the ``ce_null`` test, ``ce_strings`` and safe navigation available to translated templates."""
     env.tests["ce_null"] = is_null
     env.globals["ce_strings"] = Strings()
+
+    def navigate(value: object, *names: str) -> object:
+        for name in names:
+            if is_null(value):
+                return None
+            value = env.getattr(value, name)
+        return None if is_null(value) else value
+
+    env.globals[NAVIGATE] = navigate
 
 
 def spel(expression: str) -> str:
     """A SpEL condition (``${...}`` parts unwrapped) as a Jinja expression."""
-    text = _DOLLAR.sub(r"(\1)", expression)
+    text = safe_navigation(_DOLLAR.sub(r"(\1)", expression))
     for pattern, replacement in _SPEL:
         text = pattern.sub(replacement, text)
     return text.strip()

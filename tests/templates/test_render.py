@@ -39,11 +39,15 @@ def test_only_the_escaped_form_escapes_html() -> None:
 
 
 def test_spel_elvis_and_safe_navigation() -> None:
-    assert translate("{{ a ?: 'x' }} {{ b?.c }}") == "{{ a  or  'x' }} {{ b.c }}"
+    assert translate("{{ a ?: 'x' }}") == "{{ a  or  'x' }}"
     assert render_text("{{ nickname ?: name }}", {"name": "Jo"}) == "Jo"
     assert render_text("{{ nickname ?: name }}", {"nickname": "", "name": "Jo"}) == "Jo"  # empty counts as absent
     assert render_text("{{ nickname ?: name }}", {"nickname": "JJ", "name": "Jo"}) == "JJ"
     assert render_text("{{ user?.name }}", {"user": {"name": "Jo"}}) == "Jo"
+    # a missing or null link of a safe chain makes the whole chain null, not a failure
+    assert render_text("{{ user?.address?.city ?: 'nowhere' }}", {}) == "nowhere"
+    assert render_text("{{ user?.address.city ?: 'nowhere' }}", {"user": None}) == "nowhere"
+    assert render_text("{{ user?.address?.city }}", {"user": {"address": {"city": "Oslo"}}}) == "Oslo"
 
 
 @pytest.mark.parametrize(("value", "shown"), [
