@@ -59,6 +59,7 @@ from convengine.config.records import (
 from convengine.config.snapshot import SETTINGS_CONFIG_TYPE
 from convengine.config_loader.template_checks import check_templates
 from convengine.rules.jsonpath import compile_jsonpath
+from convengine.rules.params import parse_input_params
 
 R = TypeVar("R", bound=Record)
 Matched = ClassifierRecord | PolicyRecord | RuleRecord | VerboseRecord
@@ -277,7 +278,14 @@ def _rule_action_value(v: Validation, rec: RuleRecord) -> None:
         v.bad(rec, rec.row_id, "action_value", _unknown_intent(value.upper(), v))
     if rec.action == "SET_DIALOGUE_ACT" and not value.startswith("{") and value.upper() not in DIALOGUE_ACTS:
         v.bad(rec, rec.row_id, "action_value", f"unknown dialogue act {value!r}; known: {', '.join(DIALOGUE_ACTS)}")
-    if rec.action in ("SET_INPUT_PARAM", "SET_DIALOGUE_ACT", CLEAR_INPUT_PARAM, CLEAR_CONTEXT) and value[:1] in "[{":
+    if rec.action == "SET_INPUT_PARAM" and value[:1] in "[{":
+        try:  # the parser every turn uses, so a value that loads is one the rule can apply
+            parse_input_params(value)
+        except json.JSONDecodeError as exc:
+            v.bad(rec, rec.row_id, "action_value", f"is not valid JSON: {exc.msg}")
+        except (ValueError, TypeError, AttributeError) as exc:
+            v.bad(rec, rec.row_id, "action_value", f"is not a SET_INPUT_PARAM value: {exc}")
+    elif rec.action in ("SET_DIALOGUE_ACT", CLEAR_INPUT_PARAM, CLEAR_CONTEXT) and value[:1] in "[{":
         try:
             json.loads(value)
         except json.JSONDecodeError as exc:

@@ -15,7 +15,10 @@ def parse_input_params(raw: str) -> dict[str, Any]:
             return {str(obj["key"]): obj["value"]}
         return dict(obj)
     if text.startswith("["):
-        return {str(item["key"]): item.get("value") for item in json.loads(text)}
+        items = json.loads(text)
+        if not isinstance(items, list) or not all(isinstance(i, dict) and "key" in i for i in items):
+            raise ValueError('a list must hold objects with a "key" (and a "value"): [{"key": "k", "value": 1}]')
+        return {str(item["key"]): item.get("value") for item in items}
     key, sep, value = text.partition(":")
     if not sep:
         return {key.strip(): True}

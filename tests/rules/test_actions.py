@@ -176,9 +176,6 @@ async def test_set_task_without_a_task_runner_reports_the_task_missing() -> None
     assert emitted.payloads("SET_TASK_FAILED")[0]["errorType"] == "ConvEngineError"
 
 
-@pytest.mark.xfail(strict=True, reason="found while writing these tests: load-time validation only checks that the "
-                   "value is JSON, so a list without keys loads and then fails every turn that reaches the rule "
-                   "with RULE_EVALUATION_FAILED")
 @pytest.mark.parametrize("value", ['[{"value": 1}]', "[1, 2]"])
 def test_a_set_input_param_list_without_keys_is_refused_when_the_pack_loads(value: str) -> None:
     data = copy.deepcopy(BASE)
