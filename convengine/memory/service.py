@@ -35,6 +35,7 @@ from convengine.db.models import (
     CeLlmCallLog,
 )
 from convengine.memory import longterm, scopes, steps
+from convengine.memory.host import MemoryHost
 from convengine.nodes.bootstrap import RESET_COMMANDS
 from convengine.nodes.finish import json_safe, stored_assistant
 from convengine.security.secrets import MASK, SECRET_VALUES, mask
@@ -190,18 +191,18 @@ def _set_user_and_lifecycle(conn: sa.Connection, cid: str, user_id: str | None, 
 # --- undo and redo ---------------------------------------------------------------------
 
 
-async def move(runtime: Any, conn: AsyncConnection | None, conversation_id: str, kind: str) -> timeline.UndoResult:
+async def move(host: MemoryHost, conn: AsyncConnection | None, conversation_id: str, kind: str) -> timeline.UndoResult:
     """Undo or redo on the turn's connection (under the conversation's lock), committed with its
     projection, history marks and audit event."""
-    settings = runtime.holder.current.settings
+    settings = host.settings()
     memory = settings.conversation_memory
-    saver = runtime.saver
+    saver = host.saver
     async with saver.bind(conn):
         if kind == UNDO_STAGE:
             planned = await timeline.plan_undo(saver, conversation_id, memory.undo_depth)
         else:
             planned = await timeline.plan_redo(saver, conversation_id)
-        step = await _run(runtime, conn, lambda c: steps.find_step(c, conversation_id, planned.moved_turn))
+        step = await _run(host, conn, lambda c: steps.find_step(c, conversation_id, planned.moved_turn))
         effects = list((step or {}).get("side_effects_json") or [])
         if kind == UNDO_STAGE and effects and not memory.undo_past_side_effects:
             raise UndoError(f"turn {step['turn'] if step else '?'} had effects outside the engine "
@@ -211,12 +212,12 @@ async def move(runtime: Any, conn: AsyncConnection | None, conversation_id: str,
         values = await timeline.apply(saver, planned, kind.lower())
         await _restore_long_term(conn, step, kind)
         result = _result(conversation_id, kind, planned, values, effects, memory.undo_depth)
-        audit = TurnAudit(conversation_id, audit_filter=runtime.audit_filter, bus=runtime.bus,
+        audit = TurnAudit(conversation_id, audit_filter=host.audit_filter, bus=host.bus,
                           persist_meta=settings.audit.persist_meta)
         audit.emit(kind, {**result.to_dict(), "restoredCheckpoint": planned.target.config["configurable"]
                           ["checkpoint_id"]}, intent=result.intent, state=result.state)
         write = _restore_writes(conversation_id, values, planned.moved_turn, kind, audit.events, settings)
-        await _run(runtime, conn, write)
+        await _run(host, conn, write)
         if conn is not None:
             await commit_turn_connection(conn)
     return result
@@ -268,47 +269,47 @@ def _restore_writes(cid: str, values: dict[str, Any], moved_turn: str | None, ki
     return write
 
 
-async def _run(runtime: Any, conn: AsyncConnection | None, fn: Callable[[sa.Connection], Any]) -> Any:
+async def _run(host: MemoryHost, conn: AsyncConnection | None, fn: Callable[[sa.Connection], Any]) -> Any:
     if conn is not None:
         return await conn.run_sync(fn)
-    async with runtime.async_engine.begin() as own:
+    async with host.async_engine.begin() as own:
         return await own.run_sync(fn)
 
 
-async def read_steps(runtime: Any, conversation_id: str) -> list[dict[str, Any]]:
-    async with runtime.async_engine.connect() as conn:
+async def read_steps(host: MemoryHost, conversation_id: str) -> list[dict[str, Any]]:
+    async with host.async_engine.connect() as conn:
         return await conn.run_sync(lambda c: steps.read_steps(c, conversation_id))
 
 
-async def read_lifecycle(runtime: Any, conversation_id: str) -> str | None:
+async def read_lifecycle(host: MemoryHost, conversation_id: str) -> str | None:
     """The stored lifecycle; READY for a conversation seeded but not yet started; None if unknown."""
-    async with runtime.async_engine.connect() as conn:
+    async with host.async_engine.connect() as conn:
         row = (await conn.execute(sa.select(CONVERSATION.c.lifecycle).where(
             CONVERSATION.c.conversation_id == conversation_id))).first()
     if row is not None:
         return row[0] or Lifecycle.IN_PROGRESS.value
-    snap = await runtime.graph.aget_state(timeline.config(conversation_id))
+    snap = await host.read_state(timeline.config(conversation_id))
     return Lifecycle.READY.value if snap.values else None
 
 
 # --- erasure -----------------------------------------------------------------------------
 
 
-async def forget_user(runtime: Any, user_id: str, conversations: bool, owner: str | None = None) -> dict[str, int]:
+async def forget_user(host: MemoryHost, user_id: str, conversations: bool, owner: str | None = None) -> dict[str, int]:
     """Erase ``owner``'s user's long-term properties (None: host code's user); with ``conversations``
     also every conversation of theirs (its rows in every ce_* table and its checkpoints), each under
     its turn lock. Without it, the values the user's turns saved are cleared from their step rows, so
     undo cannot bring them back. Another owner's user of the same id is not touched."""
-    erased = await longterm.forget(await runtime.long_term_store(), user_id, owner)
+    erased = await longterm.forget(await host.long_term_store(), user_id, owner)
     owned_by = CONVERSATION.c.owner_id.is_(None) if owner is None else CONVERSATION.c.owner_id == owner
-    async with runtime.async_engine.connect() as conn:
+    async with host.async_engine.connect() as conn:
         owned = [r[0] for r in await conn.execute(sa.select(CONVERSATION.c.conversation_id)
                                                   .where(CONVERSATION.c.user_id == user_id, owned_by))]
     for cid in owned:
-        async with runtime.locks.hold(cid) as held, runtime.saver.bind(held):
+        async with host.locks.hold(cid) as held, host.saver.bind(held):
             if conversations:
-                await runtime.saver.adelete_thread(cid)
-            await _run(runtime, held, _erase_rows(cid, conversations))
+                await host.saver.adelete_thread(cid)
+            await _run(host, held, _erase_rows(cid, conversations))
             if held is not None:
                 await commit_turn_connection(held)
     return {"properties": erased, "conversations": len(owned) if conversations else 0}
