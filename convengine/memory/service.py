@@ -34,11 +34,11 @@ from convengine.db.models import (
     CeConversationVersion,
     CeLlmCallLog,
 )
-from convengine.memory import longterm, scopes, steps
+from convengine.memory import longterm, steps
 from convengine.memory.host import MemoryHost
 from convengine.nodes.bootstrap import RESET_COMMANDS
 from convengine.nodes.finish import json_safe, stored_assistant
-from convengine.security.secrets import MASK, SECRET_VALUES, mask
+from convengine.security.secrets import MASK, mask
 
 CONVERSATION = CeConversation.__table__
 Write = Callable[[sa.Connection], None]
@@ -98,7 +98,7 @@ async def before_run(conn: AsyncConnection | None, admission: Admission, ctx: An
     if conn is None or admission.exists or admission.user_id is None or not names:
         return
     async with longterm.bound(conn) as store:
-        ctx.extras[scopes.LONG_TERM_LOADED] = await longterm.load(store, admission.user_id, names, admission.owner)
+        ctx.long_term_loaded = await longterm.load(store, admission.user_id, names, admission.owner)
 
 
 async def after_run(conn: AsyncConnection | None, request: Any, final: dict[str, Any], ctx: Any,
@@ -113,7 +113,7 @@ async def after_run(conn: AsyncConnection | None, request: Any, final: dict[str,
         if changes:
             ctx.audit.emit(stages.LONG_TERM_PROPERTIES_SAVED, {"properties": sorted(changes)},
                            intent=final.get("intent"), state=final.get("state"))
-    secrets = ctx.extras.get(SECRET_VALUES) or []
+    secrets = ctx.secret_values
     if secrets:
         ctx.audit.events[:] = [_masked_event(e, secrets) for e in ctx.audit.events]
     return turn_writes(request, final, ctx.audit.events, settings, changes)
@@ -130,7 +130,7 @@ def mask_failed(ctx: Any, params: Any = None, declared: Any = (), failure: Any =
     """A failed turn's events with the secrets it had declared masked: the values the turn saw
     before it failed, and the declared properties the caller sent in its params. Returns
     ``failure`` (the event that reports the failure, whose message may quote a secret) masked alike."""
-    secrets = list(ctx.extras.get(SECRET_VALUES) or [])
+    secrets = list(ctx.secret_values)
     for name in declared or ():
         value = (params or {}).get(name)
         if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value):
