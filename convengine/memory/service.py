@@ -4,14 +4,16 @@ step row), undo and redo, and the reads (steps, lifecycle)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from convengine._internal.turn_io import TurnRequest
+from convengine.audit import AuditBus, AuditEvent
 from convengine.audit.collector import TurnAudit
 from convengine.catalog import stages
 from convengine.catalog.booleans import truthy
@@ -37,21 +39,24 @@ from convengine.db.models import (
 from convengine.memory import longterm, steps
 from convengine.memory.host import MemoryHost
 from convengine.nodes.bootstrap import RESET_COMMANDS
+from convengine.nodes.context import TurnContext
 from convengine.nodes.finish import json_safe, stored_assistant
 from convengine.security.secrets import MASK, mask
+from convengine.settings import EngineSettings
 
 CONVERSATION = CeConversation.__table__
 Write = Callable[[sa.Connection], None]
+T = TypeVar("T")
 
 
-def resets(request: Any) -> bool:
+def resets(request: TurnRequest) -> bool:
     """Whether the request resets the conversation (flag, reset param or reset command)."""
     if request.reset or any(truthy(request.params.get(k)) for k in RESET_PARAM_KEYS):
         return True
     return request.text.strip().lower() in RESET_COMMANDS
 
 
-def lifecycle_of(state: str | None, settings: Any) -> str:
+def lifecycle_of(state: str | None, settings: EngineSettings) -> str:
     """IN_PROGRESS, or ENDED when the conversation is in one of the pack's end states."""
     ended = state is not None and state in settings.conversation_memory.end_states
     return (Lifecycle.ENDED if ended else Lifecycle.IN_PROGRESS).value
@@ -70,7 +75,7 @@ class Admission:
     None for host code's users."""
 
 
-async def admit(conn: AsyncConnection | None, request: Any, owner: str | None = None) -> Admission:
+async def admit(conn: AsyncConnection | None, request: TurnRequest, owner: str | None = None) -> Admission:
     """Whether this turn may run (not another user's conversation, not an ended one) and who its user
     is (``owner``: the caller's identity, the owner of a conversation it creates). Nothing is written
     for a refused turn."""
@@ -91,7 +96,8 @@ async def admit(conn: AsyncConnection | None, request: Any, owner: str | None = 
     return Admission(None, True, stored_user, stored_owner)
 
 
-async def before_run(conn: AsyncConnection | None, admission: Admission, ctx: Any, settings: Any) -> None:
+async def before_run(conn: AsyncConnection | None, admission: Admission, ctx: TurnContext,
+                     settings: EngineSettings) -> None:
     """A user's new conversation gets their long-term properties (merged by the scopes hook)."""
     names = settings.conversation_memory.long_term
     ctx.user_id = admission.user_id
@@ -101,8 +107,8 @@ async def before_run(conn: AsyncConnection | None, admission: Admission, ctx: An
         ctx.long_term_loaded = await longterm.load(store, admission.user_id, names, admission.owner)
 
 
-async def after_run(conn: AsyncConnection | None, request: Any, final: dict[str, Any], ctx: Any,
-                    settings: Any, owner: str | None = None) -> Write:
+async def after_run(conn: AsyncConnection | None, request: TurnRequest, final: dict[str, Any], ctx: TurnContext,
+                    settings: EngineSettings, owner: str | None = None) -> Write:
     """Save changed long-term properties of ``owner``'s user in the turn's transaction, mask secrets
     in its audit batch; the memory rows to write with the turn."""
     names = settings.conversation_memory.long_term
@@ -119,37 +125,37 @@ async def after_run(conn: AsyncConnection | None, request: Any, final: dict[str,
     return turn_writes(request, final, ctx.audit.events, settings, changes)
 
 
-def publish_deferred(ctx: Any, bus: Any) -> None:
+def publish_deferred(ctx: TurnContext, bus: AuditBus) -> None:
     """Stream the turn's (masked) events now when they were held back for its secrets."""
     if ctx.settings.conversation_memory.secret:
         for event in ctx.audit.events:
             bus.publish(event)
 
 
-def mask_failed(ctx: Any, params: Any = None, declared: Any = (), failure: Any = None) -> Any:
+def mask_failed(ctx: TurnContext, params: Mapping[str, object] | None, declared: Collection[str],
+                failure: AuditEvent) -> AuditEvent:
     """A failed turn's events with the secrets it had declared masked: the values the turn saw
-    before it failed, and the declared properties the caller sent in its params. Returns
-    ``failure`` (the event that reports the failure, whose message may quote a secret) masked alike."""
+    before it failed, and the declared properties the caller sent in its params. Returns ``failure``
+    (the event that reports the failure, whose message may quote a secret) masked alike."""
     secrets = list(ctx.secret_values)
-    for name in declared or ():
+    for name in declared:
         value = (params or {}).get(name)
         if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value):
             secrets.append(str(value))
     secrets = sorted(set(secrets), key=len, reverse=True)
-    names = frozenset(declared or ())
+    names = frozenset(declared)
     if secrets or names:
         ctx.audit.events[:] = [_masked_event(e, secrets, names) for e in ctx.audit.events]
-        if failure is not None:
-            failure = _masked_event(failure, secrets, names)
+        failure = _masked_event(failure, secrets, names)
     return failure
 
 
-def _masked_event(event: Any, secrets: list[str], names: frozenset[str] = frozenset()) -> Any:
+def _masked_event(event: AuditEvent, secrets: list[str], names: frozenset[str] = frozenset()) -> AuditEvent:
     payload = mask(_mask_named(event.payload, names), secrets)
     return replace(event, payload=payload, meta=mask(event.meta, secrets))
 
 
-def _mask_named(value: Any, names: frozenset[str]) -> Any:
+def _mask_named(value: object, names: frozenset[str]) -> object:
     """``value`` with the values of keys named like a secret property replaced (a value a step had
     just produced, e.g. an extraction, before the turn failed)."""
     if not names:
@@ -161,7 +167,7 @@ def _mask_named(value: Any, names: frozenset[str]) -> Any:
     return value
 
 
-def turn_writes(request: Any, final: dict[str, Any], events: list[Any], settings: Any,
+def turn_writes(request: TurnRequest, final: dict[str, Any], events: Sequence[AuditEvent], settings: EngineSettings,
                 long_term: dict[str, Any] | None = None) -> Write:
     """A completed turn's memory rows: the user (set once), the lifecycle and the step row."""
     row = steps.step_row(request.conversation_id, request.turn_id, final, events)
@@ -175,7 +181,7 @@ def turn_writes(request: Any, final: dict[str, Any], events: list[Any], settings
     return write
 
 
-def failure_writes(request: Any) -> Write:
+def failure_writes(request: TurnRequest) -> Write:
     """A failed turn: the conversation (if its row exists) is INTERRUPTED; its user is set once."""
     def write(conn: sa.Connection) -> None:
         _set_user_and_lifecycle(conn, request.conversation_id, request.user_id, Lifecycle.INTERRUPTED.value)
@@ -247,8 +253,8 @@ def _result(cid: str, kind: str, planned: timeline.Move, values: dict[str, Any],
                                can_redo=bool(here.forward), values=values)
 
 
-def _restore_writes(cid: str, values: dict[str, Any], moved_turn: str | None, kind: str, events: list[Any],
-                    settings: Any) -> Write:
+def _restore_writes(cid: str, values: dict[str, Any], moved_turn: str | None, kind: str,
+                    events: Sequence[AuditEvent], settings: EngineSettings) -> Write:
     """The ce_conversation projection as the restored state has it, the moved turn's rows marked."""
     payload = values.get("payload")
     projection = {
@@ -269,7 +275,7 @@ def _restore_writes(cid: str, values: dict[str, Any], moved_turn: str | None, ki
     return write
 
 
-async def _run(host: MemoryHost, conn: AsyncConnection | None, fn: Callable[[sa.Connection], Any]) -> Any:
+async def _run(host: MemoryHost, conn: AsyncConnection | None, fn: Callable[[sa.Connection], T]) -> T:
     if conn is not None:
         return await conn.run_sync(fn)
     async with host.async_engine.begin() as own:

@@ -15,6 +15,7 @@ from convengine.audit.collector import TurnAudit
 from convengine.config.snapshot import ConfigSnapshot
 from convengine.registry import Registries
 from convengine.rules.engine import RuleRegistry
+from convengine.settings import EngineSettings
 
 if TYPE_CHECKING:  # only to name the services: importing them loads httpx, psycopg, numpy at `import convengine`
     from convengine.checkpointing.persistence import ConversationStore
@@ -79,7 +80,7 @@ class TurnContext:
         return self.semantic if self.semantic is not None else self.services.semantic
 
     @property
-    def settings(self) -> Any:
+    def settings(self) -> EngineSettings:
         return self.snapshot.settings
 
 
