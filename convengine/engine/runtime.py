@@ -220,7 +220,7 @@ class EngineRuntime:
         deferred: list[Write] = []
         try:
             async with self.locks.hold(request.conversation_id) as conn, self._bound(conn) as deferred:
-                admission = await memory_service.admit(conn, request, owner)
+                admission = await memory_service.admit(conn, request, ctx)
                 refused = _refusal(request.conversation_id, owner, admission) or admission.refused
                 if refused is None:
                     final = await self._run(conn, request, ctx, choice, admission, deferred)
@@ -256,7 +256,6 @@ class EngineRuntime:
                        "turn_input": {"text": request.text, "params": request.params, "reset": request.reset,
                                       "turn_id": request.turn_id, "event": request.event}}
         async with self.saver.bind(conn):
-            await memory_service.before_run(conn, admission, ctx, snapshot.settings)
             final = cast(EngineState, await self.graph.ainvoke(graph_input, config, context=ctx, durability="exit"))
             memory_rows = await memory_service.after_run(conn, request, dict(final), ctx, snapshot.settings,
                                                          admission.owner)

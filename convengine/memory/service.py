@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -75,17 +76,24 @@ class Admission:
     None for host code's users."""
 
 
-async def admit(conn: AsyncConnection | None, request: TurnRequest, owner: str | None = None) -> Admission:
+async def admit(conn: AsyncConnection | None, request: TurnRequest, ctx: TurnContext) -> Admission:
     """Whether this turn may run (not another user's conversation, not an ended one) and who its user
-    is (``owner``: the caller's identity, the owner of a conversation it creates). Nothing is written
-    for a refused turn."""
+    is (``ctx.owner``: the caller's identity, the owner of a conversation it creates). The turn's
+    context gets that user and, for a new conversation, the user's long-term properties (merged by the
+    scopes hook). Nothing is written for a refused turn."""
     query = sa.select(CONVERSATION.c.user_id, CONVERSATION.c.lifecycle, CONVERSATION.c.owner_id).where(
         CONVERSATION.c.conversation_id == request.conversation_id)
     assert conn is not None
     row = (await conn.execute(query)).first()
     if row is None:
-        return Admission(None, False, request.user_id, owner)
+        ctx.user_id = request.user_id
+        names = ctx.settings.conversation_memory.long_term
+        if request.user_id is not None and names:
+            async with longterm.bound(conn) as store:
+                ctx.long_term_loaded = await longterm.load(store, request.user_id, names, ctx.owner)
+        return Admission(None, False, request.user_id, ctx.owner)
     stored_user, lifecycle, stored_owner = row
+    ctx.user_id = stored_user
     cid = request.conversation_id
     if request.user_id is not None and stored_user != request.user_id:
         return Admission(ConversationNotFoundError(f"no conversation {cid}"), True, stored_user, stored_owner)
@@ -94,17 +102,6 @@ async def admit(conn: AsyncConnection | None, request: TurnRequest, owner: str |
             f"conversation {cid} has ended; send reset=true (or a reset command) to start it again",
             details={"conversationId": cid}), True, stored_user, stored_owner)
     return Admission(None, True, stored_user, stored_owner)
-
-
-async def before_run(conn: AsyncConnection | None, admission: Admission, ctx: TurnContext,
-                     settings: EngineSettings) -> None:
-    """A user's new conversation gets their long-term properties (merged by the scopes hook)."""
-    names = settings.conversation_memory.long_term
-    ctx.user_id = admission.user_id
-    if conn is None or admission.exists or admission.user_id is None or not names:
-        return
-    async with longterm.bound(conn) as store:
-        ctx.long_term_loaded = await longterm.load(store, admission.user_id, names, admission.owner)
 
 
 async def after_run(conn: AsyncConnection | None, request: TurnRequest, final: dict[str, Any], ctx: TurnContext,
@@ -121,8 +118,11 @@ async def after_run(conn: AsyncConnection | None, request: TurnRequest, final: d
                            intent=final.get("intent"), state=final.get("state"))
     secrets = ctx.secret_values
     if secrets:
-        ctx.audit.events[:] = [_masked_event(e, secrets) for e in ctx.audit.events]
-    return turn_writes(request, final, ctx.audit.events, settings, changes)
+        ctx.audit.events[:] = _masked(ctx.audit.events, secrets)
+    row = steps.step_row(request.conversation_id, request.turn_id, final, ctx.audit.events)
+    row["properties_json"] = changes or None
+    return partial(_write_turn, cid=request.conversation_id, user_id=request.user_id,
+                   lifecycle=lifecycle_of(final.get("state"), settings), row=row)
 
 
 def publish_deferred(ctx: TurnContext, bus: AuditBus) -> None:
@@ -145,14 +145,16 @@ def mask_failed(ctx: TurnContext, params: Mapping[str, object] | None, declared:
     secrets = sorted(set(secrets), key=len, reverse=True)
     names = frozenset(declared)
     if secrets or names:
-        ctx.audit.events[:] = [_masked_event(e, secrets, names) for e in ctx.audit.events]
-        failure = _masked_event(failure, secrets, names)
+        ctx.audit.events[:] = _masked(ctx.audit.events, secrets, names)
+        failure = _masked([failure], secrets, names)[0]
     return failure
 
 
-def _masked_event(event: AuditEvent, secrets: list[str], names: frozenset[str] = frozenset()) -> AuditEvent:
-    payload = mask(_mask_named(event.payload, names), secrets)
-    return replace(event, payload=payload, meta=mask(event.meta, secrets))
+def _masked(events: Sequence[AuditEvent], secrets: list[str], names: frozenset[str] = frozenset()) -> list[AuditEvent]:
+    """``events`` with every secret value masked in their payload and meta, and in their payload the
+    values of keys in ``names``."""
+    return [replace(e, payload=mask(_mask_named(e.payload, names) if names else e.payload, secrets),
+                    meta=mask(e.meta, secrets)) for e in events]
 
 
 def _mask_named(value: object, names: frozenset[str]) -> object:
@@ -167,29 +169,19 @@ def _mask_named(value: object, names: frozenset[str]) -> object:
     return value
 
 
-def turn_writes(request: TurnRequest, final: dict[str, Any], events: Sequence[AuditEvent], settings: EngineSettings,
-                long_term: dict[str, Any] | None = None) -> Write:
+def _write_turn(conn: sa.Connection, *, cid: str, user_id: str | None, lifecycle: str, row: dict[str, Any]) -> None:
     """A completed turn's memory rows: the user (set once), the lifecycle and the step row."""
-    row = steps.step_row(request.conversation_id, request.turn_id, final, events)
-    row["properties_json"] = long_term or None
-    lifecycle = lifecycle_of(final.get("state"), settings)
-
-    def write(conn: sa.Connection) -> None:
-        _set_user_and_lifecycle(conn, request.conversation_id, request.user_id, lifecycle)
-        steps.insert_step(conn, row)
-
-    return write
+    _set_user_and_lifecycle(conn, cid=cid, user_id=user_id, lifecycle=lifecycle)
+    steps.insert_step(conn, row)
 
 
 def failure_writes(request: TurnRequest) -> Write:
     """A failed turn: the conversation (if its row exists) is INTERRUPTED; its user is set once."""
-    def write(conn: sa.Connection) -> None:
-        _set_user_and_lifecycle(conn, request.conversation_id, request.user_id, Lifecycle.INTERRUPTED.value)
-
-    return write
+    return partial(_set_user_and_lifecycle, cid=request.conversation_id, user_id=request.user_id,
+                   lifecycle=Lifecycle.INTERRUPTED.value)
 
 
-def _set_user_and_lifecycle(conn: sa.Connection, cid: str, user_id: str | None, lifecycle: str) -> None:
+def _set_user_and_lifecycle(conn: sa.Connection, *, cid: str, user_id: str | None, lifecycle: str) -> None:
     conn.execute(sa.update(CONVERSATION).where(CONVERSATION.c.conversation_id == cid).values(
         user_id=sa.func.coalesce(CONVERSATION.c.user_id, user_id), lifecycle=lifecycle))
 
