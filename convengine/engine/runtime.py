@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -58,6 +59,7 @@ from convengine.llm.gateway import as_gateway
 from convengine.memory import longterm
 from convengine.memory import scopes as memory_scopes
 from convengine.memory import service as memory_service
+from convengine.memory.host import MemoryHost
 from convengine.memory.longterm import open_store
 from convengine.memory.pruning import prune_keeping_undo
 from convengine.memory.service import Admission
@@ -218,7 +220,7 @@ class EngineRuntime:
         deferred: list[Write] = []
         try:
             async with self.locks.hold(request.conversation_id) as conn, self._bound(conn) as deferred:
-                admission = await memory_service.admit(conn, request, owner)
+                admission = await memory_service.admit(conn, request, ctx)
                 refused = _refusal(request.conversation_id, owner, admission) or admission.refused
                 if refused is None:
                     final = await self._run(conn, request, ctx, choice, admission, deferred)
@@ -254,7 +256,6 @@ class EngineRuntime:
                        "turn_input": {"text": request.text, "params": request.params, "reset": request.reset,
                                       "turn_id": request.turn_id, "event": request.event}}
         async with self.saver.bind(conn):
-            await memory_service.before_run(conn, admission, ctx, snapshot.settings)
             final = cast(EngineState, await self.graph.ainvoke(graph_input, config, context=ctx, durability="exit"))
             memory_rows = await memory_service.after_run(conn, request, dict(final), ctx, snapshot.settings,
                                                          admission.owner)
@@ -342,8 +343,15 @@ class EngineRuntime:
         async with self.gate.admit(), self.locks.hold(conversation_id) as conn:
             exists, stored = await self.store.ownership(conversation_id, conn)
             if exists and (owner is None or stored == owner):
-                return await memory_service.move(self, conn, conversation_id, kind)
+                return await memory_service.move(self.memory, conn, conversation_id, kind)
         raise _not_found(conversation_id)
+
+    @functools.cached_property
+    def memory(self) -> MemoryHost:
+        """What conversation memory uses of the engine (undo and redo, its reads, erasure)."""
+        return MemoryHost(saver=self.saver, async_engine=self.async_engine, locks=self.locks, bus=self.bus,
+                          audit_filter=self.audit_filter, settings=lambda: self.holder.current.settings,
+                          read_state=self.graph.aget_state, long_term_store=self.long_term_store)
 
     async def long_term_store(self) -> BaseStore:
         """The shared long-term store, opened and set up on first use."""
@@ -359,17 +367,17 @@ class EngineRuntime:
     async def forget_user(self, user_id: str, conversations: bool, owner: str | None = None) -> dict[str, int]:
         """Erase ``owner``'s user's long-term properties and, with ``conversations``, every conversation
         of theirs (rows, checkpoints, audit), each under its turn lock."""
-        return await memory_service.forget_user(self, user_id, conversations, owner)
+        return await memory_service.forget_user(self.memory, user_id, conversations, owner)
 
     async def steps(self, conversation_id: str, owner: str | None = None) -> list[dict[str, Any]]:
         await self._readable(conversation_id, owner)
         if not await self.store.exists(conversation_id):
             raise _not_found(conversation_id)
-        return await memory_service.read_steps(self, conversation_id)
+        return await memory_service.read_steps(self.memory, conversation_id)
 
     async def lifecycle(self, conversation_id: str, owner: str | None = None) -> str:
         await self._readable(conversation_id, owner)
-        found = await memory_service.read_lifecycle(self, conversation_id)
+        found = await memory_service.read_lifecycle(self.memory, conversation_id)
         if found is None:
             raise _not_found(conversation_id)
         return found

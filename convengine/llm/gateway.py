@@ -196,7 +196,8 @@ class LlmGateway:
                "user_context": call.call_site, "response_text": text, "success": ok, "error_message": error}
         declared = list(turn.settings.conversation_memory.secret)
         if declared:  # a secret property may be in a prompt or a reply: the log keeps it masked
-            row = mask(row, secret_values(turn, declared, reply_secrets(text, declared)))
+            known = [*turn.ctx.secret_values, *reply_secrets(text, declared)]
+            row = mask(row, secret_values(known, (turn.read_context(), turn.read_params()), declared))
         try:
             await self.store.write_llm_calls([row])
         except Exception:  # noqa: BLE001 - the call log never breaks a turn

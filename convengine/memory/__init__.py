@@ -1,9 +1,10 @@
 """Conversation memory: users, conversation steps, the lifecycle, undo and redo.
 
-See ``docs/memory.md``. The pieces: :mod:`.users` (who a conversation belongs to),
-:mod:`.steps` (one row per completed turn), :mod:`.lifecycle` (READY / IN_PROGRESS / ENDED /
-INTERRUPTED), :mod:`.timeline` (undo and redo over the conversation's checkpoints) and
-:mod:`.service` (what the runtime calls, under the conversation's turn lock).
+See ``docs/memory.md``. The pieces: :mod:`.service` (what the runtime calls, under the
+conversation's turn lock: admission, a turn's memory rows, undo and redo, the reads, erasure),
+:mod:`.host` (what it needs of the engine, handed in by it), :mod:`.steps` (one row per completed
+turn), :mod:`.scopes` (long-term and secret properties within a turn), :mod:`.longterm` (users'
+long-term properties in LangGraph's store) and :mod:`.pruning` (checkpoint pruning that keeps undo).
 """
 
 from convengine.catalog.memory import LIFECYCLE_STATES, Lifecycle

@@ -13,14 +13,12 @@ from typing import Any
 from convengine.catalog import names, stages
 from convengine.catalog.state import CONVERSATION_KEYS, NEW_CONVERSATION, TURN_KEYS
 from convengine.nodes.context import StepHook
-from convengine.security.secrets import SECRET_VALUES, mask, secret_values
-
-LONG_TERM_LOADED = "long_term_loaded"
+from convengine.security.secrets import mask, secret_values
 
 
 def merge_long_term(_step: str, turn: Any) -> None:
     """A new conversation starts with its user's long-term properties (the caller's seed wins)."""
-    loaded = turn.ctx.extras.get(LONG_TERM_LOADED)
+    loaded = turn.ctx.long_term_loaded
     if not loaded or not turn.get(NEW_CONVERSATION):
         return
     context = turn.context
@@ -37,8 +35,8 @@ def strip_secrets(_step: str, turn: Any) -> None:
     declared = list(turn.settings.conversation_memory.secret)
     if not declared:
         return
-    secrets = secret_values(turn, declared)
-    turn.ctx.extras[SECRET_VALUES] = secrets
+    secrets = secret_values(turn.ctx.secret_values, (turn.read_context(), turn.read_params()), declared)
+    turn.ctx.secret_values = secrets
     for name in declared:
         if name in turn.read_context():
             turn.context.pop(name, None)

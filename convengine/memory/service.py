@@ -4,14 +4,17 @@ step row), undo and redo, and the reads (steps, lifecycle)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from convengine._internal.turn_io import TurnRequest
+from convengine.audit import AuditBus, AuditEvent
 from convengine.audit.collector import TurnAudit
 from convengine.catalog import stages
 from convengine.catalog.booleans import truthy
@@ -34,23 +37,27 @@ from convengine.db.models import (
     CeConversationVersion,
     CeLlmCallLog,
 )
-from convengine.memory import longterm, scopes, steps
+from convengine.memory import longterm, steps
+from convengine.memory.host import MemoryHost
 from convengine.nodes.bootstrap import RESET_COMMANDS
+from convengine.nodes.context import TurnContext
 from convengine.nodes.finish import json_safe, stored_assistant
-from convengine.security.secrets import MASK, SECRET_VALUES, mask
+from convengine.security.secrets import MASK, mask
+from convengine.settings import EngineSettings
 
 CONVERSATION = CeConversation.__table__
 Write = Callable[[sa.Connection], None]
+T = TypeVar("T")
 
 
-def resets(request: Any) -> bool:
+def resets(request: TurnRequest) -> bool:
     """Whether the request resets the conversation (flag, reset param or reset command)."""
     if request.reset or any(truthy(request.params.get(k)) for k in RESET_PARAM_KEYS):
         return True
     return request.text.strip().lower() in RESET_COMMANDS
 
 
-def lifecycle_of(state: str | None, settings: Any) -> str:
+def lifecycle_of(state: str | None, settings: EngineSettings) -> str:
     """IN_PROGRESS, or ENDED when the conversation is in one of the pack's end states."""
     ended = state is not None and state in settings.conversation_memory.end_states
     return (Lifecycle.ENDED if ended else Lifecycle.IN_PROGRESS).value
@@ -69,17 +76,24 @@ class Admission:
     None for host code's users."""
 
 
-async def admit(conn: AsyncConnection | None, request: Any, owner: str | None = None) -> Admission:
+async def admit(conn: AsyncConnection | None, request: TurnRequest, ctx: TurnContext) -> Admission:
     """Whether this turn may run (not another user's conversation, not an ended one) and who its user
-    is (``owner``: the caller's identity, the owner of a conversation it creates). Nothing is written
-    for a refused turn."""
+    is (``ctx.owner``: the caller's identity, the owner of a conversation it creates). The turn's
+    context gets that user and, for a new conversation, the user's long-term properties (merged by the
+    scopes hook). Nothing is written for a refused turn."""
     query = sa.select(CONVERSATION.c.user_id, CONVERSATION.c.lifecycle, CONVERSATION.c.owner_id).where(
         CONVERSATION.c.conversation_id == request.conversation_id)
     assert conn is not None
     row = (await conn.execute(query)).first()
     if row is None:
-        return Admission(None, False, request.user_id, owner)
+        ctx.user_id = request.user_id
+        names = ctx.settings.conversation_memory.long_term
+        if request.user_id is not None and names:
+            async with longterm.bound(conn) as store:
+                ctx.long_term_loaded = await longterm.load(store, request.user_id, names, ctx.owner)
+        return Admission(None, False, request.user_id, ctx.owner)
     stored_user, lifecycle, stored_owner = row
+    ctx.user_id = stored_user
     cid = request.conversation_id
     if request.user_id is not None and stored_user != request.user_id:
         return Admission(ConversationNotFoundError(f"no conversation {cid}"), True, stored_user, stored_owner)
@@ -90,18 +104,8 @@ async def admit(conn: AsyncConnection | None, request: Any, owner: str | None = 
     return Admission(None, True, stored_user, stored_owner)
 
 
-async def before_run(conn: AsyncConnection | None, admission: Admission, ctx: Any, settings: Any) -> None:
-    """A user's new conversation gets their long-term properties (merged by the scopes hook)."""
-    names = settings.conversation_memory.long_term
-    ctx.user_id = admission.user_id
-    if conn is None or admission.exists or admission.user_id is None or not names:
-        return
-    async with longterm.bound(conn) as store:
-        ctx.extras[scopes.LONG_TERM_LOADED] = await longterm.load(store, admission.user_id, names, admission.owner)
-
-
-async def after_run(conn: AsyncConnection | None, request: Any, final: dict[str, Any], ctx: Any,
-                    settings: Any, owner: str | None = None) -> Write:
+async def after_run(conn: AsyncConnection | None, request: TurnRequest, final: dict[str, Any], ctx: TurnContext,
+                    settings: EngineSettings, owner: str | None = None) -> Write:
     """Save changed long-term properties of ``owner``'s user in the turn's transaction, mask secrets
     in its audit batch; the memory rows to write with the turn."""
     names = settings.conversation_memory.long_term
@@ -112,43 +116,48 @@ async def after_run(conn: AsyncConnection | None, request: Any, final: dict[str,
         if changes:
             ctx.audit.emit(stages.LONG_TERM_PROPERTIES_SAVED, {"properties": sorted(changes)},
                            intent=final.get("intent"), state=final.get("state"))
-    secrets = ctx.extras.get(SECRET_VALUES) or []
+    secrets = ctx.secret_values
     if secrets:
-        ctx.audit.events[:] = [_masked_event(e, secrets) for e in ctx.audit.events]
-    return turn_writes(request, final, ctx.audit.events, settings, changes)
+        ctx.audit.events[:] = _masked(ctx.audit.events, secrets)
+    row = steps.step_row(request.conversation_id, request.turn_id, final, ctx.audit.events)
+    row["properties_json"] = changes or None
+    return partial(_write_turn, cid=request.conversation_id, user_id=request.user_id,
+                   lifecycle=lifecycle_of(final.get("state"), settings), row=row)
 
 
-def publish_deferred(ctx: Any, bus: Any) -> None:
+def publish_deferred(ctx: TurnContext, bus: AuditBus) -> None:
     """Stream the turn's (masked) events now when they were held back for its secrets."""
     if ctx.settings.conversation_memory.secret:
         for event in ctx.audit.events:
             bus.publish(event)
 
 
-def mask_failed(ctx: Any, params: Any = None, declared: Any = (), failure: Any = None) -> Any:
+def mask_failed(ctx: TurnContext, params: Mapping[str, object] | None, declared: Collection[str],
+                failure: AuditEvent) -> AuditEvent:
     """A failed turn's events with the secrets it had declared masked: the values the turn saw
-    before it failed, and the declared properties the caller sent in its params. Returns
-    ``failure`` (the event that reports the failure, whose message may quote a secret) masked alike."""
-    secrets = list(ctx.extras.get(SECRET_VALUES) or [])
-    for name in declared or ():
+    before it failed, and the declared properties the caller sent in its params. Returns ``failure``
+    (the event that reports the failure, whose message may quote a secret) masked alike."""
+    secrets = list(ctx.secret_values)
+    for name in declared:
         value = (params or {}).get(name)
         if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value):
             secrets.append(str(value))
     secrets = sorted(set(secrets), key=len, reverse=True)
-    names = frozenset(declared or ())
+    names = frozenset(declared)
     if secrets or names:
-        ctx.audit.events[:] = [_masked_event(e, secrets, names) for e in ctx.audit.events]
-        if failure is not None:
-            failure = _masked_event(failure, secrets, names)
+        ctx.audit.events[:] = _masked(ctx.audit.events, secrets, names)
+        failure = _masked([failure], secrets, names)[0]
     return failure
 
 
-def _masked_event(event: Any, secrets: list[str], names: frozenset[str] = frozenset()) -> Any:
-    payload = mask(_mask_named(event.payload, names), secrets)
-    return replace(event, payload=payload, meta=mask(event.meta, secrets))
+def _masked(events: Sequence[AuditEvent], secrets: list[str], names: frozenset[str] = frozenset()) -> list[AuditEvent]:
+    """``events`` with every secret value masked in their payload and meta, and in their payload the
+    values of keys in ``names``."""
+    return [replace(e, payload=mask(_mask_named(e.payload, names) if names else e.payload, secrets),
+                    meta=mask(e.meta, secrets)) for e in events]
 
 
-def _mask_named(value: Any, names: frozenset[str]) -> Any:
+def _mask_named(value: object, names: frozenset[str]) -> object:
     """``value`` with the values of keys named like a secret property replaced (a value a step had
     just produced, e.g. an extraction, before the turn failed)."""
     if not names:
@@ -160,29 +169,19 @@ def _mask_named(value: Any, names: frozenset[str]) -> Any:
     return value
 
 
-def turn_writes(request: Any, final: dict[str, Any], events: list[Any], settings: Any,
-                long_term: dict[str, Any] | None = None) -> Write:
+def _write_turn(conn: sa.Connection, *, cid: str, user_id: str | None, lifecycle: str, row: dict[str, Any]) -> None:
     """A completed turn's memory rows: the user (set once), the lifecycle and the step row."""
-    row = steps.step_row(request.conversation_id, request.turn_id, final, events)
-    row["properties_json"] = long_term or None
-    lifecycle = lifecycle_of(final.get("state"), settings)
-
-    def write(conn: sa.Connection) -> None:
-        _set_user_and_lifecycle(conn, request.conversation_id, request.user_id, lifecycle)
-        steps.insert_step(conn, row)
-
-    return write
+    _set_user_and_lifecycle(conn, cid=cid, user_id=user_id, lifecycle=lifecycle)
+    steps.insert_step(conn, row)
 
 
-def failure_writes(request: Any) -> Write:
+def failure_writes(request: TurnRequest) -> Write:
     """A failed turn: the conversation (if its row exists) is INTERRUPTED; its user is set once."""
-    def write(conn: sa.Connection) -> None:
-        _set_user_and_lifecycle(conn, request.conversation_id, request.user_id, Lifecycle.INTERRUPTED.value)
-
-    return write
+    return partial(_set_user_and_lifecycle, cid=request.conversation_id, user_id=request.user_id,
+                   lifecycle=Lifecycle.INTERRUPTED.value)
 
 
-def _set_user_and_lifecycle(conn: sa.Connection, cid: str, user_id: str | None, lifecycle: str) -> None:
+def _set_user_and_lifecycle(conn: sa.Connection, *, cid: str, user_id: str | None, lifecycle: str) -> None:
     conn.execute(sa.update(CONVERSATION).where(CONVERSATION.c.conversation_id == cid).values(
         user_id=sa.func.coalesce(CONVERSATION.c.user_id, user_id), lifecycle=lifecycle))
 
@@ -190,18 +189,18 @@ def _set_user_and_lifecycle(conn: sa.Connection, cid: str, user_id: str | None, 
 # --- undo and redo ---------------------------------------------------------------------
 
 
-async def move(runtime: Any, conn: AsyncConnection | None, conversation_id: str, kind: str) -> timeline.UndoResult:
+async def move(host: MemoryHost, conn: AsyncConnection | None, conversation_id: str, kind: str) -> timeline.UndoResult:
     """Undo or redo on the turn's connection (under the conversation's lock), committed with its
     projection, history marks and audit event."""
-    settings = runtime.holder.current.settings
+    settings = host.settings()
     memory = settings.conversation_memory
-    saver = runtime.saver
+    saver = host.saver
     async with saver.bind(conn):
         if kind == UNDO_STAGE:
             planned = await timeline.plan_undo(saver, conversation_id, memory.undo_depth)
         else:
             planned = await timeline.plan_redo(saver, conversation_id)
-        step = await _run(runtime, conn, lambda c: steps.find_step(c, conversation_id, planned.moved_turn))
+        step = await _run(host, conn, lambda c: steps.find_step(c, conversation_id, planned.moved_turn))
         effects = list((step or {}).get("side_effects_json") or [])
         if kind == UNDO_STAGE and effects and not memory.undo_past_side_effects:
             raise UndoError(f"turn {step['turn'] if step else '?'} had effects outside the engine "
@@ -211,12 +210,12 @@ async def move(runtime: Any, conn: AsyncConnection | None, conversation_id: str,
         values = await timeline.apply(saver, planned, kind.lower())
         await _restore_long_term(conn, step, kind)
         result = _result(conversation_id, kind, planned, values, effects, memory.undo_depth)
-        audit = TurnAudit(conversation_id, audit_filter=runtime.audit_filter, bus=runtime.bus,
+        audit = TurnAudit(conversation_id, audit_filter=host.audit_filter, bus=host.bus,
                           persist_meta=settings.audit.persist_meta)
         audit.emit(kind, {**result.to_dict(), "restoredCheckpoint": planned.target.config["configurable"]
                           ["checkpoint_id"]}, intent=result.intent, state=result.state)
         write = _restore_writes(conversation_id, values, planned.moved_turn, kind, audit.events, settings)
-        await _run(runtime, conn, write)
+        await _run(host, conn, write)
         if conn is not None:
             await commit_turn_connection(conn)
     return result
@@ -246,8 +245,8 @@ def _result(cid: str, kind: str, planned: timeline.Move, values: dict[str, Any],
                                can_redo=bool(here.forward), values=values)
 
 
-def _restore_writes(cid: str, values: dict[str, Any], moved_turn: str | None, kind: str, events: list[Any],
-                    settings: Any) -> Write:
+def _restore_writes(cid: str, values: dict[str, Any], moved_turn: str | None, kind: str,
+                    events: Sequence[AuditEvent], settings: EngineSettings) -> Write:
     """The ce_conversation projection as the restored state has it, the moved turn's rows marked."""
     payload = values.get("payload")
     projection = {
@@ -268,47 +267,47 @@ def _restore_writes(cid: str, values: dict[str, Any], moved_turn: str | None, ki
     return write
 
 
-async def _run(runtime: Any, conn: AsyncConnection | None, fn: Callable[[sa.Connection], Any]) -> Any:
+async def _run(host: MemoryHost, conn: AsyncConnection | None, fn: Callable[[sa.Connection], T]) -> T:
     if conn is not None:
         return await conn.run_sync(fn)
-    async with runtime.async_engine.begin() as own:
+    async with host.async_engine.begin() as own:
         return await own.run_sync(fn)
 
 
-async def read_steps(runtime: Any, conversation_id: str) -> list[dict[str, Any]]:
-    async with runtime.async_engine.connect() as conn:
+async def read_steps(host: MemoryHost, conversation_id: str) -> list[dict[str, Any]]:
+    async with host.async_engine.connect() as conn:
         return await conn.run_sync(lambda c: steps.read_steps(c, conversation_id))
 
 
-async def read_lifecycle(runtime: Any, conversation_id: str) -> str | None:
+async def read_lifecycle(host: MemoryHost, conversation_id: str) -> str | None:
     """The stored lifecycle; READY for a conversation seeded but not yet started; None if unknown."""
-    async with runtime.async_engine.connect() as conn:
+    async with host.async_engine.connect() as conn:
         row = (await conn.execute(sa.select(CONVERSATION.c.lifecycle).where(
             CONVERSATION.c.conversation_id == conversation_id))).first()
     if row is not None:
         return row[0] or Lifecycle.IN_PROGRESS.value
-    snap = await runtime.graph.aget_state(timeline.config(conversation_id))
+    snap = await host.read_state(timeline.config(conversation_id))
     return Lifecycle.READY.value if snap.values else None
 
 
 # --- erasure -----------------------------------------------------------------------------
 
 
-async def forget_user(runtime: Any, user_id: str, conversations: bool, owner: str | None = None) -> dict[str, int]:
+async def forget_user(host: MemoryHost, user_id: str, conversations: bool, owner: str | None = None) -> dict[str, int]:
     """Erase ``owner``'s user's long-term properties (None: host code's user); with ``conversations``
     also every conversation of theirs (its rows in every ce_* table and its checkpoints), each under
     its turn lock. Without it, the values the user's turns saved are cleared from their step rows, so
     undo cannot bring them back. Another owner's user of the same id is not touched."""
-    erased = await longterm.forget(await runtime.long_term_store(), user_id, owner)
+    erased = await longterm.forget(await host.long_term_store(), user_id, owner)
     owned_by = CONVERSATION.c.owner_id.is_(None) if owner is None else CONVERSATION.c.owner_id == owner
-    async with runtime.async_engine.connect() as conn:
+    async with host.async_engine.connect() as conn:
         owned = [r[0] for r in await conn.execute(sa.select(CONVERSATION.c.conversation_id)
                                                   .where(CONVERSATION.c.user_id == user_id, owned_by))]
     for cid in owned:
-        async with runtime.locks.hold(cid) as held, runtime.saver.bind(held):
+        async with host.locks.hold(cid) as held, host.saver.bind(held):
             if conversations:
-                await runtime.saver.adelete_thread(cid)
-            await _run(runtime, held, _erase_rows(cid, conversations))
+                await host.saver.adelete_thread(cid)
+            await _run(host, held, _erase_rows(cid, conversations))
             if held is not None:
                 await commit_turn_connection(held)
     return {"properties": erased, "conversations": len(owned) if conversations else 0}

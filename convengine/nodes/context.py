@@ -15,6 +15,7 @@ from convengine.audit.collector import TurnAudit
 from convengine.config.snapshot import ConfigSnapshot
 from convengine.registry import Registries
 from convengine.rules.engine import RuleRegistry
+from convengine.settings import EngineSettings
 
 if TYPE_CHECKING:  # only to name the services: importing them loads httpx, psycopg, numpy at `import convengine`
     from convengine.checkpointing.persistence import ConversationStore
@@ -61,7 +62,16 @@ class TurnContext:
     """No Engine runs this turn (Studio): a new conversation's row is written when it starts, and the
     graph's last node commits the turn (convengine.studio)."""
     extras: dict[str, Any] = field(default_factory=dict)
-    """Scratch space for custom steps and hooks (not checkpointed)."""
+    """Scratch space for the host's custom steps and hooks (not checkpointed); the engine keeps out of it."""
+    context_before: dict[str, Any] | None = None
+    """The context as the turn found it (kept by load_or_create_conversation): what ENGINE_RETURN's
+    ``contextChanges`` compares the turn's context with. None until that step ran."""
+    long_term_loaded: dict[str, Any] | None = None
+    """The user's long-term properties, loaded by conversation memory for a new conversation before the
+    graph runs and merged into its context after load_or_create_conversation."""
+    secret_values: list[str] = field(default_factory=list)
+    """The values of the turn's secret properties, gathered as they are taken out before it is persisted:
+    its audit batch and LLM call log are masked with them."""
     semantic: SemanticIndex | None = None
     """The SEMANTIC example embeddings of the version this turn runs on (None: the services' index)."""
 
@@ -70,7 +80,7 @@ class TurnContext:
         return self.semantic if self.semantic is not None else self.services.semantic
 
     @property
-    def settings(self) -> Any:
+    def settings(self) -> EngineSettings:
         return self.snapshot.settings
 
 

@@ -20,8 +20,6 @@ from convengine.catalog.state import caller_params
 from convengine.nodes.turn import Turn
 from convengine.security.secrets import MASK
 
-CONTEXT_BEFORE = "context_before"
-"""``ctx.extras`` key: the context as the turn found it (set by load_or_create_conversation)."""
 VALUE_MAX_CHARS = 240
 """A recorded value whose JSON is longer is kept as ``{"truncated": <chars>, "preview": ...}``."""
 PREVIEW_CHARS = 80
@@ -33,7 +31,7 @@ PARAMS_MAX_BYTES = 8192
 
 def remember_context(turn: Turn) -> None:
     """Keep the context the turn starts from (steps copy it before writing, so no copy is needed)."""
-    turn.ctx.extras[CONTEXT_BEFORE] = dict(turn.read_context())
+    turn.ctx.context_before = dict(turn.read_context())
 
 
 def bounded(value: Any) -> Any:
@@ -51,7 +49,7 @@ def _masked(name: str, value: Any, secret_names: Iterable[str]) -> Any:
 def context_changes(turn: Turn, after: Mapping[str, Any]) -> dict[str, Any] | None:
     """The top-level context keys the turn added, changed (before and after) and removed; None when
     nothing changed (or the context the turn started from is unknown)."""
-    before = turn.ctx.extras.get(CONTEXT_BEFORE)
+    before = turn.ctx.context_before
     if before is None:
         return None
     before = _json(before)

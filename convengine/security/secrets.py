@@ -8,19 +8,20 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-SECRET_VALUES = "secret_values"
 MASK = "***"
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 MIN_SUBSTRING_CHARS = 4
 """Secret values at least this long are masked inside longer texts too; shorter ones only when whole."""
 
 
-def secret_values(turn: Any, declared: Iterable[str], extra: Iterable[str] = ()) -> list[str]:
-    found: list[str] = [*(turn.ctx.extras.get(SECRET_VALUES) or []), *extra]
-    for source in (turn.read_context(), turn.read_params()):
+def secret_values(known: Iterable[str], sources: Iterable[Mapping[str, Any]], declared: Sequence[str]) -> list[str]:
+    """The ``known`` secret values (taken out earlier in the turn, found in a model's reply) and the values
+    of the ``declared`` secret properties in ``sources`` (the turn's context and params), longest first."""
+    found: list[str] = list(known)
+    for source in sources:
         for name in declared:
             value = source.get(name)
             if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value):
