@@ -23,7 +23,7 @@ class FakeTurn:
     ctx: Any = None
 
     def __post_init__(self) -> None:
-        self.ctx = SimpleNamespace(extras={}, services=SimpleNamespace(store=None))
+        self.ctx = SimpleNamespace(extras={}, secret_values=[], services=SimpleNamespace(store=None))
 
     def read_params(self) -> Mapping[str, Any]:
         return self.params

@@ -181,7 +181,7 @@ async def test_a_call_log_that_cannot_be_written_is_audited_and_the_reply_still_
 async def test_secret_values_in_prompts_and_replies_are_masked_in_the_call_log() -> None:
     turn = FakeTurn(settings(conversation_memory={"secret": ["pin", "otp"]}), params={"pin": "73519"},
                     context={"otp": "42"})
-    turn.ctx.extras["secret_values"] = ["taken-out-earlier"]
+    turn.ctx.secret_values = ["taken-out-earlier"]
     store = FakeStore()
     llm = ScriptedLLM({"SCHEMA_EXTRACTION": ['{"pin": "88812", "otp": "42", "name": "Jo"}']})
     value = await gateway(llm, store).json(turn, "SCHEMA_EXTRACTION", system="Known: taken-out-earlier",
