@@ -15,8 +15,6 @@ from convengine.nodes.common import Step
 from convengine.nodes.context import StepHook
 from tests.helpers import engine_on, pack, payload_of, turn_events
 
-pytestmark = pytest.mark.asyncio
-
 BLOCKING = [{"policy_id": 3, "rule_type": "CONTAINS", "pattern": "forbidden", "response_text": "Not allowed.",
              "priority": 1}]
 

@@ -12,8 +12,6 @@ from convengine.llm import ScriptedLLM
 from convengine.nodes.common import Step
 from tests.helpers import engine_on, pack, payload_of, turn_events
 
-pytestmark = pytest.mark.asyncio
-
 
 async def act_of(engine: Any, text: str, cid: str | None = None, **kwargs: Any) -> dict[str, Any]:
     result = await engine.aprocess(text, cid, **kwargs)
