@@ -27,8 +27,8 @@ def skipped(events: list[AuditEvent]) -> dict[str, Any]:
     return {e.payload["step"]: e.payload.get("reason") for e in events if e.stage == "STEP_SKIPPED"}
 
 
-async def test_each_step_is_either_entered_or_skipped_in_order_with_a_reason(db_url: str) -> None:
-    async with engine_on(db_url, pack()) as engine:
+async def test_each_step_is_either_entered_or_skipped_in_order_with_a_reason(sqlite_db_url: str) -> None:
+    async with engine_on(sqlite_db_url, pack()) as engine:
         result = await engine.aprocess("I need a loan")
         events = await turn_events(engine, result.conversation_id)
     ran, passed = entered(events), skipped(events)
@@ -42,8 +42,8 @@ async def test_each_step_is_either_entered_or_skipped_in_order_with_a_reason(db_
     assert {names.INTENT_RESOLUTION, names.RULES, names.RESPONSE_RESOLUTION} <= set(ran)
 
 
-async def test_a_skip_is_audited_where_the_step_would_have_run(db_url: str) -> None:
-    async with engine_on(db_url, pack()) as engine:
+async def test_a_skip_is_audited_where_the_step_would_have_run(sqlite_db_url: str) -> None:
+    async with engine_on(sqlite_db_url, pack()) as engine:
         result = await engine.aprocess("hello")
         stages = [(e.stage, e.payload.get("step")) for e in await turn_events(engine, result.conversation_id)]
     at = stages.index(("STEP_SKIPPED", names.SCHEMA_EXTRACTION))
@@ -80,9 +80,9 @@ async def test_a_policy_block_jumps_to_the_commit_past_host_steps(db_url: str) -
         assert ran == ["after_act", "before_memory"]
 
 
-async def test_a_disabled_policy_does_not_block(db_url: str) -> None:
+async def test_a_disabled_policy_does_not_block(sqlite_db_url: str) -> None:
     policies = [{**BLOCKING[0], "enabled": False}]
-    async with engine_on(db_url, pack(ce_policy=policies)) as engine:
+    async with engine_on(sqlite_db_url, pack(ce_policy=policies)) as engine:
         result = await engine.aprocess("hello forbidden")
         assert (result.status, result.intent) == ("RUNNING", "GREETING")
 
@@ -122,10 +122,10 @@ async def test_a_host_step_can_answer_and_route_straight_to_the_commit(db_url: s
         assert normal.payload.value == "Hello there"
 
 
-async def test_step_enter_names_convengines_step_class(db_url: str) -> None:
+async def test_step_enter_names_convengines_step_class(sqlite_db_url: str) -> None:
     steps = [Step("host_one", lambda t: None, after=names.RULES, java_class="com.example.HostStep"),
              Step("host_two", lambda t: None, after="host_one")]
-    async with engine_on(db_url, pack(), steps=steps) as engine:
+    async with engine_on(sqlite_db_url, pack(), steps=steps) as engine:
         result = await engine.aprocess("hello")
         classes = {e.payload["step"]: e.payload["stepClass"]
                    for e in await turn_events(engine, result.conversation_id) if e.stage == "STEP_ENTER"}
@@ -138,34 +138,34 @@ async def test_step_enter_names_convengines_step_class(db_url: str) -> None:
 # --- hooks ------------------------------------------------------------------------------------
 
 
-async def test_hooks_see_only_the_steps_that_run_and_host_steps_too(db_url: str) -> None:
+async def test_hooks_see_only_the_steps_that_run_and_host_steps_too(sqlite_db_url: str) -> None:
     seen: list[str] = []
     hook = StepHook(before=lambda step, turn: seen.append(step))
     steps = [Step("host", lambda t: None, after=names.RULES)]
-    async with engine_on(db_url, pack(), steps=steps, hooks=[hook]) as engine:
+    async with engine_on(sqlite_db_url, pack(), steps=steps, hooks=[hook]) as engine:
         result = await engine.aprocess("hello")
         events = await turn_events(engine, result.conversation_id)
     assert seen == entered(events)
     assert "host" in seen and names.SCHEMA_EXTRACTION not in seen
 
 
-async def test_an_after_hook_sees_what_the_step_wrote(db_url: str) -> None:
+async def test_an_after_hook_sees_what_the_step_wrote(sqlite_db_url: str) -> None:
     seen: dict[str, Any] = {}
 
     def after(step: str, turn: Any) -> None:
         seen[step] = (turn.intent, (turn.get("payload") or {}).get("value"))
 
     hook = StepHook(after=after, steps=(names.INTENT_RESOLUTION, names.RESPONSE_RESOLUTION))
-    async with engine_on(db_url, pack(), hooks=[hook]) as engine:
+    async with engine_on(sqlite_db_url, pack(), hooks=[hook]) as engine:
         await engine.aprocess("I want a loan")
     assert seen == {names.INTENT_RESOLUTION: ("LOAN", None), names.RESPONSE_RESOLUTION: ("LOAN", "Loan started")}
 
 
-async def test_a_failing_hook_is_audited_with_its_phase_and_step(db_url: str) -> None:
+async def test_a_failing_hook_is_audited_with_its_phase_and_step(sqlite_db_url: str) -> None:
     def broken(step: str, turn: Any) -> None:
         raise KeyError("missing thing")
 
-    async with engine_on(db_url, pack(), hooks=[StepHook(before=broken, steps=(names.RULES,))]) as engine:
+    async with engine_on(sqlite_db_url, pack(), hooks=[StepHook(before=broken, steps=(names.RULES,))]) as engine:
         result = await engine.aprocess("hello")
         assert result.payload.value == "Hello there"
         errors = [e.payload for e in await turn_events(engine, result.conversation_id) if e.stage == "STEP_HOOK_ERROR"]
@@ -175,11 +175,11 @@ async def test_a_failing_hook_is_audited_with_its_phase_and_step(db_url: str) ->
 # --- failures ---------------------------------------------------------------------------------
 
 
-async def test_a_convengine_error_from_a_step_keeps_its_code_and_names_the_step(db_url: str) -> None:
+async def test_a_convengine_error_from_a_step_keeps_its_code_and_names_the_step(sqlite_db_url: str) -> None:
     def refuse(turn: Any) -> None:
         raise ConvEngineError("host says no", code=ErrorCode.INVALID_INPUT)
 
-    async with engine_on(db_url, pack(), steps=[Step("gate", refuse, before=names.RULES)]) as engine:
+    async with engine_on(sqlite_db_url, pack(), steps=[Step("gate", refuse, before=names.RULES)]) as engine:
         cid = "0b8f0a1e-1111-4222-8333-444455556666"
         with pytest.raises(ConvEngineError) as info:
             await engine.aprocess("hello", cid)
@@ -189,7 +189,7 @@ async def test_a_convengine_error_from_a_step_keeps_its_code_and_names_the_step(
     assert error["durationMs"] >= 0
 
 
-async def test_a_step_failure_stops_the_turn_at_that_step(db_url: str) -> None:
+async def test_a_step_failure_stops_the_turn_at_that_step(sqlite_db_url: str) -> None:
     ran: list[str] = []
 
     def explode(turn: Any) -> None:
@@ -197,7 +197,7 @@ async def test_a_step_failure_stops_the_turn_at_that_step(db_url: str) -> None:
 
     steps = [Step("explode", explode, after=names.INTENT_RESOLUTION),
              Step("later", lambda t: ran.append("later"), before=names.RULES)]
-    async with engine_on(db_url, pack(), steps=steps) as engine:
+    async with engine_on(sqlite_db_url, pack(), steps=steps) as engine:
         cid = "1b8f0a1e-1111-4222-8333-444455556666"
         with pytest.raises(StepError, match="step explode failed: ValueError: bad value"):
             await engine.aprocess("hello", cid)
@@ -222,10 +222,10 @@ def add(args: dict[str, Any]) -> dict[str, Any]:
     return {"sum": args["a"] + args["b"], "summary": f"sum {args['a'] + args['b']}"}
 
 
-async def test_the_planner_loop_runs_tool_calls_until_an_answer(db_url: str) -> None:
+async def test_the_planner_loop_runs_tool_calls_until_an_answer(sqlite_db_url: str) -> None:
     llm = planner({**CALL, "args": {"a": 1, "b": 2}}, {**CALL, "args": {"a": 3, "b": 4}},
                   {"action": "ANSWER", "tool_code": None, "args": None, "answer": "7", "operation_tag": None})
-    async with engine_on(db_url, pack(ce_mcp_tool=TOOL), llm=llm, tools={"calc.add": add}) as engine:
+    async with engine_on(sqlite_db_url, pack(ce_mcp_tool=TOOL), llm=llm, tools={"calc.add": add}) as engine:
         result = await engine.aprocess("loan sums")
         events = await turn_events(engine, result.conversation_id)
     loop = [s for s in entered(events) if s in (names.MCP_PLANNER, names.MCP_TOOL_CALL, names.RULES)]
@@ -236,10 +236,10 @@ async def test_the_planner_loop_runs_tool_calls_until_an_answer(db_url: str) -> 
 
 
 @pytest.mark.parametrize("limit", [1, 2])
-async def test_the_planner_loop_is_bound_by_the_tool_limit(db_url: str, limit: int) -> None:
+async def test_the_planner_loop_is_bound_by_the_tool_limit(sqlite_db_url: str, limit: int) -> None:
     llm = planner(*({**CALL, "args": {"a": i, "b": 1}} for i in range(6)))
     data = pack(ce_mcp_tool=TOOL, settings={"mcp": {"tool_max_loops": limit}})
-    async with engine_on(db_url, data, llm=llm, tools={"calc.add": add}) as engine:
+    async with engine_on(sqlite_db_url, data, llm=llm, tools={"calc.add": add}) as engine:
         result = await engine.aprocess("loan sums")
         events = await turn_events(engine, result.conversation_id)
     ran = entered(events)

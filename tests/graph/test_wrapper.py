@@ -33,9 +33,9 @@ def unavailable_database(turn: Any) -> None:
     (unavailable_database, DATABASE_UNAVAILABLE_MESSAGE, ErrorCode.DATABASE_UNAVAILABLE),
 ])
 async def test_a_database_failure_in_a_step_is_reported_without_the_drivers_text(
-        db_url: str, step: Any, message: str, code: ErrorCode, caplog: pytest.LogCaptureFixture) -> None:
+        sqlite_db_url: str, step: Any, message: str, code: ErrorCode, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level("WARNING")
-    async with engine_on(db_url, pack(), steps=[Step("lookup", step, before=names.RULES)]) as engine:
+    async with engine_on(sqlite_db_url, pack(), steps=[Step("lookup", step, before=names.RULES)]) as engine:
         cid = "2b8f0a1e-1111-4222-8333-444455556666"
         with pytest.raises(ConvEngineError) as info:
             await engine.aprocess("hello", cid)
@@ -49,8 +49,8 @@ async def test_a_database_failure_in_a_step_is_reported_without_the_drivers_text
     assert PRIVATE not in caplog.text  # but not the statement, which quotes the caller's data
 
 
-async def test_every_step_that_ran_is_timed_in_pipeline_timing(db_url: str) -> None:
-    async with engine_on(db_url, pack(), steps=[Step("host", lambda t: None, after=names.RULES)]) as engine:
+async def test_every_step_that_ran_is_timed_in_pipeline_timing(sqlite_db_url: str) -> None:
+    async with engine_on(sqlite_db_url, pack(), steps=[Step("host", lambda t: None, after=names.RULES)]) as engine:
         result = await engine.aprocess("hello")
         events = await engine.aaudit(result.conversation_id)
     timed = [part.split("=")[0] for part in payload_of(events, "PIPELINE_TIMING")["steps"].split(", ")]

@@ -196,10 +196,10 @@ async def test_a_denied_turn_runs_neither_the_pending_action_nor_a_requested_too
 
 
 @pytest.mark.parametrize(("fail_closed", "denied"), [(True, True), (False, False)])
-async def test_a_pattern_that_cannot_be_evaluated_denies_only_when_fail_closed(db_url: str, fail_closed: bool,
+async def test_a_pattern_that_cannot_be_evaluated_denies_only_when_fail_closed(sqlite_db_url: str, fail_closed: bool,
                                                                               denied: bool) -> None:
     data = guarded(**{"sensitive-patterns": ["(unclosed"], "approval-gate-fail-closed": fail_closed})
-    async with engine_on(db_url, data) as engine:
+    async with engine_on(sqlite_db_url, data) as engine:
         result = await engine.aprocess("loan")
         stages = await turn_stages(engine, result.conversation_id)
         events = await turn_events(engine, result.conversation_id)
@@ -209,19 +209,19 @@ async def test_a_pattern_that_cannot_be_evaluated_denies_only_when_fail_closed(d
         assert (deny["reason"], deny["undecided"], deny["sensitive"]) == ("SENSITIVE_CHECK_FAILED_CLOSED", True, False)
 
 
-async def test_the_guardrail_sanitises_the_text_steps_after_it_read(db_url: str) -> None:
+async def test_the_guardrail_sanitises_the_text_steps_after_it_read(sqlite_db_url: str) -> None:
     seen: list[str] = []
     hook_step = Step("read_sanitised", lambda t: seen.append(t.read_params().get("sanitized_user_text")),
                      after=names.GUARDRAIL)
-    async with engine_on(db_url, pack(), steps=[hook_step]) as engine:
+    async with engine_on(sqlite_db_url, pack(), steps=[hook_step]) as engine:
         await engine.aprocess("  a   loan\t\tplease\n ")
     assert seen == ["a loan please"]
 
 
-async def test_a_disabled_guardrail_is_skipped_as_an_allow(db_url: str) -> None:
+async def test_a_disabled_guardrail_is_skipped_as_an_allow(sqlite_db_url: str) -> None:
     data = pack(settings={"flow": {"guardrail": {"enabled": False, "require-approval-for-sensitive-actions": True,
                                                  "sensitive-patterns": ["loan"]}}})
-    async with engine_on(db_url, data) as engine:
+    async with engine_on(sqlite_db_url, data) as engine:
         result = await engine.aprocess("loan")
         events = await turn_events(engine, result.conversation_id)
     assert result.intent == "LOAN"

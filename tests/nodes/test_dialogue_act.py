@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from convengine.graph import names
 from convengine.llm import ScriptedLLM
 from convengine.nodes.common import Step
@@ -25,21 +23,21 @@ async def decision_of(engine: Any, cid: str) -> dict[str, Any]:
 # --- classification by regex --------------------------------------------------------------------
 
 
-async def test_the_default_patterns_classify_short_replies_and_questions(db_url: str) -> None:
+async def test_the_default_patterns_classify_short_replies_and_questions(sqlite_db_url: str) -> None:
     expected = {"yes": ("AFFIRM", 0.95), "  OK ": ("AFFIRM", 0.95), "nope": ("NEGATE", 0.95),
                 "edit": ("EDIT", 0.95), "good morning": ("GREETING", 0.95),
                 "what rate do you offer?": ("QUESTION", 0.70), "I need a loan": ("NEW_REQUEST", 0.70),
                 "yes please do it now": ("NEW_REQUEST", 0.70)}  # patterns match the whole message only
-    async with engine_on(db_url, pack()) as engine:
+    async with engine_on(sqlite_db_url, pack()) as engine:
         for text, (act, confidence) in expected.items():
             classified = await act_of(engine, text)
             assert (classified["dialogueAct"], classified["confidence"], classified["source"]) == \
                 (act, confidence, "REGEX"), text
 
 
-async def test_a_pack_replaces_an_acts_pattern_through_ce_config(db_url: str) -> None:
+async def test_a_pack_replaces_an_acts_pattern_through_ce_config(sqlite_db_url: str) -> None:
     config = [{"config_type": "DialogueActStep", "config_key": "REGEX_AFFIRM", "config_value": r"^\s*(si|oui)\s*$"}]
-    async with engine_on(db_url, pack(ce_config=config)) as engine:
+    async with engine_on(sqlite_db_url, pack(ce_config=config)) as engine:
         assert (await act_of(engine, "oui"))["dialogueAct"] == "AFFIRM"
         assert (await act_of(engine, "yes"))["dialogueAct"] == "NEW_REQUEST"
         assert (await act_of(engine, "no"))["dialogueAct"] == "NEGATE"  # the other acts keep their defaults
@@ -67,12 +65,12 @@ async def test_a_short_reply_to_a_pending_question_is_an_answer(db_url: str) -> 
 # --- the LLM leg ----------------------------------------------------------------------------------
 
 
-async def test_the_llm_is_asked_only_below_the_threshold(db_url: str) -> None:
+async def test_the_llm_is_asked_only_below_the_threshold(sqlite_db_url: str) -> None:
     llm = ScriptedLLM({"DIALOGUE_ACT": lambda call: {"dialogueAct": "QUESTION", "confidence": 0.88}},
                       default={"intent": None, "confidence": 0})
     for threshold, asked in ((0.7, 0), (0.71, 1)):
         data = pack(settings={"flow": {"dialogue-act": {"resolute": "REGEX_THEN_LLM", "llm-threshold": threshold}}})
-        async with engine_on(db_url, data, llm=llm) as engine:
+        async with engine_on(sqlite_db_url, data, llm=llm) as engine:
             before = llm.count("DIALOGUE_ACT")
             classified = await act_of(engine, "I need a loan")  # regex: NEW_REQUEST at 0.70
             assert llm.count("DIALOGUE_ACT") - before == asked
@@ -80,9 +78,9 @@ async def test_the_llm_is_asked_only_below_the_threshold(db_url: str) -> None:
             assert classified["regexAct"] == "NEW_REQUEST"
 
 
-async def test_llm_only_without_a_model_keeps_the_regex_act_and_says_why(db_url: str) -> None:
+async def test_llm_only_without_a_model_keeps_the_regex_act_and_says_why(sqlite_db_url: str) -> None:
     data = pack(settings={"flow": {"dialogue-act": {"resolute": "LLM_ONLY"}}})
-    async with engine_on(db_url, data) as engine:
+    async with engine_on(sqlite_db_url, data) as engine:
         result = await engine.aprocess("yes")
         events = await turn_events(engine, result.conversation_id)
     assert payload_of(events, "DIALOGUE_ACT_LLM_SKIPPED")["reason"] == "NO_LLM_CONFIGURED"
@@ -91,20 +89,20 @@ async def test_llm_only_without_a_model_keeps_the_regex_act_and_says_why(db_url:
                                                                                      "LLM_ONLY")
 
 
-async def test_an_llm_reset_is_accepted_when_the_words_say_reset(db_url: str) -> None:
+async def test_an_llm_reset_is_accepted_when_the_words_say_reset(sqlite_db_url: str) -> None:
     llm = ScriptedLLM({"DIALOGUE_ACT": [{"dialogueAct": "RESET", "confidence": 0.97}]},
                       default={"intent": None, "confidence": 0})
     data = pack(settings={"flow": {"dialogue-act": {"resolute": "LLM_ONLY"}}})
-    async with engine_on(db_url, data, llm=llm) as engine:
+    async with engine_on(sqlite_db_url, data, llm=llm) as engine:
         classified = await act_of(engine, "start over")
     assert (classified["dialogueAct"], classified["source"], classified["llmAct"]) == ("RESET", "LLM", "RESET")
 
 
-async def test_post_dialogue_act_rules_see_the_final_act(db_url: str) -> None:
+async def test_post_dialogue_act_rules_see_the_final_act(sqlite_db_url: str) -> None:
     rules = [{"phase": "POST_DIALOGUE_ACT", "intent_code": "ANY", "state_code": "ANY", "rule_type": "JSON_PATH",
               "match_pattern": "$[?(@.inputParams.dialogue_act == 'NEGATE')]", "action": "SET_INPUT_PARAM",
               "action_value": '{"said_no": true}'}]
-    async with engine_on(db_url, pack(ce_rule=rules)) as engine:
+    async with engine_on(sqlite_db_url, pack(ce_rule=rules)) as engine:
         no = await engine.aprocess("no")
         yes = await engine.aprocess("yes")
         assert (await engine.astate(no.conversation_id))["input_params"].get("said_no") is True
@@ -143,8 +141,8 @@ async def test_yes_and_no_answer_a_pending_action_without_reclassifying(db_url: 
         assert loans.submitted == 1
 
 
-async def test_before_any_intent_a_yes_is_reclassified(db_url: str) -> None:
-    async with engine_on(db_url, pack(ce_pending_action=PENDING), tasks={"loans": Loans()}) as engine:
+async def test_before_any_intent_a_yes_is_reclassified(sqlite_db_url: str) -> None:
+    async with engine_on(sqlite_db_url, pack(ce_pending_action=PENDING), tasks={"loans": Loans()}) as engine:
         first = await engine.aprocess("yes")
         decided = await decision_of(engine, first.conversation_id)
     assert (decided["policyDecision"], decided["hasPendingAction"], decided["intent"]) == \

@@ -22,10 +22,10 @@ BILLING = {"ce_intent": [{"intent_code": "BILLING", "description": "bills", "dis
 # --- classifiers ----------------------------------------------------------------------------------
 
 
-async def test_classifiers_of_two_intents_matching_is_a_collision_that_changes_nothing(db_url: str) -> None:
+async def test_classifiers_of_two_intents_matching_is_a_collision_that_changes_nothing(sqlite_db_url: str) -> None:
     classifiers = [{"intent_code": "BILLING", "state_code": "OPEN", "rule_type": "CONTAINS", "pattern": "payment",
                     "priority": 3}]
-    async with engine_on(db_url, pack(ce_intent_classifier=classifiers, **BILLING)) as engine:
+    async with engine_on(sqlite_db_url, pack(ce_intent_classifier=classifiers, **BILLING)) as engine:
         result = await engine.aprocess("loan payment")
         events = await turn_events(engine, result.conversation_id)
     assert (result.intent, result.state) == ("UNKNOWN", "UNKNOWN")
@@ -35,33 +35,33 @@ async def test_classifiers_of_two_intents_matching_is_a_collision_that_changes_n
                                                 "INTENT_RESOLVE_NO_CHANGE"])
 
 
-async def test_the_agent_is_told_the_colliding_intents(db_url: str) -> None:
+async def test_the_agent_is_told_the_colliding_intents(sqlite_db_url: str) -> None:
     classifiers = [{"intent_code": "BILLING", "rule_type": "CONTAINS", "pattern": "payment", "priority": 3}]
     llm = ScriptedLLM({"INTENT_AGENT": [{"intent": "BILLING", "confidence": 0.9}]})
-    async with engine_on(db_url, pack(ce_intent_classifier=classifiers, **BILLING), llm=llm) as engine:
+    async with engine_on(sqlite_db_url, pack(ce_intent_classifier=classifiers, **BILLING), llm=llm) as engine:
         result = await engine.aprocess("loan payment")
     assert result.intent == "BILLING"
     assert 'Collision candidates: ["LOAN", "BILLING"]' in llm.calls_to("INTENT_AGENT")[0].user
 
 
 async def test_several_rows_of_one_intent_are_no_collision_and_the_first_by_priority_sets_the_state(
-        db_url: str) -> None:
+        sqlite_db_url: str) -> None:
     classifiers = [{"intent_code": "LOAN", "state_code": "AMOUNT", "rule_type": "CONTAINS", "pattern": "borrow",
                     "priority": 0}]
-    async with engine_on(db_url, pack(ce_intent_classifier=classifiers)) as engine:
+    async with engine_on(sqlite_db_url, pack(ce_intent_classifier=classifiers)) as engine:
         result = await engine.aprocess("borrow for a loan")
         matched = payload_of(await turn_events(engine, result.conversation_id), "INTENT_CLASSIFICATION_MATCHED")
     assert (result.intent, result.state) == ("LOAN", "AMOUNT")
     assert (matched["state"], matched["ruleType"]) == ("AMOUNT", "CONTAINS")
 
 
-async def test_disabled_rows_and_rows_of_disabled_intents_never_match(db_url: str) -> None:
+async def test_disabled_rows_and_rows_of_disabled_intents_never_match(sqlite_db_url: str) -> None:
     data = pack(ce_intent=[{"intent_code": "CARDS", "description": "cards", "enabled": False}],
                 ce_intent_classifier=[
                     {"intent_code": "CARDS", "rule_type": "CONTAINS", "pattern": "card", "priority": 0},
                     {"intent_code": "LOAN", "rule_type": "CONTAINS", "pattern": "credit", "priority": 0,
                      "enabled": False}])
-    async with engine_on(db_url, data) as engine:
+    async with engine_on(sqlite_db_url, data) as engine:
         result = await engine.aprocess("credit card")
         stages = await turn_stages(engine, result.conversation_id)
     assert result.intent == "UNKNOWN"
@@ -146,12 +146,12 @@ async def test_a_state_the_pack_does_not_know_is_ignored(db_url: str) -> None:
     assert (second.intent, second.state, second.payload.value) == ("LOAN", "START", "Loan started")  # upper-cased
 
 
-async def test_a_clarification_asks_the_question_and_runs_no_post_intent_rules(db_url: str) -> None:
+async def test_a_clarification_asks_the_question_and_runs_no_post_intent_rules(sqlite_db_url: str) -> None:
     rules = [{"phase": "POST_AGENT_INTENT", "intent_code": "ANY", "state_code": "ANY", "rule_type": "EXACT",
               "match_pattern": "ANY", "action": "SET_INPUT_PARAM", "action_value": '{"post_intent": true}'}]
     llm = agent({"intent": "BILLING", "confidence": 0.4, "needsClarification": True,
                  "clarificationQuestion": "  Is it about last month's bill?  "})
-    async with engine_on(db_url, pack(ce_rule=rules, **BILLING), llm=llm) as engine:
+    async with engine_on(sqlite_db_url, pack(ce_rule=rules, **BILLING), llm=llm) as engine:
         result = await engine.aprocess("that charge")
         state = await engine.astate(result.conversation_id)
         events = await turn_events(engine, result.conversation_id)
@@ -162,19 +162,19 @@ async def test_a_clarification_asks_the_question_and_runs_no_post_intent_rules(d
     assert payload_of(events, "INTENT_RESOLVED_BY_AGENT")["resolvedIntent"] == "BILLING"
 
 
-async def test_a_clarification_without_a_question_is_rejected(db_url: str) -> None:
+async def test_a_clarification_without_a_question_is_rejected(sqlite_db_url: str) -> None:
     llm = agent({"intent": "BILLING", "confidence": 0.9, "needsClarification": True})
-    async with engine_on(db_url, pack(**BILLING), llm=llm) as engine:
+    async with engine_on(sqlite_db_url, pack(**BILLING), llm=llm) as engine:
         result = await engine.aprocess("that charge")
         events = await turn_events(engine, result.conversation_id)
     assert result.intent == "UNKNOWN" and "pending_clarification" not in result.context
     assert payload_of(events, "INTENT_AGENT_REJECTED")["reason"] == "needsClarification without question"
 
 
-async def test_close_scores_ask_with_the_models_follow_up(db_url: str) -> None:
+async def test_close_scores_ask_with_the_models_follow_up(sqlite_db_url: str) -> None:
     llm = agent({"intentScores": {"LOAN": 0.5, "BILLING": 0.45}, "followups": "Loan or bill?"},
                 INTENT_COLLISION=[TimeoutError()])
-    async with engine_on(db_url, pack(**BILLING), llm=llm, settings={"llm": {"max_retries": 0}}) as engine:
+    async with engine_on(sqlite_db_url, pack(**BILLING), llm=llm, settings={"llm": {"max_retries": 0}}) as engine:
         result = await engine.aprocess("that charge")
         events = await turn_events(engine, result.conversation_id)
     assert (result.intent, result.state) == ("LOAN", "INTENT_COLLISION")
@@ -184,19 +184,19 @@ async def test_close_scores_ask_with_the_models_follow_up(db_url: str) -> None:
     assert payload_of(events, "INTENT_COLLISION_RESOLVED")["source"] == "PENDING_QUESTION"
 
 
-async def test_scores_further_apart_than_the_gap_are_accepted(db_url: str) -> None:
+async def test_scores_further_apart_than_the_gap_are_accepted(sqlite_db_url: str) -> None:
     config = [{"config_type": "AgentIntentResolver", "config_key": "COLLISION_GAP_THRESHOLD", "config_value": "0.02"}]
     llm = agent({"intentScores": {"LOAN": 0.8, "BILLING": 0.75}})
-    async with engine_on(db_url, pack(ce_config=config, **BILLING), llm=llm) as engine:
+    async with engine_on(sqlite_db_url, pack(ce_config=config, **BILLING), llm=llm) as engine:
         result = await engine.aprocess("that charge")
         stages = await turn_stages(engine, result.conversation_id)
     assert (result.intent, result.state) == ("LOAN", "UNKNOWN")
     assert "INTENT_AGENT_COLLISION" not in stages and "INTENT_AGENT_ACCEPTED" in stages
 
 
-async def test_a_classifier_match_never_asks_the_agent(db_url: str) -> None:
+async def test_a_classifier_match_never_asks_the_agent(sqlite_db_url: str) -> None:
     llm = agent()
-    async with engine_on(db_url, pack(**BILLING), llm=llm) as engine:
+    async with engine_on(sqlite_db_url, pack(**BILLING), llm=llm) as engine:
         result = await engine.aprocess("a loan")
     assert result.intent == "LOAN" and llm.count("INTENT_AGENT") == 0
 
@@ -227,12 +227,12 @@ def test_an_answer_without_an_intent_takes_the_best_score() -> None:
 # --- fallback_intent_state --------------------------------------------------------------------------
 
 
-async def test_an_intent_cleared_by_a_host_step_falls_back_to_unknown(db_url: str) -> None:
+async def test_an_intent_cleared_by_a_host_step_falls_back_to_unknown(sqlite_db_url: str) -> None:
     def clear(turn: Any) -> None:
         turn.set("intent", None)
 
     steps = [Step("clear", clear, after=names.RESET_RESOLVED_INTENT)]
-    async with engine_on(db_url, pack(), steps=steps) as engine:
+    async with engine_on(sqlite_db_url, pack(), steps=steps) as engine:
         result = await engine.aprocess("loan")
         events = await turn_events(engine, result.conversation_id)
     assert (result.intent, result.state, result.payload.value) == ("UNKNOWN", "START", "Fallback in START")

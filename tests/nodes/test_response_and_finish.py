@@ -85,7 +85,7 @@ DERIVED = [{"intent_code": "LOAN", "state_code": "START", "response_type": "DERI
             "derivation_hint": "Mention {{intent}}.", "priority": 1}]
 
 
-async def test_a_derived_response_asks_the_model_with_the_best_template_and_the_hint(db_url: str) -> None:
+async def test_a_derived_response_asks_the_model_with_the_best_template_and_the_hint(sqlite_db_url: str) -> None:
     templates = [{"template_id": 1, "intent_code": "LOAN", "state_code": "ANY", "output_format": "TEXT",
                   "system_prompt": "generic loan", "user_prompt": "U1 {{user_input}}"},
                  {"template_id": 2, "intent_code": "LOAN", "state_code": "START", "output_format": "TEXT",
@@ -93,7 +93,7 @@ async def test_a_derived_response_asks_the_model_with_the_best_template_and_the_
                  {"template_id": 3, "intent_code": "LOAN", "state_code": "START", "output_format": "JSON",
                   "system_prompt": "json", "user_prompt": "-"}]
     llm = ScriptedLLM({"RESPONSE_TEXT": ["  Here is your loan.  "]})
-    async with engine_on(db_url, pack(ce_response=DERIVED, ce_prompt_template=templates), llm=llm) as engine:
+    async with engine_on(sqlite_db_url, pack(ce_response=DERIVED, ce_prompt_template=templates), llm=llm) as engine:
         result = await engine.aprocess("loan")
         events = await turn_events(engine, result.conversation_id)
     call = llm.calls_to("RESPONSE_TEXT")[0]
@@ -102,20 +102,20 @@ async def test_a_derived_response_asks_the_model_with_the_best_template_and_the_
     assert payload_of(events, "RESOLVE_RESPONSE_SELECTED")["templateId"] == 2
 
 
-async def test_a_derived_response_without_a_template_of_its_format_fails_naming_the_row(db_url: str) -> None:
+async def test_a_derived_response_without_a_template_of_its_format_fails_naming_the_row(sqlite_db_url: str) -> None:
     templates = [{"template_id": 3, "intent_code": "LOAN", "state_code": "START", "output_format": "JSON",
                   "system_prompt": "json", "user_prompt": "-"}]
-    async with engine_on(db_url, pack(ce_response=DERIVED, ce_prompt_template=templates),
+    async with engine_on(sqlite_db_url, pack(ce_response=DERIVED, ce_prompt_template=templates),
                          llm=ScriptedLLM()) as engine:
         with pytest.raises(ConvEngineError, match="no enabled ce_prompt_template has output_format=TEXT") as info:
             await engine.aprocess("loan")
     assert info.value.code == ErrorCode.NO_RESPONSE_CONFIGURED
 
 
-async def test_a_transformer_may_return_a_bare_value_or_nothing(db_url: str) -> None:
+async def test_a_transformer_may_return_a_bare_value_or_nothing(sqlite_db_url: str) -> None:
     transformers = {("LOAN", "START", "LLM"): lambda payload, session: f"[{session['intent']}] {payload['value']}",
                     ("GREETING", "IDLE", "LLM"): lambda payload, session: None}
-    async with engine_on(db_url, pack(), response_transformers=transformers) as engine:
+    async with engine_on(sqlite_db_url, pack(), response_transformers=transformers) as engine:
         loan = await engine.aprocess("loan")
         hello = await engine.aprocess("hello")
     assert (loan.payload.type, loan.payload.value) == ("TEXT", "[LOAN] Loan started")
@@ -141,8 +141,8 @@ async def test_the_knowledge_fallback_runs_only_when_no_intent_matched(db_url: s
     assert (unmatched.intent, unmatched.payload.value, yes.intent) == ("LOAN", "Loan started", "LOAN")
 
 
-async def test_the_knowledge_fallback_is_off_unless_enabled(db_url: str) -> None:
-    async with engine_on(db_url, pack()) as engine:
+async def test_the_knowledge_fallback_is_off_unless_enabled(sqlite_db_url: str) -> None:
+    async with engine_on(sqlite_db_url, pack()) as engine:
         result = await engine.aprocess("purple elephants")
         skipped = {e.payload["step"]: e.payload["reason"]
                    for e in await turn_events(engine, result.conversation_id) if e.stage == "STEP_SKIPPED"}
@@ -152,8 +152,8 @@ async def test_the_knowledge_fallback_is_off_unless_enabled(db_url: str) -> None
 # --- memory -----------------------------------------------------------------------------------------
 
 
-async def test_memory_off_keeps_no_summary(db_url: str) -> None:
-    async with engine_on(db_url, pack(settings={"flow": {"memory": {"enabled": False}}})) as engine:
+async def test_memory_off_keeps_no_summary(sqlite_db_url: str) -> None:
+    async with engine_on(sqlite_db_url, pack(settings={"flow": {"memory": {"enabled": False}}})) as engine:
         result = await engine.aprocess("loan")
         events = await turn_events(engine, result.conversation_id)
     assert "memory" not in result.context
@@ -201,9 +201,9 @@ async def test_params_that_would_persist_too_large_are_refused_and_nothing_is_ke
     assert state["input_params"] == {"note": "short"} and state["intent"] == "GREETING"
 
 
-async def test_a_turn_without_a_response_payload_fails_clearly(db_url: str) -> None:
+async def test_a_turn_without_a_response_payload_fails_clearly(sqlite_db_url: str) -> None:
     steps = [Step("drop_payload", lambda turn: turn.set("payload", None), after=names.RESPONSE_RESOLUTION)]
-    async with engine_on(db_url, pack(), steps=steps) as engine:
+    async with engine_on(sqlite_db_url, pack(), steps=steps) as engine:
         with pytest.raises(StepError, match="no response payload") as info:
             await engine.aprocess("hello")
     assert info.value.code == ErrorCode.PIPELINE_NO_RESPONSE_PAYLOAD

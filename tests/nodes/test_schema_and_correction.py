@@ -42,9 +42,9 @@ def schema_pack(templates: list[dict[str, Any]], **tables: Any) -> dict[str, Any
     ([template(1, "ANY", "any-state prompt"), template(2, "START", "text prompt", fmt="TEXT")], "any-state prompt"),
 ])
 async def test_the_state_s_newest_schema_json_template_drives_the_extraction(
-        db_url: str, templates: list[dict[str, Any]], used: str) -> None:
+        sqlite_db_url: str, templates: list[dict[str, Any]], used: str) -> None:
     llm = ScriptedLLM({"SCHEMA_EXTRACTION": [{"amount": 500}]})
-    async with engine_on(db_url, schema_pack(templates), llm=llm) as engine:
+    async with engine_on(sqlite_db_url, schema_pack(templates), llm=llm) as engine:
         result = await engine.aprocess("a loan of 500")
         events = await turn_events(engine, result.conversation_id)
     assert llm.calls_to("SCHEMA_EXTRACTION")[0].system == used
@@ -54,9 +54,9 @@ async def test_the_state_s_newest_schema_json_template_drives_the_extraction(
     assert result.context["amount"] == 500
 
 
-async def test_the_model_is_held_to_the_fields_types_but_may_leave_any_out(db_url: str) -> None:
+async def test_the_model_is_held_to_the_fields_types_but_may_leave_any_out(sqlite_db_url: str) -> None:
     llm = ScriptedLLM({"SCHEMA_EXTRACTION": [{"amount": 50, "purpose": None}]})
-    async with engine_on(db_url, schema_pack([template(1, "START", "x")]), llm=llm) as engine:
+    async with engine_on(sqlite_db_url, schema_pack([template(1, "START", "x")]), llm=llm) as engine:
         result = await engine.aprocess("a loan of 50")
     sent = llm.calls_to("SCHEMA_EXTRACTION")[0].schema
     assert sent == relaxed(AMOUNT_SCHEMA)
@@ -81,13 +81,13 @@ def test_relaxing_drops_constraints_and_makes_every_field_nullable() -> None:
 # --- without a model -----------------------------------------------------------------------------
 
 
-async def test_input_params_complete_the_schema_without_a_model_and_its_rules_run(db_url: str) -> None:
+async def test_input_params_complete_the_schema_without_a_model_and_its_rules_run(sqlite_db_url: str) -> None:
     rules = [{"phase": "POST_SCHEMA_EXTRACTION", "intent_code": "LOAN", "state_code": "START",
               "rule_type": "JSON_PATH", "match_pattern": "$[?(@.schemaComplete == true)]", "action": "SET_STATE",
               "action_value": "READY"}]
     responses = [{"intent_code": "LOAN", "state_code": "READY", "exact_text": "{{amount}} over {{term}} months"}]
     data = schema_pack([template(1, "START", "x")], ce_rule=rules, ce_response=responses)
-    async with engine_on(db_url, data) as engine:
+    async with engine_on(sqlite_db_url, data) as engine:
         result = await engine.aprocess("loan", input_params={"amount": 900, "term": 12, "purpose": " "})
         events = await turn_events(engine, result.conversation_id)
     assert (result.state, result.payload.value) == ("READY", "900 over 12 months")
@@ -97,12 +97,12 @@ async def test_input_params_complete_the_schema_without_a_model_and_its_rules_ru
     assert "purpose" not in result.context
 
 
-async def test_auto_advance_publishes_what_is_still_missing(db_url: str) -> None:
+async def test_auto_advance_publishes_what_is_still_missing(sqlite_db_url: str) -> None:
     responses = [{"intent_code": "LOAN", "state_code": "START", "exact_text": "Still need {{missing_fields}}"}]
     data = schema_pack([template(1, "START", "x")], ce_response=responses)
     data["ce_response"] = [r for r in data["ce_response"] if r.get("exact_text") != "Loan started"]
     llm = ScriptedLLM({"SCHEMA_EXTRACTION": [{"term": 24}]})
-    async with engine_on(db_url, data, llm=llm) as engine:
+    async with engine_on(sqlite_db_url, data, llm=llm) as engine:
         result = await engine.aprocess("loan over 24 months")
         facts = payload_of(await turn_events(engine, result.conversation_id), "AUTO_ADVANCE_FACTS")
     assert result.payload.value == 'Still need ["amount"]'
