@@ -249,3 +249,16 @@ async def test_the_planner_loop_is_bound_by_the_tool_limit(sqlite_db_url: str, l
     assert payload_of(events, "MCP_LOOP_LIMIT_REACHED") == {"limit": limit}
     assert ran.index(names.RULES) > max(i for i, s in enumerate(ran) if s == names.MCP_PLANNER)
     assert result.payload.value == "Loan started"  # the turn still answers
+
+
+async def test_the_planner_step_runs_when_a_pre_agent_mcp_rule_could_change_its_scope(sqlite_db_url: str) -> None:
+    rules = [{"phase": "PRE_AGENT_MCP", "intent_code": "ANY", "state_code": "ANY", "rule_type": "EXACT",
+              "match_pattern": "ANY", "action": "SET_INPUT_PARAM", "action_value": '{"pre_mcp_seen": true}'}]
+    async with engine_on(sqlite_db_url, pack(ce_rule=rules)) as engine:
+        with_rule = await engine.aprocess("loan")
+        events = await turn_events(engine, with_rule.conversation_id)
+        state = await engine.astate(with_rule.conversation_id)
+    assert names.MCP_PLANNER in entered(events) and names.MCP_PLANNER not in skipped(events)
+    assert state["input_params"]["pre_mcp_seen"] is True
+    assert payload_of(events, "MCP_NO_TOOLS_AVAILABLE") == {"intent": "LOAN", "state": "START"}  # then no tool
+    assert entered(events).index(names.RULES) == entered(events).index(names.MCP_PLANNER) + 1
