@@ -159,7 +159,7 @@ async def auto_advance(turn: Turn) -> None:
 def _auto_advance_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
     if current_schema(turn) is not None:
         return None
-    return stages.AUTO_ADVANCE_SKIPPED_NO_SCHEMA, {"intent": turn.intent, "state": turn.state}
+    return stages.AUTO_ADVANCE_SKIPPED_NO_SCHEMA, {"intent": turn.intent, "state": turn.state, "reason": "NO_SCHEMA"}
 
 
 STEPS = (
