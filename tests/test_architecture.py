@@ -155,3 +155,12 @@ def test_every_module_imports_on_its_own_first() -> None:
     done = subprocess.run([sys.executable, "-c", IMPORT_EACH], capture_output=True, text=True, timeout=300,
                           cwd=ROOT.parent, check=True)
     assert done.stdout.strip() == ""
+
+
+def test_every_package_has_its_tests_folder() -> None:
+    """Tests live beside the package whose behaviour they show: ``tests/<package>/`` (``_internal``
+    is tested in ``tests/internal/``); the scenario, security and fuzz folders cross packages."""
+    tests = PROJECT / "tests"
+    packages = sorted(p.name for p in ROOT.iterdir() if (p / "__init__.py").exists())
+    missing = [name for name in packages if not (tests / name.lstrip("_") / "__init__.py").exists()]
+    assert not missing, f"packages without a tests/<package>/ folder: {missing}"
