@@ -77,6 +77,7 @@ class EngineRuntime(EngineResources):
         return runtime
 
     async def stop(self) -> None:
+        await self.turns.drain()
         await self.close()
 
     @property
@@ -129,6 +130,7 @@ class EngineRuntime(EngineResources):
         return await self.reads.history(conversation_id, owner)
 
     async def checkpointed_state(self, conversation_id: str, owner: str | None = None) -> EngineState:
+        await self.turns.pruned(conversation_id)  # the state as its last turn's prune left it
         return await self.reads.checkpointed_state(conversation_id, owner)
 
     async def feedback(self, request: FeedbackRequest, owner: str | None = None) -> Feedback:

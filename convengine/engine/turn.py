@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -23,6 +24,7 @@ from convengine.catalog.errors import (
 from convengine.catalog.state import EngineState
 from convengine.checkpointing import prune_checkpoints
 from convengine.checkpointing.bound import commit_turn_connection
+from convengine.checkpointing.hops import run_on_turn
 from convengine.checkpointing.persistence import Write
 from convengine.config_loader import ConfigSnapshot
 from convengine.db import turn_connection
@@ -38,7 +40,7 @@ from convengine.memory.service import Admission
 from convengine.nodes.context import TurnContext
 from convengine.settings import EngineSettings
 from convengine.templates.verbose import VerbosePublisher
-from convengine.versions.serving import Choice, Compiled, Pick
+from convengine.versions.serving import Choice, Compiled, Pick, pin_of
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +53,8 @@ class TurnRunner:
     config: ConfigFollower
     verbose: tuple[ConfigSnapshot, VerbosePublisher] | None = None
     """The ce_verbose publisher of the last configuration a turn ran on."""
+    pruning: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    """Each conversation's prune running after its turn's reply (the next turn waits for it)."""
 
     async def process(self, request: TurnRequest, owner: str | None = None, pick: Pick | None = None) -> TurnResult:
         """One turn; with an ``owner``, only on a conversation that is new or belongs to that owner
@@ -61,46 +65,57 @@ class TurnRunner:
 
     async def _process(self, request: TurnRequest, owner: str | None, pick: Pick | None) -> TurnResult:
         await self.config.follow()
-        choice = await self._choose(request, pick)
-        snapshot = choice.snapshot
-        ctx = self._context(request, choice.compiled, owner)
-        if snapshot.settings.conversation_memory.long_term:
-            # Set up before the turn's transaction: the PostgreSQL store's setup builds indexes
+        try:
+            return await self._locked(request, owner, pick)
+        except _StoreFirst:
+            # Set up outside the turn's transaction: the PostgreSQL store's setup builds indexes
             # CONCURRENTLY, which waits for every open transaction (the turn's own included).
             await self.resources.long_term_store()
-        refused: ConvEngineError | None = None
+            return await self._locked(request, owner, pick)
+
+    async def _locked(self, request: TurnRequest, owner: str | None, pick: Pick | None) -> TurnResult:
+        """Under the conversation's lock, in the turn's transaction: who may run it and on which version
+        (one statement), then the graph run and its commit."""
+        await self.pruned(request.conversation_id)
+        ctx: TurnContext | None = None
         deferred: list[Write] = []
         try:
             async with self.resources.locks.hold(request.conversation_id) as conn, _bound(conn) as deferred:
-                admission = await memory_service.admit(conn, request, owner)
+                admission, choice = await self._admit(conn, request, owner, pick)
                 refused = _refusal(request.conversation_id, owner, admission) or admission.refused
-                if refused is None:
-                    final = await self._run(conn, request, ctx, choice, admission, deferred)
-        except ConversationBusyError:
+                if refused is not None:
+                    raise refused
+                if choice.snapshot.settings.conversation_memory.long_term and self.resources.long_term is None:
+                    raise _StoreFirst
+                ctx = self._context(request, choice.compiled, owner)
+                final = await self._run(conn, request, ctx, choice, admission, deferred)
+        except (ConversationBusyError, _StoreFirst):
             raise
         except Exception as exc:
+            if ctx is None:  # refused, or failed before the turn started: nothing to roll back or audit
+                if isinstance(exc, ConvEngineError):
+                    raise
+                logger.warning("the admission of a turn of %s could not be read: %s", request.conversation_id,
+                               database_detail(exc))
+                raise map_failure(exc) from exc
             error = await audit_failure(self.resources, request, ctx, exc, deferred)
             if error is exc:
                 raise
             raise error from exc
-        if refused is not None:
-            raise refused
-        return _result(request.conversation_id, final, snapshot.settings)
+        return _result(request.conversation_id, final, ctx.snapshot.settings)
 
-    async def _choose(self, request: TurnRequest, pick: Pick | None) -> Choice:
-        """The version the conversation is pinned to (or the draft / a version asked for)."""
+    async def _admit(self, conn: AsyncConnection | None, request: TurnRequest, owner: str | None,
+                     pick: Pick | None) -> tuple[Admission, Choice]:
+        """The conversation's admission and the version of this turn, read with its pin in one statement."""
         versions = self.config.versions
-        assert versions is not None, "the engine serves its versions before any turn runs"
-        try:
-            choice = await versions.choose(request.conversation_id, request.reset, pick)
-        except ConvEngineError:
-            raise
-        except Exception as exc:  # the pin is read before the turn starts: nothing to roll back or audit
-            logger.warning("the version pin of %s could not be read: %s", request.conversation_id,
-                           database_detail(exc))
-            raise map_failure(exc) from exc
+        assert versions is not None and conn is not None, "the engine serves its versions; a turn holds a connection"
+        cid = request.conversation_id
+        query = memory_service.admission_query(cid, pin_of(cid))
+        row = await run_on_turn(conn, lambda c: c.execute(query).one())
+        admission = memory_service.judge(row, request, owner)
+        choice = await versions.choose_pinned(row[4], request.reset, pick)
         versions.remember(request.turn_id, choice)  # audited as the turn's first step starts
-        return choice
+        return admission, choice
 
     async def _run(self, conn: AsyncConnection | None, request: TurnRequest, ctx: TurnContext,
                    choice: Choice, admission: Admission, deferred: list[Write]) -> EngineState:
@@ -122,7 +137,7 @@ class TurnRunner:
                               events=ctx.audit.events, owner=ctx.owner,
                               extra=all_writes(memory_rows, choice.pin_write(request.conversation_id), *deferred))
         memory_service.publish_deferred(ctx, resources.bus)
-        await self._prune(request.conversation_id, int(final.get("turn") or 0), snapshot.settings)
+        self._prune_later(request.conversation_id, int(final.get("turn") or 0), snapshot.settings)
         return final
 
     def _context(self, request: TurnRequest, compiled: Compiled, owner: str | None) -> TurnContext:
@@ -143,20 +158,37 @@ class TurnRunner:
             self.verbose = (snapshot, VerbosePublisher(snapshot.verbose, snapshot.settings))
         return self.verbose[1]
 
-    async def _prune(self, conversation_id: str, turn: int, settings: EngineSettings) -> None:
+    def _prune_later(self, conversation_id: str, turn: int, settings: EngineSettings) -> None:
         """Every ``checkpoint_prune_every`` turns keep only the latest checkpoint (with undo on: the ones
         undo and redo can still reach), so the saver's reads (which join a thread's blobs) stay as cheap
-        at turn 1,000 as at turn 1. Best effort."""
+        at turn 1,000 as at turn 1. Started once the turn has committed and run after its reply; the
+        conversation's next turn in this process waits for it. Best effort."""
         every = settings.checkpoint_prune_every
-        if not every or turn % every:
-            return
+        if every and not turn % every and conversation_id not in self.pruning:
+            task = asyncio.create_task(self._prune(conversation_id, settings.conversation_memory.undo_depth))
+            self.pruning[conversation_id] = task
+            task.add_done_callback(lambda _: self.pruning.pop(conversation_id, None))
+
+    async def pruned(self, conversation_id: str) -> None:
+        """Wait for the conversation's prune, if one is running (its next turn, a read of its state)."""
+        task = self.pruning.get(conversation_id)
+        if task is not None:
+            await asyncio.shield(task)
+
+    async def drain(self) -> None:
+        """Wait for every running prune (the engine is closing)."""
+        if self.pruning:
+            await asyncio.gather(*self.pruning.values(), return_exceptions=True)
+
+    async def _prune(self, conversation_id: str, undo_depth: int) -> None:
+        """Under the conversation's lock (no turn of another process moves its head meanwhile)."""
         shared = self.resources.saver.shared
         try:
-            depth = settings.conversation_memory.undo_depth
-            if depth:
-                await prune_keeping_undo(shared, conversation_id, depth)
-                return
-            await prune_checkpoints(shared, conversation_id)
+            async with self.resources.locks.hold(conversation_id):
+                if undo_depth:
+                    await prune_keeping_undo(shared, conversation_id, undo_depth)
+                else:
+                    await prune_checkpoints(shared, conversation_id)
         except Exception as exc:  # noqa: BLE001 - a missed prune only delays the next one
             logger.warning("pruning the checkpoints of %s failed: %s", conversation_id, database_detail(exc))
 
@@ -184,6 +216,10 @@ async def _bound(conn: AsyncConnection | None) -> AsyncIterator[list[Write]]:
         return
     with turn_connection.bound(conn) as turn:
         yield turn.deferred
+
+
+class _StoreFirst(Exception):
+    """The turn needs the long-term store, which is set up outside any transaction: start again."""
 
 
 def _result(conversation_id: str, final: EngineState, settings: EngineSettings) -> TurnResult:

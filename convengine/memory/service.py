@@ -4,7 +4,7 @@ step row), undo and redo, and the reads (steps, lifecycle)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -73,13 +73,24 @@ async def admit(conn: AsyncConnection | None, request: Any, owner: str | None = 
     """Whether this turn may run (not another user's conversation, not an ended one) and who its user
     is (``owner``: the caller's identity, the owner of a conversation it creates). Nothing is written
     for a refused turn."""
-    query = sa.select(CONVERSATION.c.user_id, CONVERSATION.c.lifecycle, CONVERSATION.c.owner_id).where(
-        CONVERSATION.c.conversation_id == request.conversation_id)
     assert conn is not None
-    row = (await conn.execute(query)).first()
-    if row is None:
+    return judge((await conn.execute(admission_query(request.conversation_id))).one(), request, owner)
+
+
+def admission_query(conversation_id: str, *extra: sa.ColumnElement[Any]) -> sa.Select[Any]:
+    """One row, whether or not the conversation exists: its id, user, lifecycle and owner (all NULL
+    without a row), then the ``extra`` columns (the engine adds the version pin: one statement)."""
+    one = sa.select(sa.literal(1).label("one")).subquery()
+    joined = one.outerjoin(CONVERSATION, CONVERSATION.c.conversation_id == conversation_id)
+    return sa.select(CONVERSATION.c.conversation_id, CONVERSATION.c.user_id, CONVERSATION.c.lifecycle,
+                     CONVERSATION.c.owner_id, *extra).select_from(joined)
+
+
+def judge(row: Sequence[Any], request: Any, owner: str | None = None) -> Admission:
+    """The admission decided on a row of :func:`admission_query`."""
+    found, stored_user, lifecycle, stored_owner = row[:4]
+    if found is None:
         return Admission(None, False, request.user_id, owner)
-    stored_user, lifecycle, stored_owner = row
     cid = request.conversation_id
     if request.user_id is not None and stored_user != request.user_id:
         return Admission(ConversationNotFoundError(f"no conversation {cid}"), True, stored_user, stored_owner)
@@ -168,7 +179,11 @@ def turn_writes(request: Any, final: dict[str, Any], events: list[Any], settings
     lifecycle = lifecycle_of(final.get("state"), settings)
 
     def write(conn: sa.Connection) -> None:
-        _set_user_and_lifecycle(conn, request.conversation_id, request.user_id, lifecycle)
+        update = _user_and_lifecycle(request.conversation_id, request.user_id, lifecycle)
+        if conn.dialect.name == "postgresql":  # one round trip
+            steps.insert_step(conn, row, update.returning(CONVERSATION.c.conversation_id).cte("lifecycle"))
+            return
+        conn.execute(update)
         steps.insert_step(conn, row)
 
     return write
@@ -183,8 +198,12 @@ def failure_writes(request: Any) -> Write:
 
 
 def _set_user_and_lifecycle(conn: sa.Connection, cid: str, user_id: str | None, lifecycle: str) -> None:
-    conn.execute(sa.update(CONVERSATION).where(CONVERSATION.c.conversation_id == cid).values(
-        user_id=sa.func.coalesce(CONVERSATION.c.user_id, user_id), lifecycle=lifecycle))
+    conn.execute(_user_and_lifecycle(cid, user_id, lifecycle))
+
+
+def _user_and_lifecycle(cid: str, user_id: str | None, lifecycle: str) -> sa.Update:
+    return sa.update(CONVERSATION).where(CONVERSATION.c.conversation_id == cid).values(
+        user_id=sa.func.coalesce(CONVERSATION.c.user_id, user_id), lifecycle=lifecycle)
 
 
 # --- undo and redo ---------------------------------------------------------------------
