@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from convengine._internal.jsontext import dumps
 from convengine.audit.events import AuditEvent, expand_meta
 from convengine.checkpointing.bound import commit_turn_connection
+from convengine.checkpointing.hops import run_on_turn
 from convengine.db import turn_connection
 from convengine.db.models import CeAudit, CeConversation, CeConversationHistory, CeLlmCallLog
 
@@ -167,7 +168,7 @@ class ConversationStore:
         turn's commit (or with its failure audit), never on a second connection of the turn's pool;
         else in a fresh transaction."""
         if conn is not None:
-            await conn.run_sync(write)
+            await run_on_turn(conn, write)
         elif turn_connection.defer(self.engine, write):
             return
         elif self.sync_engine.dialect.name == "sqlite":

@@ -2,7 +2,11 @@
 
 - :mod:`convengine.engine.core`: :class:`Engine`, the synchronous and async API.
 - :mod:`convengine.engine.results`: :class:`TurnResult`, :class:`Payload`, :class:`EngineOptions`.
-- :mod:`convengine.engine.runtime`: :class:`EngineRuntime`, an open engine's resources and the turn itself.
+- :mod:`convengine.engine.runtime`: :class:`EngineRuntime`, an open engine: its resources
+  (:mod:`~convengine.engine.resources`) and its parts, one per concern: the turn
+  (:mod:`~convengine.engine.turn`), memory operations (:mod:`~convengine.engine.memory_ops`), reads
+  (:mod:`~convengine.engine.reads`), feedback (:mod:`~convengine.engine.feedback_desk`) and the served
+  configuration (:mod:`~convengine.engine.config_follow`).
 - :mod:`convengine.engine.commit`: the one place a turn's rows and audit batch are committed.
 
 The names are resolved on first use (PEP 562): the conversation-test runner imports

@@ -39,20 +39,26 @@ async def _prune_sqlite(saver: Any, thread_id: str, kept: list[str]) -> None:
         await saver.conn.commit()
 
 
-async def _prune_postgres(saver: Any, thread_id: str, kept: list[str]) -> None:
-    """On a connection of the saver's psycopg pool (rows are dicts), in one transaction."""
-    from langgraph.checkpoint.postgres.base import PRUNE_CHECKPOINTS_SQL, PRUNE_REFERENCED_BLOBS_SQL
+_PRUNE_PG = (
+    # One statement: every sub-statement sees the rows as they were before it, so the blobs still in
+    # use are read from the kept checkpoints, not from what is left after the delete.
+    "WITH gone_writes AS (DELETE FROM checkpoint_writes WHERE thread_id = %(t)s AND checkpoint_ns = '' "
+    "AND checkpoint_id <> ALL(%(kept)s)), "
+    "gone AS (DELETE FROM checkpoints WHERE thread_id = %(t)s AND checkpoint_ns = '' "
+    "AND checkpoint_id <> ALL(%(kept)s) RETURNING checkpoint -> 'channel_versions' AS versions), "
+    "freed AS (SELECT DISTINCT v.key AS channel, v.value AS version FROM gone "
+    "CROSS JOIN LATERAL jsonb_each_text(gone.versions) AS v), "
+    "used AS (SELECT DISTINCT v.key AS channel, v.value AS version FROM checkpoints c "
+    "CROSS JOIN LATERAL jsonb_each_text(c.checkpoint -> 'channel_versions') AS v "
+    "WHERE c.thread_id = %(t)s AND c.checkpoint_ns = '' AND c.checkpoint_id = ANY(%(kept)s)) "
+    "DELETE FROM checkpoint_blobs b USING (SELECT * FROM freed EXCEPT SELECT * FROM used) AS garbage "
+    "WHERE b.thread_id = %(t)s AND b.checkpoint_ns = '' AND b.channel = garbage.channel "
+    "AND b.version = garbage.version"
+)
 
-    async with saver.conn.connection() as conn, conn.transaction():
-        await conn.execute("DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_ns = '' "
-                           "AND checkpoint_id <> ALL(%s)", (thread_id, kept))
-        freed = await (await conn.execute(PRUNE_CHECKPOINTS_SQL, (thread_id, "", kept))).fetchall()
-        referenced = {(r["channel"], r["version"])
-                      for r in await (await conn.execute(PRUNE_REFERENCED_BLOBS_SQL, (thread_id, ""))).fetchall()}
-        garbage: dict[str, list[str]] = {}
-        for row in freed:
-            if (row["channel"], row["version"]) not in referenced:
-                garbage.setdefault(row["channel"], []).append(row["version"])
-        for channel, versions in garbage.items():
-            await conn.execute("DELETE FROM checkpoint_blobs WHERE thread_id = %s AND checkpoint_ns = '' "
-                               "AND channel = %s AND version = ANY(%s)", (thread_id, channel, versions))
+
+async def _prune_postgres(saver: Any, thread_id: str, kept: list[str]) -> None:
+    """On a connection of the saver's psycopg pool, in one statement: the other checkpoints, their
+    writes and the blobs no kept checkpoint uses."""
+    async with saver.conn.connection() as conn:
+        await conn.execute(_PRUNE_PG, {"t": thread_id, "kept": kept})

@@ -76,24 +76,22 @@ class Admission:
     None for host code's users."""
 
 
-async def admit(conn: AsyncConnection | None, request: TurnRequest, ctx: TurnContext) -> Admission:
+def admission_query(conversation_id: str, *extra: sa.ColumnElement[Any]) -> sa.Select[Any]:
+    """One row, whether or not the conversation exists: its id, user, lifecycle and owner (all NULL
+    without a row), then the ``extra`` columns (the engine adds the version pin: one statement)."""
+    one = sa.select(sa.literal(1).label("one")).subquery()
+    joined = one.outerjoin(CONVERSATION, CONVERSATION.c.conversation_id == conversation_id)
+    return sa.select(CONVERSATION.c.conversation_id, CONVERSATION.c.user_id, CONVERSATION.c.lifecycle,
+                     CONVERSATION.c.owner_id, *extra).select_from(joined)
+
+
+def judge(row: Sequence[Any], request: TurnRequest, owner: str | None = None) -> Admission:
     """Whether this turn may run (not another user's conversation, not an ended one) and who its user
-    is (``ctx.owner``: the caller's identity, the owner of a conversation it creates). The turn's
-    context gets that user and, for a new conversation, the user's long-term properties (merged by the
-    scopes hook). Nothing is written for a refused turn."""
-    query = sa.select(CONVERSATION.c.user_id, CONVERSATION.c.lifecycle, CONVERSATION.c.owner_id).where(
-        CONVERSATION.c.conversation_id == request.conversation_id)
-    assert conn is not None
-    row = (await conn.execute(query)).first()
-    if row is None:
-        ctx.user_id = request.user_id
-        names = ctx.settings.conversation_memory.long_term
-        if request.user_id is not None and names:
-            async with longterm.bound(conn) as store:
-                ctx.long_term_loaded = await longterm.load(store, request.user_id, names, ctx.owner)
-        return Admission(None, False, request.user_id, ctx.owner)
-    stored_user, lifecycle, stored_owner = row
-    ctx.user_id = stored_user
+    is, decided on a row of :func:`admission_query` (``owner``: the caller's identity, the owner of a
+    conversation it creates). Nothing is written for a refused turn."""
+    found, stored_user, lifecycle, stored_owner = row[:4]
+    if found is None:
+        return Admission(None, False, request.user_id, owner)
     cid = request.conversation_id
     if request.user_id is not None and stored_user != request.user_id:
         return Admission(ConversationNotFoundError(f"no conversation {cid}"), True, stored_user, stored_owner)
@@ -102,6 +100,17 @@ async def admit(conn: AsyncConnection | None, request: TurnRequest, ctx: TurnCon
             f"conversation {cid} has ended; send reset=true (or a reset command) to start it again",
             details={"conversationId": cid}), True, stored_user, stored_owner)
     return Admission(None, True, stored_user, stored_owner)
+
+
+async def before_run(conn: AsyncConnection | None, admission: Admission, ctx: TurnContext) -> None:
+    """The admitted turn's context gets its user and, for a new conversation, the user's long-term
+    properties (merged by the scopes hook)."""
+    ctx.user_id = admission.user_id
+    names = ctx.settings.conversation_memory.long_term
+    if conn is None or admission.exists or admission.user_id is None or not names:
+        return
+    async with longterm.bound(conn) as store:
+        ctx.long_term_loaded = await longterm.load(store, admission.user_id, names, admission.owner)
 
 
 async def after_run(conn: AsyncConnection | None, request: TurnRequest, final: dict[str, Any], ctx: TurnContext,
@@ -171,7 +180,11 @@ def _mask_named(value: object, names: frozenset[str]) -> object:
 
 def _write_turn(conn: sa.Connection, *, cid: str, user_id: str | None, lifecycle: str, row: dict[str, Any]) -> None:
     """A completed turn's memory rows: the user (set once), the lifecycle and the step row."""
-    _set_user_and_lifecycle(conn, cid=cid, user_id=user_id, lifecycle=lifecycle)
+    update = _user_and_lifecycle(cid, user_id, lifecycle)
+    if conn.dialect.name == "postgresql":  # one round trip
+        steps.insert_step(conn, row, update.returning(CONVERSATION.c.conversation_id).cte("lifecycle"))
+        return
+    conn.execute(update)
     steps.insert_step(conn, row)
 
 
@@ -182,8 +195,12 @@ def failure_writes(request: TurnRequest) -> Write:
 
 
 def _set_user_and_lifecycle(conn: sa.Connection, *, cid: str, user_id: str | None, lifecycle: str) -> None:
-    conn.execute(sa.update(CONVERSATION).where(CONVERSATION.c.conversation_id == cid).values(
-        user_id=sa.func.coalesce(CONVERSATION.c.user_id, user_id), lifecycle=lifecycle))
+    conn.execute(_user_and_lifecycle(cid, user_id, lifecycle))
+
+
+def _user_and_lifecycle(cid: str, user_id: str | None, lifecycle: str) -> sa.Update:
+    return sa.update(CONVERSATION).where(CONVERSATION.c.conversation_id == cid).values(
+        user_id=sa.func.coalesce(CONVERSATION.c.user_id, user_id), lifecycle=lifecycle)
 
 
 # --- undo and redo ---------------------------------------------------------------------

@@ -54,11 +54,12 @@ def step_row(conversation_id: str, turn_key: str, final: dict[str, Any],
             "side_effects_json": side_effects(events), "undone": False, "created_at": datetime.now(UTC)}
 
 
-def insert_step(conn: sa.Connection, row: dict[str, Any]) -> None:
-    """The step row, linked to the history row the same transaction just wrote."""
+def insert_step(conn: sa.Connection, row: dict[str, Any], *with_: sa.CTE) -> None:
+    """The step row, linked to the history row the same transaction just wrote (``with_``: other
+    writes of the same statement, PostgreSQL)."""
     latest = (sa.select(sa.func.max(HISTORY.c.history_id))
               .where(HISTORY.c.conversation_id == row["conversation_id"]).scalar_subquery())
-    conn.execute(sa.insert(STEP).values(**row, history_id=latest))
+    conn.execute(sa.insert(STEP).values(**row, history_id=latest).add_cte(*with_))
 
 
 def find_step(conn: sa.Connection, conversation_id: str, turn_key: str | None) -> dict[str, Any] | None:

@@ -146,7 +146,11 @@ class VersionServing:
 
     async def choose(self, conversation_id: str, reset: bool, pick: Pick | None) -> Choice:
         """The version of this turn (``repin`` when the turn moves the conversation's pin)."""
-        pinned = await self._pin(conversation_id)
+        return await self.choose_pinned(await self._pin(conversation_id), reset, pick)
+
+    async def choose_pinned(self, pinned: int | None, reset: bool, pick: Pick | None) -> Choice:
+        """:meth:`choose` on a pin already read (a turn reads it with :func:`pin_of` under its lock,
+        in its own transaction)."""
         number: int | None
         if pick is not None:
             number = pick.version if pick.version is not None else \
@@ -220,6 +224,11 @@ class VersionServing:
     async def pinned(self, conversation_id: str) -> int | None:
         """The version a conversation is pinned to (None: it has not run a turn yet)."""
         return await self._pin(conversation_id)
+
+
+def pin_of(conversation_id: str) -> sa.ScalarSelect[int]:
+    """The version a conversation is pinned to, as a column of another query (NULL: not pinned)."""
+    return sa.select(PIN.c.version_no).where(PIN.c.conversation_id == conversation_id).scalar_subquery()
 
 
 def write_pin(conn: sa.Connection, *, conversation_id: str, number: int) -> None:

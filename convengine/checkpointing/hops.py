@@ -1,0 +1,59 @@
+"""Database work of a turn in one hop of aiosqlite's thread.
+
+aiosqlite runs each driver call (cursor, execute, fetch, close) in its own thread, one queue hop
+per call: SQLAlchemy's async adaptation of a turn's commit (projection, history, audit batch,
+memory rows) cost about 25 hops on SQLite. :func:`run_on_turn` runs a whole synchronous block of
+SQLAlchemy work in a single hop instead, on the same ``sqlite3`` connection and in the same
+transaction as the turn's checkpoint. It leans on aiosqlite's ``Connection._execute`` (how every
+aiosqlite call reaches its thread) and ``_conn``; without them it falls back to ``run_sync``.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from convengine.checkpointing.bound import driver_connection
+
+T = TypeVar("T")
+_ENGINES: weakref.WeakKeyDictionary[Any, sa.Engine] = weakref.WeakKeyDictionary()
+"""A synchronous engine over each aiosqlite connection's own ``sqlite3`` connection."""
+
+
+async def run_on_turn(conn: AsyncConnection, work: Callable[[sa.Connection], T]) -> T:
+    """``work`` on the turn's connection, in its transaction (which it neither commits nor rolls
+    back): on SQLite in one hop of aiosqlite's thread, elsewhere through ``run_sync``."""
+    if conn.dialect.name != "sqlite":
+        return await conn.run_sync(work)
+    raw = await driver_connection(conn)
+    hop, sqlite_conn = getattr(raw, "_execute", None), getattr(raw, "_conn", None)
+    if hop is None or sqlite_conn is None:
+        return await conn.run_sync(work)
+    engine = _ENGINES.get(raw)
+    if engine is None:
+        engine = _ENGINES[raw] = _engine_over(sqlite_conn)
+
+    def block() -> T:
+        with engine.connect() as sync:
+            return work(sync)
+
+    result: T = await hop(block)
+    return result
+
+
+def _engine_over(sqlite_conn: Any) -> sa.Engine:
+    """An engine whose one connection is ``sqlite_conn`` and which never ends its transaction: the
+    turn's own connection commits or rolls it back (closing a SQLAlchemy connection would roll back)."""
+    engine = sa.create_engine("sqlite://", creator=lambda: sqlite_conn, poolclass=sa.pool.StaticPool,
+                              pool_reset_on_return=None)
+
+    def keep(dbapi_connection: Any) -> None:
+        del dbapi_connection
+
+    engine.dialect.do_rollback = keep  # type: ignore[method-assign]
+    engine.dialect.do_commit = keep  # type: ignore[method-assign]
+    return engine

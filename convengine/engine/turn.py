@@ -1,0 +1,238 @@
+"""One turn: admitted, run on its version under the conversation's lock, committed, then pruned."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from convengine._internal.turn_io import TurnRequest, database_detail, map_failure
+from convengine.audit import TurnAudit
+from convengine.catalog import names
+from convengine.catalog.errors import (
+    ConvEngineError,
+    ConversationBusyError,
+    ConversationNotFoundError,
+    InvalidInputError,
+)
+from convengine.catalog.state import EngineState
+from convengine.checkpointing import prune_checkpoints
+from convengine.checkpointing.bound import commit_turn_connection
+from convengine.checkpointing.hops import run_on_turn
+from convengine.checkpointing.persistence import Write
+from convengine.config_loader import ConfigSnapshot
+from convengine.db import turn_connection
+from convengine.engine.commit import commit_turn
+from convengine.engine.config_follow import ConfigFollower
+from convengine.engine.reads import not_found
+from convengine.engine.resources import EngineResources
+from convengine.engine.results import Payload, TurnResult
+from convengine.engine.turn_failure import all_writes, audit_failure
+from convengine.memory import service as memory_service
+from convengine.memory.pruning import prune_keeping_undo
+from convengine.memory.service import Admission
+from convengine.nodes.context import TurnContext
+from convengine.settings import EngineSettings
+from convengine.templates.verbose import VerbosePublisher
+from convengine.versions.serving import Choice, Compiled, Pick, pin_of
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TurnRunner:
+    """Runs an engine's turns (and seeds a conversation's first state)."""
+
+    resources: EngineResources
+    config: ConfigFollower
+    verbose: tuple[ConfigSnapshot, VerbosePublisher] | None = None
+    """The ce_verbose publisher of the last configuration a turn ran on."""
+    pruning: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    """Each conversation's prune running after its turn's reply (the next turn waits for it)."""
+
+    async def process(self, request: TurnRequest, owner: str | None = None, pick: Pick | None = None) -> TurnResult:
+        """One turn; with an ``owner``, only on a conversation that is new or belongs to that owner
+        (checked under the turn lock: another owner's turn raises ConversationNotFoundError unrun).
+        Admitted first (:mod:`convengine.engine.admission`): ServerBusyError, unrun, past the queue."""
+        async with self.resources.gate.admit():
+            return await self._process(request, owner, pick)
+
+    async def _process(self, request: TurnRequest, owner: str | None, pick: Pick | None) -> TurnResult:
+        await self.config.follow()
+        try:
+            return await self._locked(request, owner, pick)
+        except _StoreFirst:
+            # Set up outside the turn's transaction: the PostgreSQL store's setup builds indexes
+            # CONCURRENTLY, which waits for every open transaction (the turn's own included).
+            await self.resources.long_term_store()
+            return await self._locked(request, owner, pick)
+
+    async def _locked(self, request: TurnRequest, owner: str | None, pick: Pick | None) -> TurnResult:
+        """Under the conversation's lock, in the turn's transaction: who may run it and on which version
+        (one statement), then the graph run and its commit."""
+        await self.pruned(request.conversation_id)
+        ctx: TurnContext | None = None
+        deferred: list[Write] = []
+        try:
+            async with self.resources.locks.hold(request.conversation_id) as conn, _bound(conn) as deferred:
+                admission, choice = await self._admit(conn, request, owner, pick)
+                refused = _refusal(request.conversation_id, owner, admission) or admission.refused
+                if refused is not None:
+                    raise refused
+                if choice.snapshot.settings.conversation_memory.long_term and self.resources.long_term is None:
+                    raise _StoreFirst
+                ctx = self._context(request, choice.compiled, owner)
+                final = await self._run(conn, request, ctx, choice, admission, deferred)
+        except (ConversationBusyError, _StoreFirst):
+            raise
+        except Exception as exc:
+            if ctx is None:  # refused, or failed before the turn started: nothing to roll back or audit
+                if isinstance(exc, ConvEngineError):
+                    raise
+                logger.warning("the admission of a turn of %s could not be read: %s", request.conversation_id,
+                               database_detail(exc))
+                raise map_failure(exc) from exc
+            error = await audit_failure(self.resources, request, ctx, exc, deferred)
+            if error is exc:
+                raise
+            raise error from exc
+        return _result(request.conversation_id, final, ctx.snapshot.settings)
+
+    async def _admit(self, conn: AsyncConnection | None, request: TurnRequest, owner: str | None,
+                     pick: Pick | None) -> tuple[Admission, Choice]:
+        """The conversation's admission and the version of this turn, read with its pin in one statement."""
+        versions = self.config.versions
+        assert versions is not None and conn is not None, "the engine serves its versions; a turn holds a connection"
+        cid = request.conversation_id
+        query = memory_service.admission_query(cid, pin_of(cid))
+        row = await run_on_turn(conn, lambda c: c.execute(query).one())
+        admission = memory_service.judge(row, request, owner)
+        choice = await versions.choose_pinned(row[4], request.reset, pick)
+        versions.remember(request.turn_id, choice)  # audited as the turn's first step starts
+        return admission, choice
+
+    async def _run(self, conn: AsyncConnection | None, request: TurnRequest, ctx: TurnContext,
+                   choice: Choice, admission: Admission, deferred: list[Write]) -> EngineState:
+        """The graph run and its commit (with the conversation's version pin), under the conversation's lock."""
+        resources, snapshot = self.resources, choice.snapshot
+        config: RunnableConfig = {"configurable": {"thread_id": request.conversation_id},
+                                  "metadata": {"convengine_turn": request.turn_id},
+                                  "recursion_limit": snapshot.settings.recursion_limit}
+        graph_input: EngineState = {"conversation_id": request.conversation_id,
+                       "turn_input": {"text": request.text, "params": request.params, "reset": request.reset,
+                                      "turn_id": request.turn_id, "event": request.event}}
+        async with resources.saver.bind(conn):
+            await memory_service.before_run(conn, admission, ctx)
+            final = cast(EngineState, await resources.graph.ainvoke(graph_input, config, context=ctx,
+                                                                    durability="exit"))
+            memory_rows = await memory_service.after_run(conn, request, dict(final), ctx, snapshot.settings,
+                                                         admission.owner)
+            await commit_turn(resources.store, conn, conversation_id=ctx.conversation_id, final=final,
+                              events=ctx.audit.events, owner=ctx.owner,
+                              extra=all_writes(memory_rows, choice.pin_write(request.conversation_id), *deferred))
+        memory_service.publish_deferred(ctx, resources.bus)
+        self._prune_later(request.conversation_id, int(final.get("turn") or 0), snapshot.settings)
+        return final
+
+    def _context(self, request: TurnRequest, compiled: Compiled, owner: str | None) -> TurnContext:
+        """The turn's context on its version: that version's snapshot, audit filter and SEMANTIC index."""
+        snapshot = compiled.snapshot
+        # With secret properties declared, live events wait for the commit, which masks them.
+        live = None if snapshot.settings.conversation_memory.secret else self.resources.bus
+        audit = TurnAudit(request.conversation_id, audit_filter=compiled.audit_filter, bus=live,
+                          persist_meta=snapshot.settings.audit.persist_meta, turn_id=request.turn_id)
+        audit.verbose = self._verbose_for(snapshot)
+        return TurnContext(snapshot=snapshot, services=self.resources.services, audit=audit,
+                           conversation_id=request.conversation_id, turn_id=request.turn_id, owner=owner,
+                           user_id=request.user_id, semantic=compiled.semantic)
+
+    def _verbose_for(self, snapshot: ConfigSnapshot) -> VerbosePublisher:
+        """The ce_verbose publisher of ``snapshot`` (built once per configuration)."""
+        if self.verbose is None or self.verbose[0] is not snapshot:
+            self.verbose = (snapshot, VerbosePublisher(snapshot.verbose, snapshot.settings))
+        return self.verbose[1]
+
+    def _prune_later(self, conversation_id: str, turn: int, settings: EngineSettings) -> None:
+        """Every ``checkpoint_prune_every`` turns keep only the latest checkpoint (with undo on: the ones
+        undo and redo can still reach), so the saver's reads (which join a thread's blobs) stay as cheap
+        at turn 1,000 as at turn 1. Started once the turn has committed and run after its reply; the
+        conversation's next turn in this process waits for it. Best effort."""
+        every = settings.checkpoint_prune_every
+        if every and not turn % every and conversation_id not in self.pruning:
+            task = asyncio.create_task(self._prune(conversation_id, settings.conversation_memory.undo_depth))
+            self.pruning[conversation_id] = task
+            task.add_done_callback(lambda _: self.pruning.pop(conversation_id, None))
+
+    async def pruned(self, conversation_id: str) -> None:
+        """Wait for the conversation's prune, if one is running (its next turn, a read of its state)."""
+        task = self.pruning.get(conversation_id)
+        if task is not None:
+            await asyncio.shield(task)
+
+    async def drain(self) -> None:
+        """Wait for every running prune (the engine is closing)."""
+        if self.pruning:
+            await asyncio.gather(*self.pruning.values(), return_exceptions=True)
+
+    async def _prune(self, conversation_id: str, undo_depth: int) -> None:
+        """Under the conversation's lock (no turn of another process moves its head meanwhile)."""
+        shared = self.resources.saver.shared
+        try:
+            async with self.resources.locks.hold(conversation_id):
+                if undo_depth:
+                    await prune_keeping_undo(shared, conversation_id, undo_depth)
+                else:
+                    await prune_checkpoints(shared, conversation_id)
+        except Exception as exc:  # noqa: BLE001 - a missed prune only delays the next one
+            logger.warning("pruning the checkpoints of %s failed: %s", conversation_id, database_detail(exc))
+
+    async def seed(self, conversation_id: str, values: dict[str, Any]) -> str:
+        """A new conversation's first state (before its first message)."""
+        config: RunnableConfig = {"configurable": {"thread_id": conversation_id}}
+        resources = self.resources
+        async with resources.locks.hold(conversation_id) as conn, resources.saver.bind(conn):
+            snap = await resources.graph.aget_state(config)
+            if (snap.values or {}).get("turn"):
+                raise InvalidInputError(f"conversation {conversation_id} has already started; seed it before its "
+                                        "first message")
+            await resources.graph.aupdate_state(config, values, as_node=names.LOAD_OR_CREATE_CONVERSATION)
+            if conn is not None:
+                await commit_turn_connection(conn)
+        return conversation_id
+
+
+@contextlib.asynccontextmanager
+async def _bound(conn: AsyncConnection | None) -> AsyncIterator[list[Write]]:
+    """The turn's connection made current (see :mod:`convengine.db.turn_connection`); yields the
+    writes deferred to its commit (the LLM call log), which a failed turn writes with its audit."""
+    if conn is None:
+        yield []
+        return
+    with turn_connection.bound(conn) as turn:
+        yield turn.deferred
+
+
+class _StoreFirst(Exception):
+    """The turn needs the long-term store, which is set up outside any transaction: start again."""
+
+
+def _result(conversation_id: str, final: EngineState, settings: EngineSettings) -> TurnResult:
+    """What the caller gets: the reply a FINAL transformer made, else the stored answer."""
+    payload = final.get("reply") or final.get("payload") or {"type": "TEXT", "value": None}
+    return TurnResult(conversation_id, final.get("intent") or "", final.get("state") or "",
+                      Payload.from_state(payload), dict(final.get("context") or {}), int(final.get("turn") or 0),
+                      final.get("status") or "RUNNING", memory_service.lifecycle_of(final.get("state"), settings))
+
+
+def _refusal(conversation_id: str, owner: str | None, admission: Admission) -> ConversationNotFoundError | None:
+    """Why ``owner`` may not run a turn here (another owner's conversation), or None: decided on the
+    owner :func:`~convengine.memory.service.admit` read under the turn lock, in the turn's transaction."""
+    if owner is None or not admission.exists or admission.owner == owner:
+        return None
+    return not_found(conversation_id)
