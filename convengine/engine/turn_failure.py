@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
 
 import sqlalchemy as sa
 
@@ -25,7 +24,7 @@ async def audit_failure(resources: EngineResources, request: TurnRequest, ctx: T
     error = map_failure(exc)
     error.details.setdefault("conversationId", request.conversation_id)
     known = isinstance(exc, ConvEngineError) or error.code is ErrorCode.DATABASE_UNAVAILABLE
-    event = replace(failure_event(request.conversation_id, error, known=known), turn_id=request.turn_id)
+    event = ctx.audit.stamped(failure_event(request.conversation_id, error, known=known))
     event = memory_service.mask_failed(ctx, request.params, ctx.snapshot.settings.conversation_memory.secret, event)
     memory_service.publish_deferred(ctx, resources.bus)
     resources.bus.publish(event)
