@@ -100,7 +100,7 @@ async def test_audit_and_trace_over_http_match_the_live_events(db_url: str) -> N
 async def test_a_turn_is_one_row_that_does_not_repeat_what_the_row_says(db_url: str) -> None:
     engine = await Engine.aopen(db_url, pack=PACKS / "api_pack.yaml")
     try:
-        cid, live, _ = await run_over_http(engine)
+        _, live, _ = await run_over_http(engine)
     finally:
         await engine.aclose()
     assert query(db_url, "SELECT count(*) FROM ce_audit")[0][0] == 0
