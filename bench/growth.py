@@ -38,7 +38,7 @@ HEADER = ["saver", "turns", "engine p50 ms", "bare p50 ms", "engine/bare", "engi
           "bare B written/turn", "engine checkpoint B kept", "bare checkpoint B kept"]
 CHECKPOINT_TABLES = {"postgresql": ("checkpoints", "checkpoint_blobs", "checkpoint_writes"),
                      "sqlite": ("checkpoints", "writes")}
-ENGINE_TABLES = ("ce_audit", "ce_conversation_history")
+ENGINE_TABLES = ("ce_audit", "ce_audit_turn", "ce_conversation_history")
 
 
 class ByteMeter:

@@ -35,8 +35,10 @@ class VerboseResolver(Protocol):
 class TurnAudit:
     """The audit trail of one turn, in order.
 
-    Events that pass the filter are appended to :attr:`events` (written to ce_audit in one
-    batch when the turn ends) and published on the live bus as they happen.
+    Events that pass the filter are built, appended to :attr:`events` (written as the turn's one
+    ``ce_audit_turn`` row when it ends) and published on the live bus as they happen, when anyone
+    listens there (a subscriber or a forwarder to other processes); nothing is built for an event
+    the filter drops.
     """
 
     __slots__ = (
@@ -97,7 +99,7 @@ class TurnAudit:
         event = AuditEvent(self.conversation_id, stage, dict(payload or {}), now, self.current_step, meta,
                            turn_id=self.turn_id)
         self.events.append(event)
-        if self._bus is not None:
+        if self._bus is not None and self._bus.has_subscribers(self.conversation_id):
             self._bus.publish(event)
 
     def stamped(self, event: AuditEvent) -> AuditEvent:

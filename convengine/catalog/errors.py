@@ -131,6 +131,7 @@ class ErrorCode(str, enum.Enum):
     DATABASE_UNAVAILABLE = "DATABASE_UNAVAILABLE"
     CHECKPOINT_FAILED = "CHECKPOINT_FAILED"
     CHECKPOINT_REJECTED = "CHECKPOINT_REJECTED"
+    AUDIT_ROW_REJECTED = "AUDIT_ROW_REJECTED"
     UNKNOWN_STEP = "UNKNOWN_STEP"
     # Conversation memory (undo/redo, lifecycle)
     NOTHING_TO_UNDO = "NOTHING_TO_UNDO"
@@ -371,3 +372,9 @@ class UnsafeCheckpointError(PersistenceError):
     """A stored checkpoint holds something the engine never writes; it is refused unread."""
 
     default_code = ErrorCode.CHECKPOINT_REJECTED
+
+
+class AuditRowRejectedError(PersistenceError):
+    """A stored audit row is not one the engine writes (corrupt, truncated or oversized); it is refused."""
+
+    default_code = ErrorCode.AUDIT_ROW_REJECTED

@@ -1,4 +1,4 @@
-"""ConversationStore: the ce_conversation projection, ce_conversation_history and ce_audit.
+"""ConversationStore: the ce_conversation projection, ce_conversation_history and the audit trail.
 
 The checkpointer is the source of truth for conversation continuity; these tables are the
 queryable projection (written once per turn with the turn's audit batch) and the logs.
@@ -18,21 +18,24 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from convengine._internal.jsontext import dumps
+from convengine.audit import packing
 from convengine.audit.events import AuditEvent, expand_meta
 from convengine.checkpointing.bound import commit_turn_connection
 from convengine.checkpointing.hops import run_on_turn
 from convengine.db import turn_connection
-from convengine.db.models import CeAudit, CeConversation, CeConversationHistory, CeLlmCallLog
+from convengine.db.models import CeAudit, CeAuditTurn, CeConversation, CeConversationHistory, CeLlmCallLog
 
 CONVERSATION = CeConversation.__table__
 HISTORY = CeConversationHistory.__table__
 AUDIT = CeAudit.__table__
+AUDIT_TURN = CeAuditTurn.__table__
 LLM_LOG = CeLlmCallLog.__table__
 
-_EVENTS_SELECT_PG = ("SELECT %(cid)s, e.value->>'stage', e.value->'payload', (e.value->>'at')::timestamptz "
-                     "FROM jsonb_array_elements(%(events)s::jsonb) WITH ORDINALITY AS e(value, idx) ORDER BY e.idx")
-_AUDIT_INSERT_PG = "INSERT INTO ce_audit (conversation_id, stage, payload_json, created_at) " + _EVENTS_SELECT_PG
-# A whole turn in one round trip: projection upsert, history row, audit batch.
+_ROWS_PG = ("SELECT {cid}, r.at, r.events FROM unnest(%(ats)s::timestamptz[], %(packed)s::bytea[]) "
+            "WITH ORDINALITY AS r(at, events, idx) ORDER BY r.idx")
+_AUDIT_INSERT_PG = ("INSERT INTO ce_audit_turn (conversation_id, created_at, events) "
+                    + _ROWS_PG.format(cid="%(cid)s::uuid"))
+# A whole turn in one round trip: projection upsert, history row, the turn's audit row.
 _TURN_PG = (
     "WITH up AS (INSERT INTO ce_conversation (conversation_id, status, intent_code, state_code, context_json, "
     "last_user_text, last_assistant_json, input_params_json, created_at, updated_at, owner_id) VALUES (%(cid)s, "
@@ -44,11 +47,10 @@ _TURN_PG = (
     "updated_at = EXCLUDED.updated_at RETURNING conversation_id), "
     "hist AS (INSERT INTO ce_conversation_history (conversation_id, user_input, assistant_output, created_at, "
     "modified_at) SELECT conversation_id, %(user)s, %(assistant)s::jsonb, %(now)s, %(now)s FROM up) "
-    "INSERT INTO ce_audit (conversation_id, stage, payload_json, created_at) "
-    "SELECT (SELECT conversation_id FROM up), e.value->>'stage', e.value->'payload', (e.value->>'at')::timestamptz "
-    "FROM jsonb_array_elements(%(events)s::jsonb) WITH ORDINALITY AS e(value, idx) ORDER BY e.idx"
+    "INSERT INTO ce_audit_turn (conversation_id, created_at, events) "
+    + _ROWS_PG.format(cid="(SELECT conversation_id FROM up)")
 )
-_AUDIT_INSERT_SQLITE = "INSERT INTO ce_audit (conversation_id, stage, payload_json, created_at) VALUES (?, ?, ?, ?)"
+_AUDIT_INSERT_SQLITE = "INSERT INTO ce_audit_turn (conversation_id, created_at, events) VALUES (?, ?, ?)"
 _PROJECTION_COLUMNS = ("status", "intent_code", "state_code", "context_json", "last_user_text", "last_assistant_json",
                        "input_params_json")
 _UPSERT_SQLITE = (
@@ -90,23 +92,27 @@ def insert_conversation(conn: sa.Connection, conversation_id: str, user_text: st
     ).on_conflict_do_nothing(index_elements=["conversation_id"]))
 
 
-def _events_json(events: Sequence[AuditEvent]) -> str:
-    return _dumps([_event_item(e, e.created_at.astimezone(UTC).isoformat()) for e in events])
+def _packed(events: Sequence[AuditEvent]) -> list[tuple[datetime, bytes]]:
+    """The turn's audit rows: its events packed, one row per :data:`packing.EVENTS_PER_ROW`."""
+    return [packing.pack(chunk, _dumps) for chunk in packing.chunks(events)]
 
 
-def _event_item(event: AuditEvent, at: str) -> dict[str, Any]:
-    return {"stage": event.stage, "payload": event.row_payload(at), "at": at}
+def _pg_rows(events: Sequence[AuditEvent]) -> dict[str, Any]:
+    rows = _packed(events)
+    return {"ats": [at for at, _ in rows], "packed": [value for _, value in rows]}
 
 
 def insert_events(conn: sa.Connection, events: Sequence[AuditEvent]) -> None:
-    """The audit batch in one statement (the bulk of a turn's writes)."""
-    if not events:
-        return
-    if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql(_AUDIT_INSERT_PG, {"cid": events[0].conversation_id, "events": _events_json(events)})
-        return
-    rows = [(e.conversation_id, e.stage, _dumps(e.row_payload()), _sqlite_time(e.created_at)) for e in events]
-    conn.exec_driver_sql(_AUDIT_INSERT_SQLITE, rows)
+    """The audit batch in one statement: one ``ce_audit_turn`` row (per conversation, per
+    :data:`packing.EVENTS_PER_ROW` events), where ``ce_audit`` took a row per event."""
+    by_conversation: dict[str, list[AuditEvent]] = {}
+    for event in events:
+        by_conversation.setdefault(event.conversation_id, []).append(event)
+    for cid, own in by_conversation.items():
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(_AUDIT_INSERT_PG, {"cid": cid, **_pg_rows(own)})
+        else:
+            conn.exec_driver_sql(_AUDIT_INSERT_SQLITE, [(cid, _sqlite_time(at), value) for at, value in _packed(own)])
 
 
 def _turn_postgres(conn: sa.Connection, projection: dict[str, Any], history: dict[str, Any],
@@ -115,8 +121,8 @@ def _turn_postgres(conn: sa.Connection, projection: dict[str, Any], history: dic
         "cid": projection["conversation_id"], "status": projection["status"], "intent": projection["intent_code"],
         "state": projection["state_code"], "context": _dumps(projection["context_json"]),
         "user": projection["last_user_text"], "assistant": _dumps(projection["last_assistant_json"]),
-        "params": _dumps(projection["input_params_json"]), "now": datetime.now(UTC), "events": _events_json(events),
-        "owner": owner})
+        "params": _dumps(projection["input_params_json"]), "now": datetime.now(UTC), "owner": owner,
+        **_pg_rows(events)})
 
 
 def _turn_sqlite(conn: sa.Connection, projection: dict[str, Any], history: dict[str, Any],
@@ -237,10 +243,17 @@ class ConversationStore:
         return dict(row._mapping) if row else None
 
     async def audit(self, conversation_id: str) -> list[AuditEvent]:
+        """The conversation's events, oldest first: its ``ce_audit`` rows (one per event, written before
+        migration 0011), then its ``ce_audit_turn`` rows unpacked (see :mod:`convengine.audit.packing`)."""
         async with self.engine.connect() as conn:
             rows = await conn.execute(sa.select(AUDIT).where(AUDIT.c.conversation_id == conversation_id)
                                       .order_by(AUDIT.c.audit_id))
-            return [_event(r._mapping) for r in rows]
+            events = [_event(r._mapping) for r in rows]
+            packed = await conn.execute(sa.select(AUDIT_TURN).where(AUDIT_TURN.c.conversation_id == conversation_id)
+                                        .order_by(AUDIT_TURN.c.audit_turn_id))
+            for row in packed:
+                events += packing.unpack(row.audit_turn_id, str(row.conversation_id), row.created_at, row.events)
+            return events
 
     async def history(self, conversation_id: str) -> list[dict[str, Any]]:
         async with self.engine.connect() as conn:

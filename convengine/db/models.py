@@ -418,6 +418,22 @@ class CeAudit(Base):
     created_at: Mapped[datetime | None] = _created()
 
 
+class CeAuditTurn(Base):
+    """convengine's own: the audit events of one turn in one row (``convengine.audit.packing``).
+
+    ``created_at`` is the first event's time; ``events`` the packed, compressed events. Turns written
+    before migration 0011 stay in ``ce_audit``, one row per event; both read as the same events."""
+
+    __tablename__ = "ce_audit_turn"
+    __table_args__ = (sa.Index(None, "conversation_id", "audit_turn_id"), {"sqlite_autoincrement": True})
+    audit_turn_id: Mapped[int] = _id()
+    conversation_id: Mapped[str] = mapped_column(
+        UUID, sa.ForeignKey("ce_conversation.conversation_id", ondelete="CASCADE"), nullable=False
+    )
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, nullable=False)
+    events: Mapped[bytes] = mapped_column(sa.LargeBinary, nullable=False)
+
+
 class CeConversationHistory(Base):
     __tablename__ = "ce_conversation_history"
     __table_args__ = (sa.Index(None, "conversation_id", "history_id"),)
@@ -646,6 +662,7 @@ CONTROL_MODELS: tuple[type[Base], ...] = (
 RUNTIME_MODELS: tuple[type[Base], ...] = (CeConversation, CeAudit, CeConversationHistory, CeLlmCallLog,
                                            CeMcpUserFeedback)
 MEMORY_MODELS: tuple[type[Base], ...] = (CeConversationStep,)
+AUDIT_TURN_MODELS: tuple[type[Base], ...] = (CeAuditTurn,)
 
 CONTROL_TABLES: tuple[str, ...] = tuple(m.__tablename__ for m in CONTROL_MODELS)
 RUNTIME_TABLES: tuple[str, ...] = tuple(m.__tablename__ for m in RUNTIME_MODELS)

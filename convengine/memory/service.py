@@ -32,6 +32,7 @@ from convengine.checkpointing.bound import commit_turn_connection
 from convengine.checkpointing.persistence import insert_events
 from convengine.db.models import (
     CeAudit,
+    CeAuditTurn,
     CeConversation,
     CeConversationHistory,
     CeConversationVersion,
@@ -335,7 +336,7 @@ def _erase_rows(cid: str, conversations: bool) -> Write:
         if not conversations:
             conn.execute(sa.update(steps.STEP).where(steps.STEP.c.conversation_id == cid).values(properties_json=None))
             return
-        for model in (CeLlmCallLog, CeAudit, CeConversationHistory, CeConversationVersion):
+        for model in (CeLlmCallLog, CeAudit, CeAuditTurn, CeConversationHistory, CeConversationVersion):
             table = model.__table__
             conn.execute(sa.delete(table).where(table.c.conversation_id == cid))
         conn.execute(sa.delete(steps.STEP).where(steps.STEP.c.conversation_id == cid))

@@ -95,8 +95,8 @@ async def test_erasing_a_user_leaves_nothing_of_theirs(db_url: str) -> None:
             assert not snap.values
         assert len(await engine.ahistory(theirs)) == 1
         with sa.create_engine(engine._runtime.url.sync_url).connect() as conn:  # type: ignore[attr-defined]
-            for table in ("ce_conversation", "ce_conversation_history", "ce_audit", "ce_conversation_step",
-                          "ce_llm_call_log"):
+            for table in ("ce_conversation", "ce_conversation_history", "ce_audit", "ce_audit_turn",
+                          "ce_conversation_step", "ce_llm_call_log"):
                 found = conn.execute(sa.text(f"SELECT count(*) FROM {table} WHERE conversation_id IN "
                                              f"('{mine[0]}', '{mine[1]}')")).scalar()
                 assert found == 0, table

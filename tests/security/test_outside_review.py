@@ -54,7 +54,7 @@ from tests.security.test_sql_attacks import (
     refused,
     sql_pack,
 )
-from tests.security.world import assert_unchanged
+from tests.security.world import assert_unchanged, packed_audit_text
 
 pytestmark = pytest.mark.asyncio
 __all__ = ["canary"]  # the fixture, imported for these tests
@@ -692,6 +692,7 @@ def stored_bytes(url: str, cid: str) -> int:
     try:
         with engine.connect() as conn:
             total = sum(int(conn.execute(sa.text(q), {"c": cid}).scalar_one()) for q in queries.values())
+            total += sum(len(text) for text in packed_audit_text(conn, cid))  # the audit, unpacked
             if conn.dialect.name == "postgresql":
                 checkpoint = ("SELECT coalesce(sum(length(blob)), 0) FROM checkpoint_blobs WHERE thread_id = :c",
                               "SELECT coalesce(sum(length(blob)), 0) FROM checkpoint_writes WHERE thread_id = :c")

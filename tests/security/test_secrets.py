@@ -31,7 +31,7 @@ from convengine.tools.http import HttpAuth, HttpRequest, HttpRunner
 from tests.conftest import PACKS
 from tests.helpers import engine_on, pack, payload_of, turn_events
 from tests.http_stub import http_server
-from tests.security.world import assert_unchanged
+from tests.security.world import assert_unchanged, packed_audit_text
 from tests.servers import free_port
 
 pytestmark = pytest.mark.asyncio
@@ -48,6 +48,7 @@ SECRET_SETTINGS = {"mcp": {"http-api": {"allowed-hosts": ["127.0.0.1"], "default
                            "db": {"databases": {"reports": REPORTS_URL},
                                   "tool-databases": {"reports.orders": "reports"}}}}
 CONVERSATION_TABLES = ("ce_audit", "ce_conversation", "ce_conversation_history")
+"""Plus ce_audit_turn, read unpacked (``packed_audit_text``)."""
 
 
 def secret_pack() -> dict[str, Any]:
@@ -70,8 +71,9 @@ def stored_rows(db_url: str) -> str:
     engine = create_sync_engine(parse_database_url(db_url))
     try:
         with engine.connect() as conn:
-            return "\n".join(repr(tuple(row)) for table in CONVERSATION_TABLES
-                             for row in conn.execute(sa.text(f"SELECT * FROM {table}")))
+            return "\n".join([repr(tuple(row)) for table in CONVERSATION_TABLES
+                               for row in conn.execute(sa.text(f"SELECT * FROM {table}"))]
+                              + packed_audit_text(conn))
     finally:
         engine.dispose()
 

@@ -11,6 +11,7 @@ the disk.
 from __future__ import annotations
 
 import hashlib
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,10 +19,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from convengine.audit.packing import MAX_UNPACKED_BYTES, ZDICT
 from convengine.db import create_sync_engine, parse_database_url
 
 # Tables whose rows belong to one conversation (column conversation_id).
-CONVERSATION_TABLES = ("ce_conversation", "ce_conversation_history", "ce_audit", "ce_llm_call_log",
+CONVERSATION_TABLES = ("ce_conversation", "ce_conversation_history", "ce_audit", "ce_audit_turn", "ce_llm_call_log",
                        "ce_mcp_user_feedback", "ce_conversation_step", "ce_conversation_version")
 CHECKPOINT_TABLES = {"sqlite": ("checkpoints", "writes"),
                      "postgresql": ("checkpoints", "checkpoint_blobs", "checkpoint_writes")}
@@ -104,3 +106,13 @@ def files_under(folder: Path, *, ignore: Iterable[str] = ()) -> dict[str, tuple[
     skip = tuple(ignore)
     return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime)
             for p in sorted(folder.rglob("*")) if p.is_file() and not p.name.startswith(skip)}
+
+
+def packed_audit_text(conn: sa.Connection, conversation_id: str | None = None) -> list[str]:
+    """The JSON text of every ``ce_audit_turn`` row (of one conversation), unpacked: what the database keeps
+    of the audit, readable (the rows are compressed, so a secret would not show in their raw bytes)."""
+    sql = "SELECT events FROM ce_audit_turn"
+    if conversation_id is not None:
+        sql += " WHERE CAST(conversation_id AS TEXT) = :c"
+    rows = conn.execute(sa.text(sql), {"c": conversation_id}).scalars()
+    return [zlib.decompressobj(zdict=ZDICT).decompress(bytes(r), MAX_UNPACKED_BYTES).decode() for r in rows]
