@@ -59,9 +59,12 @@ def counts(conn: sa.Connection, cid: str) -> dict[str, int]:
     """What the conversation has in each table, as ``conn`` sees it."""
     found = {}
     for table, column in (("checkpoints", "thread_id"), ("ce_conversation_history", "conversation_id"),
-                          ("ce_conversation", "conversation_id"), ("ce_audit", "conversation_id")):
+                          ("ce_conversation", "conversation_id"), ("ce_audit", "conversation_id"),
+                          ("ce_audit_turn", "conversation_id")):
         found[table] = int(conn.execute(sa.text(f"SELECT COUNT(*) FROM {table} WHERE {column} = :c"),
                                         {"c": cid}).scalar_one())
+    # a turn's audit is one packed ce_audit_turn row; ce_audit keeps rows written before that format
+    found["ce_audit"] += found.pop("ce_audit_turn")
     return found
 
 

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 
 from convengine.config_loader.loader import export_pack
 from tests.helpers import engine_on, pack
+from tests.security.world import packed_audit_text
 
 pytestmark = pytest.mark.asyncio
 
@@ -34,6 +35,7 @@ def every_stored_text(url: str) -> str:
                         parts.append(bytes(value).decode("utf-8", "replace"))
                     else:
                         parts.append(str(value))
+        parts.extend(packed_audit_text(conn))  # the audit rows are compressed: read them unpacked too
     engine.dispose()
     return "\n".join(parts)
 
