@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 SECRET_VALUES = "secret_values"
 MASK = "***"
@@ -18,7 +18,18 @@ MIN_SUBSTRING_CHARS = 4
 """Secret values at least this long are masked inside longer texts too; shorter ones only when whole."""
 
 
-def secret_values(turn: Any, declared: Iterable[str], extra: Iterable[str] = ()) -> list[str]:
+class SecretSource(Protocol):
+    """The slice of a turn whose declared secret properties are looked up (the nodes' Turn)."""
+
+    ctx: Any
+    """The run context: its ``extras`` hold the secret values taken out this turn."""
+
+    def read_params(self) -> Mapping[str, Any]: ...
+
+    def read_context(self) -> Mapping[str, Any]: ...
+
+
+def secret_values(turn: SecretSource, declared: Iterable[str], extra: Iterable[str] = ()) -> list[str]:
     found: list[str] = [*(turn.ctx.extras.get(SECRET_VALUES) or []), *extra]
     for source in (turn.read_context(), turn.read_params()):
         for name in declared:
@@ -41,7 +52,7 @@ def reply_secrets(text: str | None, declared: Iterable[str]) -> list[str]:
     return [str(v) for v in values if isinstance(v, (str, int, float)) and not isinstance(v, bool) and str(v)]
 
 
-def mask(value: Any, secrets: list[str]) -> Any:
+def mask(value: object, secrets: list[str]) -> Any:
     """``value`` with every secret replaced by ``***`` (in strings, keys and nested values)."""
     if not secrets:
         return value
