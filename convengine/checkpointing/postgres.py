@@ -5,19 +5,23 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from convengine.checkpointing.serde import StrictSerializer
 from convengine.db.url import DatabaseUrl
 
+if TYPE_CHECKING:  # psycopg loads only with a PostgreSQL saver
+    from psycopg import AsyncConnection
+    from psycopg.rows import DictRow
+    from psycopg_pool import AsyncConnectionPool
+
 
 @asynccontextmanager
 async def postgres_saver(url: DatabaseUrl, *, pool_size: int = 20) -> AsyncIterator[BaseCheckpointSaver[str]]:
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    from psycopg import AsyncConnection
-    from psycopg.rows import DictRow, dict_row
+    from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
 
     assert url.libpq is not None
@@ -40,7 +44,13 @@ async def postgres_saver(url: DatabaseUrl, *, pool_size: int = 20) -> AsyncItera
 SETUP_LOCK_KEY = 7405918204
 
 
-async def _set_up(pool: Any, saver: Any) -> None:
+class _Migrating(Protocol):
+    """A LangGraph saver or store on PostgreSQL: ``setup()`` runs its migrations."""
+
+    async def setup(self) -> None: ...
+
+
+async def _set_up(pool: AsyncConnectionPool[AsyncConnection[DictRow]], saver: _Migrating) -> None:
     """The saver's own migrations, one process at a time (concurrent setups collide on its version table).
 
     The lock is polled with ``pg_try_advisory_lock`` rather than waited for: the setup builds
@@ -49,9 +59,14 @@ async def _set_up(pool: Any, saver: Any) -> None:
     """
     async with pool.connection() as conn:
         query = f"SELECT pg_try_advisory_lock({SETUP_LOCK_KEY}) AS locked"  # the pool's rows are dicts
-        while not (await (await conn.execute(query)).fetchone())["locked"]:
+        while not await _locked(conn, query):
             await asyncio.sleep(0.05)
         try:
             await saver.setup()
         finally:
             await conn.execute(f"SELECT pg_advisory_unlock({SETUP_LOCK_KEY})")
+
+
+async def _locked(conn: AsyncConnection[DictRow], query: str) -> bool:
+    row = await (await conn.execute(query)).fetchone()
+    return row is not None and bool(row["locked"])
