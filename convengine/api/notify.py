@@ -19,7 +19,7 @@ import logging
 import time
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from convengine._internal.turn_io import database_detail
 from convengine.audit.bus import AuditBus
@@ -35,6 +35,9 @@ REFRESH_S = 5.0  # each process repeats what it watches this often ...
 EXPIRES_S = 3 * REFRESH_S  # ... and forgets what another said this long after it last said it
 ANNOUNCE_WAIT_S = 2.0  # a new stream waits at most this long for its watch to be sent
 EVERY = "*"
+
+if TYPE_CHECKING:  # psycopg loads only when the server runs on PostgreSQL
+    import psycopg
 
 
 class _Announce:
@@ -120,7 +123,7 @@ class PgAuditBridge:
             if self.bus.watched():
                 self._put(_Announce())
 
-    async def _connect(self) -> Any:
+    async def _connect(self) -> psycopg.AsyncConnection[Any]:
         import psycopg
 
         return await psycopg.AsyncConnection.connect(self.url, autocommit=True)
@@ -199,7 +202,7 @@ class PgAuditBridge:
                 logger.warning("audit NOTIFY connection lost (%s); reconnecting", database_detail(exc))
                 await asyncio.sleep(1)
 
-    async def _announce(self, conn: Any, marker: _Announce) -> None:
+    async def _announce(self, conn: psycopg.AsyncConnection[Any], marker: _Announce) -> None:
         """``=`` and the watched ids (``+`` for the rest when they do not fit one NOTIFY), or ``?``."""
         if marker.ask:
             bodies = ["?"]

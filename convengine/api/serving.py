@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import h11
 import uvicorn
@@ -34,6 +34,9 @@ from convengine.api.config import resolve_api
 from convengine.api.refusals import error_response
 from convengine.catalog.errors import ErrorCode
 from convengine.engine import Engine
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 from convengine.security.logs import server_log_config
 from convengine.settings import MAX_CONNECTIONS_PER_CLIENT, ApiSettings
 
@@ -164,7 +167,7 @@ def bounded_protocol(head_timeout_s: float, body_timeout_s: float = 30.0,
         "max_connections_per_client": max_connections_per_client, "per_client": Counter()})
 
 
-def server_config(app: Any, api: ApiSettings, *, host: str, port: int, log_level: str) -> uvicorn.Config:
+def server_config(app: FastAPI, api: ApiSettings, *, host: str, port: int, log_level: str) -> uvicorn.Config:
     """uvicorn's configuration with the API's limits (``api.max_concurrency``, ``max_connections_per_client``,
     ``max_header_bytes``, ``header_timeout_s``, ``body_timeout_s``)."""
     return uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on",
