@@ -400,8 +400,10 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
 
     def wrap_str_format(self, value: object) -> Callable[..., str] | None:
         wrapper = super().wrap_str_format(value)
-        fmt = getattr(value, "__self__", None)  # a str's bound format or format_map when wrapped
-        if wrapper is None or not isinstance(fmt, str):
+        if wrapper is None:
+            return None
+        fmt = getattr(value, "__self__", None)  # jinja wraps only a str's bound format and format_map
+        if not isinstance(fmt, str):
             return None
         is_map = getattr(value, "__name__", "") == "format_map"
 
