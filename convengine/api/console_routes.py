@@ -11,7 +11,7 @@ import dataclasses
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, HTTPException, Query, Request
 from fastapi.openapi.docs import get_swagger_ui_html
@@ -23,12 +23,10 @@ from convengine.api.body import DepthCheckedRoute
 from convengine.api.refusals import ApiRefusal
 from convengine.api.routes import REFUSALS, AdminDep, ConversationId, EngineDep
 from convengine.catalog.errors import ConversationNotFoundError, ErrorCode
+from convengine.config.records import Record
 from convengine.console import graphs, queries, turns
 from convengine.console.export import export_conversation
 from convengine.engine import Engine
-
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
 
 STATIC = Path(__file__).resolve().parent.parent / "console" / "static"
 ASSETS = {"console.js": "text/javascript", "console.css": "text/css", "index.html": "text/html"}
@@ -194,6 +192,6 @@ def _pack_name(request: Request) -> str | None:
     return str(pack) if pack else None
 
 
-def _row(record: DataclassInstance) -> dict[str, Any]:
+def _row(record: Record) -> dict[str, Any]:
     shown = {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.repr}
     return json.loads(json.dumps(shown, default=str))

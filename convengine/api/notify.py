@@ -19,7 +19,7 @@ import logging
 import time
 import uuid
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from convengine._internal.turn_io import database_detail
 from convengine.audit.bus import AuditBus
@@ -36,8 +36,11 @@ EXPIRES_S = 3 * REFRESH_S  # ... and forgets what another said this long after i
 ANNOUNCE_WAIT_S = 2.0  # a new stream waits at most this long for its watch to be sent
 EVERY = "*"
 
-if TYPE_CHECKING:  # psycopg loads only when the server runs on PostgreSQL
-    import psycopg
+
+class Notifier(Protocol):
+    """What NOTIFY is sent on: a psycopg connection (psycopg loads only on PostgreSQL)."""
+
+    async def execute(self, query: str, params: tuple[str, str] | None = None) -> object: ...
 
 
 class _Announce:
@@ -123,7 +126,7 @@ class PgAuditBridge:
             if self.bus.watched():
                 self._put(_Announce())
 
-    async def _connect(self) -> psycopg.AsyncConnection[Any]:
+    async def _connect(self) -> Any:
         import psycopg
 
         return await psycopg.AsyncConnection.connect(self.url, autocommit=True)
@@ -202,7 +205,7 @@ class PgAuditBridge:
                 logger.warning("audit NOTIFY connection lost (%s); reconnecting", database_detail(exc))
                 await asyncio.sleep(1)
 
-    async def _announce(self, conn: psycopg.AsyncConnection[Any], marker: _Announce) -> None:
+    async def _announce(self, conn: Notifier, marker: _Announce) -> None:
         """``=`` and the watched ids (``+`` for the rest when they do not fit one NOTIFY), or ``?``."""
         if marker.ask:
             bodies = ["?"]

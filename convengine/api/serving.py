@@ -18,10 +18,11 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import h11
 import uvicorn
+from fastapi import FastAPI
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.loops.auto import auto_loop_factory
@@ -34,9 +35,6 @@ from convengine.api.config import resolve_api
 from convengine.api.refusals import error_response
 from convengine.catalog.errors import ErrorCode
 from convengine.engine import Engine
-
-if TYPE_CHECKING:
-    from fastapi import FastAPI
 from convengine.security.logs import server_log_config
 from convengine.settings import MAX_CONNECTIONS_PER_CLIENT, ApiSettings
 

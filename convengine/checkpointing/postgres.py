@@ -3,25 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Protocol
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from convengine.checkpointing.serde import StrictSerializer
 from convengine.db.url import DatabaseUrl
 
-if TYPE_CHECKING:  # psycopg loads only with a PostgreSQL saver
-    from psycopg import AsyncConnection
-    from psycopg.rows import DictRow
-    from psycopg_pool import AsyncConnectionPool
-
 
 @asynccontextmanager
 async def postgres_saver(url: DatabaseUrl, *, pool_size: int = 20) -> AsyncIterator[BaseCheckpointSaver[str]]:
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    from psycopg.rows import dict_row
+    from psycopg import AsyncConnection
+    from psycopg.rows import DictRow, dict_row
     from psycopg_pool import AsyncConnectionPool
 
     assert url.libpq is not None
@@ -44,13 +40,27 @@ async def postgres_saver(url: DatabaseUrl, *, pool_size: int = 20) -> AsyncItera
 SETUP_LOCK_KEY = 7405918204
 
 
+class _Cursor(Protocol):
+    async def fetchone(self) -> Mapping[str, Any] | None: ...
+
+
+class _Connection(Protocol):
+    async def execute(self, query: str) -> _Cursor: ...
+
+
+class _Pool(Protocol):
+    """A psycopg pool whose rows are dicts (psycopg itself loads only with a PostgreSQL saver)."""
+
+    def connection(self) -> AbstractAsyncContextManager[_Connection]: ...
+
+
 class _Migrating(Protocol):
     """A LangGraph saver or store on PostgreSQL: ``setup()`` runs its migrations."""
 
     async def setup(self) -> None: ...
 
 
-async def _set_up(pool: AsyncConnectionPool[AsyncConnection[DictRow]], saver: _Migrating) -> None:
+async def _set_up(pool: _Pool, saver: _Migrating) -> None:
     """The saver's own migrations, one process at a time (concurrent setups collide on its version table).
 
     The lock is polled with ``pg_try_advisory_lock`` rather than waited for: the setup builds
@@ -67,6 +77,6 @@ async def _set_up(pool: AsyncConnectionPool[AsyncConnection[DictRow]], saver: _M
             await conn.execute(f"SELECT pg_advisory_unlock({SETUP_LOCK_KEY})")
 
 
-async def _locked(conn: AsyncConnection[DictRow], query: str) -> bool:
+async def _locked(conn: _Connection, query: str) -> bool:
     row = await (await conn.execute(query)).fetchone()
     return row is not None and bool(row["locked"])

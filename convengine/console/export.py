@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
@@ -26,10 +26,8 @@ from convengine.catalog import stages
 from convengine.catalog.errors import InvalidInputError
 from convengine.console.queries import llm_log
 from convengine.console.turns import completed, logged_llm_call, split_turns, tool_calls, undone_marks
+from convengine.engine.core import Engine
 from convengine.security.redact import MASK, MIN_SECRET_CHARS, SENSITIVE_NAME, redact_text
-
-if TYPE_CHECKING:
-    from convengine.engine.core import Engine
 
 HEADER = "# Recorded from conversation {cid}; replays its inputs with the LLM replies and tool results it got.\n"
 

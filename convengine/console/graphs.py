@@ -9,13 +9,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
 from convengine.config.snapshot import ConfigSnapshot
-
-if TYPE_CHECKING:
-    from convengine.engine.runtime import TurnGraph
+from convengine.engine.runtime import TurnGraph
 
 NODE_H = 28
 LAYER_GAP = 70

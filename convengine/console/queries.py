@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from convengine.db.models import CeConversation, CeLlmCallLog, CeMcpUserFeedback
+from convengine.engine.core import Engine
 
 CONVERSATION = CeConversation.__table__
 LLM_LOG = CeLlmCallLog.__table__
 FEEDBACK = CeMcpUserFeedback.__table__
 MAX_LIST = 200
 SEARCH_MAX_CHARS = 200
-
-if TYPE_CHECKING:
-    from convengine.engine.core import Engine
 
 
 def _database(engine: Engine) -> AsyncEngine:

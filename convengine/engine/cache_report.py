@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 
 from convengine.config.snapshot import ConfigSnapshot
 from convengine.db.models import CONTROL_TABLES, MODEL_BY_TABLE
-
-if TYPE_CHECKING:  # the runtime holds what the report reads; it never imports this module
-    from convengine.engine.runtime import EngineRuntime
+from convengine.engine.runtime import EngineRuntime
 
 PROVIDER = "convengine.config_loader.ConfigSnapshot"
 

@@ -21,10 +21,11 @@ import re
 import time
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import jsonschema
 from jsonschema.protocols import Validator
+from langchain_core.language_models import BaseChatModel
 
 from convengine._internal import numbers
 from convengine._internal.jsonschemas import checked_validator
@@ -44,9 +45,6 @@ from convengine.llm.session import LlmSession
 from convengine.llm.spend import SpendStore
 from convengine.security.secrets import mask, reply_secrets, secret_values
 from convengine.settings import LlmSettings
-
-if TYPE_CHECKING:
-    from langchain_core.language_models import BaseChatModel
 
 CALL_SITES = ("DIALOGUE_ACT", "INTENT_AGENT", "INTENT_COLLISION", "SCHEMA_EXTRACTION", "RESPONSE_TEXT",
               "RESPONSE_JSON", "MCP_PLANNER", "DISAMBIGUATION", "MEMORY_SUMMARY", "POLICY",
