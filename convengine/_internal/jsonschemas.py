@@ -24,6 +24,7 @@ from jsonschema.protocols import Validator
 from referencing import Registry, Resource
 from referencing.exceptions import NoSuchResource
 
+from convengine._internal.jsonvalue import JsonObject
 from convengine._internal.textmatch import PatternError, linear_regex
 
 
@@ -129,7 +130,7 @@ def _check_node(node: dict[str, Any]) -> None:
             raise SchemaError(str(exc)) from None
 
 
-def checked_validator(schema: dict[str, Any]) -> Validator:
+def checked_validator(schema: JsonObject) -> Validator:
     """A validator for ``schema`` (checked: SchemaError names what is wrong) with linear-time regexes
     and local references only."""
     base = jsonschema.validators.validator_for(schema)
