@@ -108,7 +108,7 @@ class KeptParams(MutableMapping[str, Any]):
     def __getitem__(self, key: str) -> Any:
         return self._turn.read_params()[key]
 
-    def __setitem__(self, key: str, value: Any) -> None:
+    def __setitem__(self, key: str, value: object) -> None:
         self._turn.keep_params({key: value})
 
     def __delitem__(self, key: str) -> None:
@@ -152,7 +152,7 @@ class TaskRegistry:
         return bean in self.tasks
 
 
-async def call_task(fn: Callable[..., Any], context: TaskContext, *extra: Any) -> Any:
+async def call_task(fn: Callable[..., Any], context: TaskContext, *extra: object) -> Any:
     """Call a task with as many of (context, *extra) as it accepts; await it when async."""
     try:
         params = inspect.signature(fn).parameters.values()

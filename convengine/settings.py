@@ -590,7 +590,7 @@ class EngineSettings(BaseSettings):
     them all (for time travel in Studio). History and audit live in ce_* tables either way."""
 
     @classmethod
-    def build(cls, *, pack_settings: Mapping[str, Any] | None = None, **overrides: Any) -> EngineSettings:
+    def build(cls, *, pack_settings: Mapping[str, Any] | None = None, **overrides: object) -> EngineSettings:
         """Settings from keyword args > environment > pack ``settings:`` > defaults.
 
         Raises:
@@ -601,7 +601,7 @@ class EngineSettings(BaseSettings):
 
     @classmethod
     def build_tolerant(cls, *, pack_settings: Mapping[str, Any] | None = None,
-                       **overrides: Any) -> tuple[EngineSettings, list[str]]:
+                       **overrides: object) -> tuple[EngineSettings, list[str]]:
         """:meth:`build`, reading a pack's ``settings:`` the way ConvEngine reads its application.yml:
         keys convengine does not know (``llm.openai.*``, ``demo.*``...) are left out and returned as
         warnings, with the settings that are accepted but do nothing; keyword arguments stay strict.

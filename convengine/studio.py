@@ -17,7 +17,6 @@ import logging
 import os
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
 
 from langgraph.config import get_config
 
@@ -28,6 +27,7 @@ from convengine.config_loader.companions import default_pack, pack_options
 from convengine.config_loader.loader import validate_pack
 from convengine.engine import Engine
 from convengine.engine.commit import commit_turn
+from convengine.engine.runtime import TurnGraph
 from convengine.flows.display import attach_flows
 from convengine.graph.builder import build_graph
 from convengine.nodes.context import TurnContext
@@ -88,7 +88,7 @@ def _studio_pack() -> Path:
     return Path(os.environ.get("CONVENGINE_STUDIO_PACK") or default_pack())
 
 
-def _with_flows(compiled: Any) -> Any:
+def _with_flows(compiled: TurnGraph) -> TurnGraph:
     """Draw the Studio pack's flows as subgraphs of the ``flow`` step (see convengine.flows.display)."""
     try:
         return attach_flows(compiled, validate_pack(_studio_pack()))

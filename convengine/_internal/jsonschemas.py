@@ -15,24 +15,37 @@ nothing, so none can be followed at validation either.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol
 
 import jsonschema
 from jsonschema.exceptions import SchemaError, ValidationError
+from jsonschema.protocols import Validator
 from referencing import Registry, Resource
 from referencing.exceptions import NoSuchResource
 
+from convengine._internal.jsonvalue import JsonObject
 from convengine._internal.textmatch import PatternError, linear_regex
 
 
-def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if validator.is_type(instance, "string") and linear_regex(pattern).search(instance) is None:
+class _Walker(Protocol):
+    """What a keyword's check calls back on the validator running it (jsonschema types only its public part)."""
+
+    def is_type(self, instance: object, type: str) -> bool: ...
+
+    def descend(self, instance: object, schema: object, path: str | None = None,
+                schema_path: str | None = None) -> Iterator[ValidationError]: ...
+
+
+def _pattern(validator: _Walker, pattern: str, instance: object, schema: object) -> Iterator[ValidationError]:
+    if (validator.is_type(instance, "string") and isinstance(instance, str)
+            and linear_regex(pattern).search(instance) is None):
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
-def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any, schema: Any) -> Iterator[Any]:
-    if not validator.is_type(instance, "object"):
+def _pattern_properties(validator: _Walker, patterns: Mapping[str, object], instance: object,
+                        schema: object) -> Iterator[ValidationError]:
+    if not (validator.is_type(instance, "object") and isinstance(instance, Mapping)):
         return
     for pattern, subschema in patterns.items():
         compiled = linear_regex(pattern)
@@ -41,14 +54,15 @@ def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any,
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
 
-def _extras(instance: dict[str, Any], schema: dict[str, Any]) -> list[str]:
+def _extras(instance: Mapping[str, object], schema: Mapping[str, Any]) -> list[str]:
     known = schema.get("properties", {})
     patterns = [linear_regex(p) for p in schema.get("patternProperties", {})]
     return [k for k in instance if k not in known and not any(p.search(k) for p in patterns)]
 
 
-def _additional_properties(validator: Any, allowed: Any, instance: Any, schema: Any) -> Iterator[Any]:
-    if not validator.is_type(instance, "object"):
+def _additional_properties(validator: _Walker, allowed: object, instance: object,
+                           schema: Mapping[str, Any]) -> Iterator[ValidationError]:
+    if not (validator.is_type(instance, "object") and isinstance(instance, Mapping)):
         return
     extras = _extras(instance, schema)
     if validator.is_type(allowed, "object"):
@@ -74,9 +88,9 @@ NO_RETRIEVAL: Registry[Any] = Registry(retrieve=_retrieve_nothing)  # type: igno
 """A registry that fetches no URL and reads no file: only the schema itself (and the metaschemas) resolve."""
 
 
-def _dict_nodes(schema: Any) -> Iterator[dict[str, Any]]:
+def _dict_nodes(schema: object) -> Iterator[dict[str, Any]]:
     """Every object of a JSON Schema document, iteratively (schemas may be deep)."""
-    pending = [schema]
+    pending: list[object] = [schema]
     while pending:
         node = pending.pop()
         if isinstance(node, list):
@@ -86,7 +100,7 @@ def _dict_nodes(schema: Any) -> Iterator[dict[str, Any]]:
             pending.extend(node.values())
 
 
-def check_refs(schema: Any) -> None:
+def check_refs(schema: object) -> None:
     """Raise SchemaError for a reference outside the schema itself (a URL, a file, another document)."""
     for node in _dict_nodes(schema):
         for keyword in REF_KEYWORDS:
@@ -97,7 +111,7 @@ def check_refs(schema: Any) -> None:
                                   "are refused")
 
 
-def check_patterns(schema: Any) -> None:
+def check_patterns(schema: object) -> None:
     """Raise SchemaError when a pattern of ``schema`` needs a backtracking engine."""
     for node in _dict_nodes(schema):
         _check_node(node)
@@ -116,11 +130,12 @@ def _check_node(node: dict[str, Any]) -> None:
             raise SchemaError(str(exc)) from None
 
 
-def checked_validator(schema: dict[str, Any]) -> Any:
+def checked_validator(schema: JsonObject) -> Validator:
     """A validator for ``schema`` (checked: SchemaError names what is wrong) with linear-time regexes
     and local references only."""
     base = jsonschema.validators.validator_for(schema)
     base.check_schema(schema)
     check_patterns(schema)
     check_refs(schema)
-    return jsonschema.validators.extend(base, _LINEAR)(schema, registry=NO_RETRIEVAL)
+    validator: Validator = jsonschema.validators.extend(base, _LINEAR)(schema, registry=NO_RETRIEVAL)
+    return validator

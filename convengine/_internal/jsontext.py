@@ -8,14 +8,13 @@ anything that is not JSON (datetimes, objects) is written as ``str(value)``, as 
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import orjson
 
 _OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 
 
-def dumps(value: Any) -> str:
+def dumps(value: object) -> str:
     """``value`` as compact JSON text."""
     try:
         return orjson.dumps(value, default=str, option=_OPTIONS).decode()

@@ -8,8 +8,6 @@ reply, an end user's answer to a number entity, a flow expression.
 
 from __future__ import annotations
 
-from typing import Any
-
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 RANGE_TEXT = "the 64-bit range (-9223372036854775808 to 9223372036854775807)"
 
@@ -18,9 +16,9 @@ def in_range(value: int) -> bool:
     return INT_MIN <= value <= INT_MAX
 
 
-def first_out_of_range(value: Any) -> int | None:
+def first_out_of_range(value: object) -> int | None:
     """The first whole number past the 64-bit range anywhere in ``value`` (JSON-like), or None."""
-    pending = [value]
+    pending: list[object] = [value]
     while pending:
         item = pending.pop()
         if isinstance(item, int) and not isinstance(item, bool) and not in_range(item):

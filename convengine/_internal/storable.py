@@ -21,7 +21,7 @@ def text_problem(text: str) -> str | None:
     return None
 
 
-def unstorable(value: Any, name: str) -> str | None:
+def unstorable(value: object, name: str) -> str | None:
     """The first key or string in a JSON value that cannot be stored, as ``"<path> <why>"``; None if all can."""
     for path, text in _texts(value, name):
         problem = text_problem(text)
@@ -30,7 +30,7 @@ def unstorable(value: Any, name: str) -> str | None:
     return None
 
 
-def check_storable(value: Any, name: str) -> None:
+def check_storable(value: object, name: str) -> None:
     """InvalidInputError naming the first key or string of ``value`` that cannot be stored."""
     problem = unstorable(value, name)
     if problem is not None:
@@ -48,7 +48,7 @@ def storable_text(text: str) -> str:
     return "".join(REPLACEMENT if ch == "\x00" or "\ud800" <= ch <= "\udfff" else ch for ch in text)
 
 
-def storable_value(value: Any) -> Any:
+def storable_value(value: object) -> Any:
     """A JSON value with :func:`storable_text` applied to every key and string (a fresh value if any changed)."""
     if isinstance(value, str):
         return storable_text(value)
@@ -59,9 +59,9 @@ def storable_value(value: Any) -> Any:
     return value
 
 
-def _texts(value: Any, name: str) -> Iterator[tuple[str, str]]:
+def _texts(value: object, name: str) -> Iterator[tuple[str, str]]:
     """(path, text) of every key and string value, iteratively (the value is depth-checked or parsed JSON)."""
-    pending: list[tuple[str, Any]] = [(name, value)]
+    pending: list[tuple[str, object]] = [(name, value)]
     while pending:
         path, item = pending.pop()
         if isinstance(item, str):
@@ -75,7 +75,7 @@ def _texts(value: Any, name: str) -> Iterator[tuple[str, str]]:
             pending.extend((f"{path}[{i}]", child) for i, child in enumerate(item))
 
 
-def _shown(key: Any) -> str:
+def _shown(key: object) -> str:
     """A key as it may appear in a message: printable, short, never the bad character itself."""
     text = str(key)
     clean = "".join(ch if ch.isprintable() else "?" for ch in text[:40])

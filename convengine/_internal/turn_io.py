@@ -23,7 +23,7 @@ from convengine.catalog.errors import (
 )
 from convengine.security.redact import redact_error, redact_text, redact_value, scrub_chain
 from convengine.security.users import check_user_id
-from convengine.settings import DEFAULT_MAX_INPUT_DEPTH
+from convengine.settings import DEFAULT_MAX_INPUT_DEPTH, EngineSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +41,7 @@ class TurnRequest:
     """The end user the conversation belongs to (stored with it on its first turn, never changed)."""
 
 
-def normalise_conversation_id(value: Any) -> str:
+def normalise_conversation_id(value: object) -> str:
     """A canonical UUID string, or InvalidConversationIdError naming the bad value."""
     if isinstance(value, uuid.UUID):
         return str(value)
@@ -54,8 +54,8 @@ def normalise_conversation_id(value: Any) -> str:
         raise InvalidConversationIdError(f"conversation_id {shown!r} is not a UUID") from None
 
 
-def check_request(message: Any, conversation_id: Any, input_params: Any, reset: Any, settings: Any,
-                  user_id: Any = None) -> TurnRequest:
+def check_request(message: object, conversation_id: object, input_params: object, reset: object,
+                  settings: EngineSettings, user_id: object = None) -> TurnRequest:
     """Validate a caller's turn; raises InvalidInputError (or a subclass) naming what was wrong."""
     text = _check_message(message, settings.api.max_message_chars)
     cid = normalise_conversation_id(conversation_id) if conversation_id is not None else str(uuid.uuid4())
@@ -65,7 +65,7 @@ def check_request(message: Any, conversation_id: Any, input_params: Any, reset: 
                        user_id=check_user_id(user_id))
 
 
-def _check_message(message: Any, limit: int) -> str:
+def _check_message(message: object, limit: int) -> str:
     """Any text within the limits, empty included: a silent submit (params only) is a turn whose text is ""."""
     if isinstance(message, (bytes, bytearray)):
         raise InvalidInputError("message must be text (str), got bytes; decode it as UTF-8 first")
@@ -83,7 +83,7 @@ def _check_message(message: Any, limit: int) -> str:
     return message
 
 
-def check_params(params: Any, max_depth: int = DEFAULT_MAX_INPUT_DEPTH, *, name: str = "input_params") -> dict[str, Any]:
+def check_params(params: object, max_depth: int = DEFAULT_MAX_INPUT_DEPTH, *, name: str = "input_params") -> dict[str, Any]:
     """A caller's params as plain JSON values, or InvalidInputError naming what was wrong."""
     if params is None:
         return {}
@@ -106,10 +106,10 @@ def check_params(params: Any, max_depth: int = DEFAULT_MAX_INPUT_DEPTH, *, name:
     return checked
 
 
-def nesting_depth(value: Any, stop_at: int) -> int:
+def nesting_depth(value: object, stop_at: int) -> int:
     """How deeply lists and mappings nest in ``value`` (iterative; stops counting at ``stop_at``)."""
     deepest = 0
-    pending: list[tuple[Any, int]] = [(value, 1)]
+    pending: list[tuple[object, int]] = [(value, 1)]
     while pending:
         item, depth = pending.pop()
         if not isinstance(item, (Mapping, list, tuple)):

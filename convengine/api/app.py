@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -190,7 +190,7 @@ def _status(exc: ConvEngineError) -> int:
     return 500
 
 
-def _problem(error: Any) -> str:
+def _problem(error: Mapping[str, Any]) -> str:
     if error.get("type") == "json_invalid":
         reason = (error.get("ctx") or {}).get("error") or error["msg"]
         return f"the body is not valid JSON: {reason} at position {error['loc'][-1]}"

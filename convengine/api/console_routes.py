@@ -23,8 +23,10 @@ from convengine.api.body import DepthCheckedRoute
 from convengine.api.refusals import ApiRefusal
 from convengine.api.routes import REFUSALS, AdminDep, ConversationId, EngineDep
 from convengine.catalog.errors import ConversationNotFoundError, ErrorCode
+from convengine.config.records import Record
 from convengine.console import graphs, queries, turns
 from convengine.console.export import export_conversation
+from convengine.engine import Engine
 
 STATIC = Path(__file__).resolve().parent.parent / "console" / "static"
 ASSETS = {"console.js": "text/javascript", "console.css": "text/css", "index.html": "text/html"}
@@ -178,7 +180,7 @@ async def turn_graph(engine: EngineDep, _: AdminDep) -> Response:
     return Response(graphs.turn_graph_svg(engine.graph), media_type="image/svg+xml", headers=SECURITY_HEADERS)
 
 
-async def _audit(engine: Any, cid: str) -> list[Any]:
+async def _audit(engine: Engine, cid: str) -> list[Any]:
     try:
         return await engine.aaudit(cid)
     except ConversationNotFoundError:
@@ -190,6 +192,6 @@ def _pack_name(request: Request) -> str | None:
     return str(pack) if pack else None
 
 
-def _row(record: Any) -> dict[str, Any]:
+def _row(record: Record) -> dict[str, Any]:
     shown = {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.repr}
     return json.loads(json.dumps(shown, default=str))

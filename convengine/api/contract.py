@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI, routing
+from fastapi.dependencies.models import Dependant
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 
@@ -125,7 +126,7 @@ def _needs_admin(route: APIRoute) -> bool:
     return any(d.call is admin_of for d in _all_dependencies(route.dependant))
 
 
-def _all_dependencies(dependant: Any) -> list[Any]:
+def _all_dependencies(dependant: Dependant) -> list[Dependant]:
     pending, seen = list(dependant.dependencies), []
     while pending:
         current = pending.pop()

@@ -24,13 +24,14 @@ from convengine.api.routes import REFUSALS, CallerDep, ConversationId, EngineDep
 from convengine.api.schemas import ErrorBody
 from convengine.catalog import stages
 from convengine.catalog.errors import ConversationBusyError, UndoError
+from convengine.engine import Engine
 from convengine.security.users import MAX_USER_ID_CHARS
 
 router = APIRouter(route_class=DepthCheckedRoute)
 CONFLICT: dict[int | str, dict[str, Any]] = {**REFUSALS, 409: {"model": ErrorBody}}
 
 
-async def _move(kind: str, conversation_id: str, engine: Any, owner: str | None) -> Any:
+async def _move(kind: str, conversation_id: str, engine: Engine, owner: str | None) -> Any:
     try:
         if kind == stages.UNDO:
             result = await engine.aundo(conversation_id, owner=owner)

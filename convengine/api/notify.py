@@ -19,7 +19,7 @@ import logging
 import time
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from convengine._internal.turn_io import database_detail
 from convengine.audit.bus import AuditBus
@@ -35,6 +35,12 @@ REFRESH_S = 5.0  # each process repeats what it watches this often ...
 EXPIRES_S = 3 * REFRESH_S  # ... and forgets what another said this long after it last said it
 ANNOUNCE_WAIT_S = 2.0  # a new stream waits at most this long for its watch to be sent
 EVERY = "*"
+
+
+class Notifier(Protocol):
+    """What NOTIFY is sent on: a psycopg connection (psycopg loads only on PostgreSQL)."""
+
+    async def execute(self, query: str, params: tuple[str, str] | None = None) -> object: ...
 
 
 class _Announce:
@@ -199,7 +205,7 @@ class PgAuditBridge:
                 logger.warning("audit NOTIFY connection lost (%s); reconnecting", database_detail(exc))
                 await asyncio.sleep(1)
 
-    async def _announce(self, conn: Any, marker: _Announce) -> None:
+    async def _announce(self, conn: Notifier, marker: _Announce) -> None:
         """``=`` and the watched ids (``+`` for the rest when they do not fit one NOTIFY), or ``?``."""
         if marker.ask:
             bodies = ["?"]

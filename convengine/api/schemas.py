@@ -20,7 +20,7 @@ def any_case(*words: str) -> str:
     return f"^\\s*({'|'.join(spelled)})\\s*$"
 
 
-def _reset(value: Any) -> bool:
+def _reset(value: object) -> bool:
     if value is None:
         return False
     if isinstance(value, bool):

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 import h11
 import uvicorn
+from fastapi import FastAPI
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.loops.auto import auto_loop_factory
@@ -164,7 +165,7 @@ def bounded_protocol(head_timeout_s: float, body_timeout_s: float = 30.0,
         "max_connections_per_client": max_connections_per_client, "per_client": Counter()})
 
 
-def server_config(app: Any, api: ApiSettings, *, host: str, port: int, log_level: str) -> uvicorn.Config:
+def server_config(app: FastAPI, api: ApiSettings, *, host: str, port: int, log_level: str) -> uvicorn.Config:
     """uvicorn's configuration with the API's limits (``api.max_concurrency``, ``max_connections_per_client``,
     ``max_header_bytes``, ``header_timeout_s``, ``body_timeout_s``)."""
     return uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on",

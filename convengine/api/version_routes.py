@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse
@@ -109,7 +109,13 @@ async def _call(work: Callable[[], Any]) -> Any:
         return error_response(422, exc.code, exc.message)
 
 
-def _dict(value: Any) -> Any:
+class Describable(Protocol):
+    """A version, channel or table diff: what it says of itself as JSON."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+def _dict(value: JSONResponse | Describable) -> JSONResponse | dict[str, Any]:
     return value if isinstance(value, JSONResponse) else value.to_dict()
 
 

@@ -7,14 +7,12 @@ True: ``true``, ``yes``, ``y``, ``on``, ``t``, ``1``; false: ``false``, ``no``, 
 
 from __future__ import annotations
 
-from typing import Any
-
 TRUE_SPELLINGS: tuple[str, ...] = ("true", "yes", "y", "on", "t", "1")
 FALSE_SPELLINGS: tuple[str, ...] = ("false", "no", "n", "off", "f", "0")
 _WORDS = {**dict.fromkeys(TRUE_SPELLINGS, True), **dict.fromkeys(FALSE_SPELLINGS, False)}
 
 
-def parse_bool(value: Any) -> bool | None:
+def parse_bool(value: object) -> bool | None:
     """``value`` as a boolean, or None when it is not one of the accepted spellings."""
     if isinstance(value, bool):
         return value
@@ -25,12 +23,12 @@ def parse_bool(value: Any) -> bool | None:
     return None
 
 
-def truthy(value: Any) -> bool:
+def truthy(value: object) -> bool:
     """True only for a true spelling: anything else (absent, false, unreadable) is False."""
     return parse_bool(value) is True
 
 
-def require_bool(value: Any) -> bool:
+def require_bool(value: object) -> bool:
     """``value`` as a boolean; ValueError naming the accepted spellings otherwise."""
     parsed = parse_bool(value)
     if parsed is None:

@@ -51,7 +51,7 @@ class ConfigKey:
         return {"number": "a number", "integer": "an integer", "boolean": "a boolean"}.get(self.kind, "text")
 
 
-def _k(component: str, key: str, kind: Kind, default: Any = None, doc: str = "",
+def _k(component: str, key: str, kind: Kind, default: str | float | None = None, doc: str = "",
        setting: tuple[str, ...] | None = None) -> ConfigKey:
     return ConfigKey(component, key, kind, default, setting, doc)
 

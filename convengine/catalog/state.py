@@ -173,13 +173,13 @@ MAX_STORED_INT = 2**31
 """Largest ``turn`` a stored state may hold (an INTEGER column's range)."""
 
 
-def _accepted(hint: Any) -> tuple[type, ...]:
+def _accepted(hint: object) -> tuple[type, ...]:
     """The runtime types a key's annotation allows (its top level: ``dict[str, Any] | None`` -> dict, None)."""
     if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
         return tuple(t for arg in typing.get_args(hint) for t in _accepted(arg))
     if hint is type(None):
         return (type(None),)
-    return (typing.get_origin(hint) or hint,)
+    return (typing.cast(type, typing.get_origin(hint) or hint),)  # a class: EngineState's hints are plain
 
 
 _STORED_TYPES: dict[str, tuple[type, ...]] = {

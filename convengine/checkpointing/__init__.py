@@ -10,11 +10,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import aiosqlite
 import sqlalchemy as sa
 from filelock import AsyncFileLock, Timeout
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -57,7 +57,7 @@ async def _sqlite_saver(url: DatabaseUrl) -> AsyncIterator[BaseCheckpointSaver[s
         await conn.close()
 
 
-async def discard_checkpoint(saver: BaseCheckpointSaver[str], config: Any) -> bool:
+async def discard_checkpoint(saver: BaseCheckpointSaver[str], config: RunnableConfig) -> bool:
     """Delete one checkpoint and its writes (the SQLite saver); False when the saver is another kind."""
     if not isinstance(saver, AsyncSqliteSaver):
         return False
@@ -234,5 +234,5 @@ def _busy(conversation_id: str, timeout_s: float) -> ConversationBusyError:
         details={"conversationId": conversation_id})
 
 
-def describe(saver: Any) -> str:
+def describe(saver: object) -> str:
     return type(saver).__name__

@@ -20,7 +20,15 @@ from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Checkpoint, CheckpointMetadata
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -41,7 +49,7 @@ class DeferredCommit:
     transaction before its rows are written. Everything else goes to the connection unchanged.
     """
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: object) -> None:
         self._conn = conn
 
     async def commit(self) -> None:
@@ -110,7 +118,7 @@ class TurnSaver(BaseCheckpointSaver[str]):
 
     # --- async (what turns use) --------------------------------------------------------
 
-    async def aget_tuple(self, config: Any) -> Any:
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         try:
             found = await self.target.aget_tuple(config)
         except (ValueError, RecursionError) as exc:  # metadata that is not JSON, or nested too deep
@@ -118,15 +126,16 @@ class TurnSaver(BaseCheckpointSaver[str]):
                                         "used (the checkpoint was altered outside the engine)") from None
         return None if found is None else checked(found)
 
-    async def alist(self, config: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        async for item in self.target.alist(config, **kwargs):
+    async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+                    before: RunnableConfig | None = None, limit: int | None = None) -> AsyncIterator[CheckpointTuple]:
+        async for item in self.target.alist(config, filter=filter, before=before, limit=limit):
             yield checked(item)
 
-    async def aput(self, config: Any, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-                   new_versions: ChannelVersions) -> Any:
+    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                   new_versions: ChannelVersions) -> RunnableConfig:
         return await self.target.aput(config, checkpoint, metadata, new_versions)
 
-    async def aput_writes(self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str,
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                           task_path: str = "") -> None:
         await self.target.aput_writes(config, writes, task_id, task_path)
 
@@ -150,23 +159,25 @@ class TurnSaver(BaseCheckpointSaver[str]):
             raise NotImplementedError(PRUNE_IN_TURN)
         await target.aprune(thread_ids, strategy=strategy)
 
-    async def aget_delta_channel_history(self, *, config: Any, channels: Sequence[str]) -> Mapping[str, Any]:
+    async def aget_delta_channel_history(self, *, config: RunnableConfig,
+                                         channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
         return await self.target.aget_delta_channel_history(config=config, channels=channels)
 
     # --- sync (the shared saver; turns never run synchronously) ------------------------
 
-    def get_tuple(self, config: Any) -> Any:
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         found = self.shared.get_tuple(config)
         return None if found is None else checked(found)
 
-    def list(self, config: Any, **kwargs: Any) -> Iterator[Any]:
-        return (checked(item) for item in self.shared.list(config, **kwargs))
+    def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+             before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]:
+        return (checked(item) for item in self.shared.list(config, filter=filter, before=before, limit=limit))
 
-    def put(self, config: Any, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-            new_versions: ChannelVersions) -> Any:
+    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+            new_versions: ChannelVersions) -> RunnableConfig:
         return self.shared.put(config, checkpoint, metadata, new_versions)
 
-    def put_writes(self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
+    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
         self.shared.put_writes(config, writes, task_id, task_path)
 
     def delete_thread(self, thread_id: str) -> None:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Protocol
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
@@ -40,7 +40,27 @@ async def postgres_saver(url: DatabaseUrl, *, pool_size: int = 20) -> AsyncItera
 SETUP_LOCK_KEY = 7405918204
 
 
-async def _set_up(pool: Any, saver: Any) -> None:
+class _Cursor(Protocol):
+    async def fetchone(self) -> Mapping[str, Any] | None: ...
+
+
+class _Connection(Protocol):
+    async def execute(self, query: str) -> _Cursor: ...
+
+
+class _Pool(Protocol):
+    """A psycopg pool whose rows are dicts (psycopg itself loads only with a PostgreSQL saver)."""
+
+    def connection(self) -> AbstractAsyncContextManager[_Connection]: ...
+
+
+class _Migrating(Protocol):
+    """A LangGraph saver or store on PostgreSQL: ``setup()`` runs its migrations."""
+
+    async def setup(self) -> None: ...
+
+
+async def _set_up(pool: _Pool, saver: _Migrating) -> None:
     """The saver's own migrations, one process at a time (concurrent setups collide on its version table).
 
     The lock is polled with ``pg_try_advisory_lock`` rather than waited for: the setup builds
@@ -49,9 +69,14 @@ async def _set_up(pool: Any, saver: Any) -> None:
     """
     async with pool.connection() as conn:
         query = f"SELECT pg_try_advisory_lock({SETUP_LOCK_KEY}) AS locked"  # the pool's rows are dicts
-        while not (await (await conn.execute(query)).fetchone())["locked"]:
+        while not await _locked(conn, query):
             await asyncio.sleep(0.05)
         try:
             await saver.setup()
         finally:
             await conn.execute(f"SELECT pg_advisory_unlock({SETUP_LOCK_KEY})")
+
+
+async def _locked(conn: _Connection, query: str) -> bool:
+    row = await (await conn.execute(query)).fetchone()
+    return row is not None and bool(row["locked"])

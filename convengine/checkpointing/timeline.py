@@ -114,7 +114,7 @@ def checked(tup: CheckpointTuple) -> CheckpointTuple:
     return tup
 
 
-def _a_timeline(info: Any) -> bool:
+def _a_timeline(info: object) -> bool:
     if not isinstance(info, dict) or info.get("kind") not in ("undo", "redo"):
         return False
     before, forward = info.get("before"), info.get("forward")
@@ -122,15 +122,15 @@ def _a_timeline(info: Any) -> bool:
             and all(_an_id(f) for f in forward) and _int_in(info.get("depth"), 0, MAX_CHAIN))
 
 
-def _int_in(value: Any, low: int, high: int) -> bool:
+def _int_in(value: object, low: int, high: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
-def _an_id(value: Any) -> bool:
+def _an_id(value: object) -> bool:
     return isinstance(value, str) and 0 < len(value) <= _MAX_ID_CHARS
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 

@@ -6,7 +6,7 @@ import atexit
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 from rich.console import Console
 from rich.table import Table
@@ -67,7 +67,7 @@ def enable_line_editing() -> None:
     atexit.register(_save_history, readline, history)
 
 
-def _save_history(readline: Any, history: Path) -> None:
+def _save_history(readline: ModuleType, history: Path) -> None:
     try:
         readline.write_history_file(history)
     except OSError:

@@ -8,6 +8,7 @@ from typing import Any
 
 from convengine.catalog import flows as vocab
 from convengine.config.records import FlowEdgeRecord, FlowNodeRecord, FlowRecord
+from convengine.config.snapshot import ConfigSnapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +102,7 @@ def _edge_order(edge: FlowEdgeRecord) -> tuple[Any, ...]:
 _CACHE: dict[str, FlowCatalog] = {}
 
 
-def catalog_of(snapshot: Any) -> FlowCatalog:
+def catalog_of(snapshot: ConfigSnapshot) -> FlowCatalog:
     """The catalog of a snapshot, built once per configuration version."""
     found = _CACHE.get(snapshot.version)
     if found is None:

@@ -105,7 +105,7 @@ def _records(rowset: RowSet) -> tuple[dict[str, list[Record]], dict[str, dict[An
     return tables, labels
 
 
-def _code(value: Any) -> str | None:
+def _code(value: object) -> str | None:
     if value is None:
         return None
     text = str(value).strip().upper()

@@ -10,6 +10,7 @@ from types import ModuleType
 from typing import Any
 
 from convengine.catalog.errors import ConfigError
+from convengine.config.snapshot import ConfigSnapshot
 from convengine.config_loader.requirements import unregistered_tasks
 
 DEFAULT_PACK_NAME = "support_desk.yaml"
@@ -81,7 +82,7 @@ def choose_llm(choice: str) -> Any:
     return None
 
 
-def pack_warnings(pack: Path, snapshot: Any, tasks: Path | None = None) -> list[str]:
+def pack_warnings(pack: Path, snapshot: ConfigSnapshot, tasks: Path | None = None) -> list[str]:
     """A validated pack's warnings, plus the tasks it calls that its tasks file does not define."""
     tasks_file = tasks or companion(pack, "tasks")
     registered = getattr(load_module(tasks_file), "TASKS", {}) if tasks_file is not None else {}

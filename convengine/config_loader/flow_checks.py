@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from jsonschema.exceptions import SchemaError
 
@@ -51,11 +51,19 @@ class _Check:
     no_entry: set[str] = field(default_factory=set)
     """Flows entered only at their intent nodes (a subflow or the welcome flow needs one entry)."""
 
-    def bad(self, table: str, row_id: Any, column: str | None, reason: str) -> None:
+    def bad(self, table: str, row_id: object, column: str | None, reason: str) -> None:
         self.found.append(Violation(table, row_id, column, reason))
 
 
-def validate_flows(v: Any, labels: dict[str, dict[Any, str]], *, python_sandbox: str = "strict",
+class FlowFindings(Protocol):
+    """What the flow checks need from validate.Validation: the rows, and where violations go."""
+
+    violations: list[Violation]
+
+    def rows(self, table: str) -> Sequence[Any]: ...
+
+
+def validate_flows(v: FlowFindings, labels: dict[str, dict[Any, str]], *, python_sandbox: str = "strict",
                    pack_env_names: Sequence[str] = DEFAULT_PACK_ENV_NAMES) -> None:
     """Check ce_flow / ce_flow_node / ce_flow_edge of a :class:`Validation`, adding its violations.
 
@@ -180,7 +188,7 @@ def _agent_options(c: _Check, node: FlowNodeRecord, where: str, config: dict[str
               f"{vocab.AGENT_MAX_STEPS} (got {str(steps)[:40]!r}): each step is a planner call the LLM asks for")
 
 
-def _value_schema(c: _Check, node: FlowNodeRecord, where: str, schema: Any) -> None:
+def _value_schema(c: _Check, node: FlowNodeRecord, where: str, schema: object) -> None:
     try:
         if not isinstance(schema, dict):
             raise SchemaError("it must be a JSON object")
@@ -189,7 +197,7 @@ def _value_schema(c: _Check, node: FlowNodeRecord, where: str, schema: Any) -> N
         c.bad(NODE, node.flow_node_id, "config", f"{where}: value_schema is not a valid JSON Schema: {exc.message}")
 
 
-def _expression(c: _Check, table: str, row_id: Any, column: str, where: str, source: str) -> None:
+def _expression(c: _Check, table: str, row_id: object, column: str, where: str, source: str) -> None:
     try:
         compile_expression(source)
     except ExpressionError as exc:

@@ -41,7 +41,7 @@ class _BoundedLoader(yaml.SafeLoader):
         super().__init__(stream)
         self.origin, self.depth, self.aliases = origin, 0, 0
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):
             self.aliases += 1
             _limit(self.aliases > MAX_ALIASES, self.origin, f"more than {MAX_ALIASES} aliases (*name)")
@@ -222,14 +222,14 @@ def _masked_settings(settings: Mapping[str, Any], changed: list[int], prefix: st
     return out
 
 
-def _masked_leaf(path: str, value: Any, changed: list[int]) -> Any:
+def _masked_leaf(path: str, value: object, changed: list[int]) -> Any:
     masked = mask_setting(path, value)
     masked = redact_text(masked) if isinstance(masked, str) else masked
     changed[0] += masked != value
     return masked
 
 
-def _masked_strings(value: Any, changed: list[int]) -> Any:
+def _masked_strings(value: object, changed: list[int]) -> Any:
     if isinstance(value, str):
         masked = redact_text(value)
         changed[0] += masked != value

@@ -114,7 +114,7 @@ def _coerce_row(
     return row if ok else None
 
 
-def coerce_value(column: sa.Column[Any], value: Any) -> Any:
+def coerce_value(column: sa.Column[Any], value: object) -> Any:
     """Coerce one cell to the column's Python type; raises ValueError naming the problem."""
     if value is None:
         return None
@@ -154,7 +154,7 @@ def _kind(column: sa.Column[Any]) -> str:
     return "text"
 
 
-def _to_int(value: Any) -> int:
+def _to_int(value: object) -> int:
     if isinstance(value, bool):
         raise ValueError(f"expected an integer, got {value!r}")  # noqa: TRY004 - callers report ValueErrors
     if isinstance(value, int):
@@ -166,11 +166,11 @@ def _to_int(value: Any) -> int:
     raise ValueError(f"expected an integer, got {value!r}")
 
 
-def _to_bool(value: Any) -> bool:
+def _to_bool(value: object) -> bool:
     return require_bool(value)
 
 
-def _to_float(value: Any) -> float:
+def _to_float(value: object) -> float:
     if isinstance(value, bool):
         raise ValueError(f"expected a number, got {value!r}")  # noqa: TRY004 - callers report ValueErrors
     if isinstance(value, (int, float, Decimal)):
@@ -181,7 +181,7 @@ def _to_float(value: Any) -> float:
         raise ValueError(f"expected a number, got {value!r}") from None
 
 
-def _to_json(value: Any) -> Any:
+def _to_json(value: object) -> Any:
     if isinstance(value, str):
         text = value.strip()
         if text.startswith("<"):
@@ -194,7 +194,7 @@ def _to_json(value: Any) -> Any:
     return value
 
 
-def _to_datetime(value: Any) -> datetime:
+def _to_datetime(value: object) -> datetime:
     if isinstance(value, datetime):
         return value
     try:

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from convengine.catalog.state import TURN_PARAM_KEYS
 from convengine.catalog.vocab import GET_CONTEXT, GET_SCHEMA_JSON, GET_SESSION, SET_INPUT_PARAM, SET_JSON
+from convengine.config.records import Record
 from convengine.rules.facts import FactsInput, session_fields
 from convengine.rules.params import parse_input_params
 from convengine.templates.render import check_syntax, referenced_names
@@ -28,7 +29,7 @@ class Findings(Protocol):
 
     def rows(self, table: str) -> list[Any]: ...
 
-    def bad(self, record: Any, row_id: Any, column: str | None, reason: str) -> None: ...
+    def bad(self, record: Record | str, row_id: object, column: str | None, reason: str) -> None: ...
 
 
 TEMPLATE_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -76,7 +77,7 @@ def pack_names(v: Findings) -> set[str]:
     return names
 
 
-def _properties(schema: Any) -> Iterable[str]:
+def _properties(schema: object) -> Iterable[str]:
     if isinstance(schema, str):
         try:
             schema = json.loads(schema)
@@ -97,7 +98,7 @@ def check_templates(v: Findings) -> None:
                 _check(v, rec, column, known)
 
 
-def _check(v: Findings, rec: Any, column: str, known: frozenset[str] | set[str]) -> None:
+def _check(v: Findings, rec: Record, column: str, known: frozenset[str] | set[str]) -> None:
     text = getattr(rec, column, None)
     if not isinstance(text, str) or not text:
         return

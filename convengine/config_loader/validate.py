@@ -101,7 +101,7 @@ class Validation:
     handled_states: frozenset[str] = frozenset()
     all_intents: frozenset[str] = frozenset()
 
-    def bad(self, record: Record | str, row_id: Any, column: str | None, reason: str) -> None:
+    def bad(self, record: Record | str, row_id: object, column: str | None, reason: str) -> None:
         table = record if isinstance(record, str) else record.TABLE
         self.violations.append(Violation(table, row_id, column, reason))
 
@@ -296,7 +296,7 @@ _NEEDS_VALUE = ("SET_STATE", "SET_INTENT", "SET_DIALOGUE_ACT", "SET_INPUT_PARAM"
                 CLEAR_INPUT_PARAM, CLEAR_CONTEXT)
 
 
-def _check_json_schema(v: Validation, rec: Record, column: str, schema: Any) -> None:
+def _check_json_schema(v: Validation, rec: Record, column: str, schema: object) -> None:
     if schema is None:
         return
     if isinstance(schema, str) and schema.lstrip().startswith("<"):

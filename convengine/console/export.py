@@ -26,6 +26,7 @@ from convengine.catalog import stages
 from convengine.catalog.errors import InvalidInputError
 from convengine.console.queries import llm_log
 from convengine.console.turns import completed, logged_llm_call, split_turns, tool_calls, undone_marks
+from convengine.engine.core import Engine
 from convengine.security.redact import MASK, MIN_SECRET_CHARS, SENSITIVE_NAME, redact_text
 
 HEADER = "# Recorded from conversation {cid}; replays its inputs with the LLM replies and tool results it got.\n"
@@ -35,7 +36,7 @@ class ExportError(InvalidInputError):
     """The conversation cannot be exported as a test (the message says why)."""
 
 
-async def export_conversation(engine: Any, conversation_id: str, *, pack: str, tasks: str | None = None,
+async def export_conversation(engine: Engine, conversation_id: str, *, pack: str, tasks: str | None = None,
                               upto: int | None = None, owner: str | None = None) -> str:
     """The ``.conv.yaml`` text replaying the conversation (its first ``upto`` turns when given).
 
@@ -62,7 +63,7 @@ def _without_secrets(test: dict[str, Any]) -> Any:
         _secret_params(replayed.get("params"), named)
     values = sorted(named, key=len, reverse=True)
 
-    def clean(value: Any) -> Any:
+    def clean(value: object) -> Any:
         if isinstance(value, str):
             for secret in values:
                 value = value.replace(secret, MASK)
@@ -76,7 +77,7 @@ def _without_secrets(test: dict[str, Any]) -> Any:
     return clean(test)
 
 
-def _secret_params(value: Any, found: set[str], sensitive: bool = False) -> None:
+def _secret_params(value: object, found: set[str], sensitive: bool = False) -> None:
     """Collect the string values held under keys named like a secret, at any depth."""
     if isinstance(value, dict):
         for key, item in value.items():

@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 from xml.sax.saxutils import escape
+
+from convengine.config.snapshot import ConfigSnapshot
+from convengine.engine.runtime import TurnGraph
 
 NODE_H = 28
 LAYER_GAP = 70
@@ -139,7 +141,7 @@ def _node(name: str, at: tuple[float, float], width: float, marked: bool) -> str
             f'font-family="monospace">{escape(name)}</text></g>')
 
 
-def state_graph_svg(snapshot: Any) -> str:
+def state_graph_svg(snapshot: ConfigSnapshot) -> str:
     """The states and their transitions: ce_state_graph rows (solid) and SET_STATE rules (dashed)."""
     edges = [Edge(r.from_state, r.to_state, "" if r.intent_code == "ANY" else r.intent_code)
              for r in snapshot.state_graph if r.enabled]
@@ -150,7 +152,7 @@ def state_graph_svg(snapshot: Any) -> str:
     return render_svg(states, edges, title="state graph")
 
 
-def turn_graph_svg(graph: Any) -> str:
+def turn_graph_svg(graph: TurnGraph) -> str:
     """The compiled turn graph (LangGraph's nodes and edges; conditional edges dashed)."""
     drawable = graph.get_graph()
     edges = [Edge(e.source, e.target, "", bool(e.conditional)) for e in drawable.edges]

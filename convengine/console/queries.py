@@ -6,8 +6,10 @@ from datetime import datetime
 from typing import Any, Literal
 
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from convengine.db.models import CeConversation, CeLlmCallLog, CeMcpUserFeedback
+from convengine.engine.core import Engine
 
 CONVERSATION = CeConversation.__table__
 LLM_LOG = CeLlmCallLog.__table__
@@ -16,7 +18,7 @@ MAX_LIST = 200
 SEARCH_MAX_CHARS = 200
 
 
-def _database(engine: Any) -> Any:
+def _database(engine: Engine) -> AsyncEngine:
     """The engine's async SQLAlchemy engine (the one place the console reaches into the runtime)."""
     return engine.runtime.store.engine
 
@@ -49,7 +51,7 @@ def _filters(feedback: str | None, since: datetime | None, until: datetime | Non
     return found
 
 
-async def conversations(engine: Any, search: str = "", limit: int = 50, *, feedback: str | None = None,
+async def conversations(engine: Engine, search: str = "", limit: int = 50, *, feedback: str | None = None,
                         since: datetime | None = None, until: datetime | None = None) -> list[dict[str, Any]]:
     """The latest conversations, newest first; ``search`` matches (case-insensitively) the id,
     user, intent, state, status, lifecycle or latest feedback type; ``feedback`` and ``since`` /
@@ -80,7 +82,7 @@ async def conversations(engine: Any, search: str = "", limit: int = 50, *, feedb
             for r in rows]
 
 
-async def llm_log(engine: Any, conversation_id: str) -> list[dict[str, Any]]:
+async def llm_log(engine: Engine, conversation_id: str) -> list[dict[str, Any]]:
     """The conversation's ``ce_llm_call_log`` rows in the order they were written (empty when
     ``llm.log_calls`` is off)."""
     query = (sa.select(LLM_LOG.c.llm_call_id, LLM_LOG.c.user_context, LLM_LOG.c.prompt_text,

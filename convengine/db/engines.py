@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import ConnectionPoolEntry
 
 from convengine.db.url import DatabaseUrl
 from convengine.settings import PoolSettings
@@ -16,7 +17,7 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 SAFE_ERRORS = {"hide_parameters": True}
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+def _sqlite_pragmas(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
@@ -25,7 +26,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def create_sync_engine(url: DatabaseUrl, **kwargs: Any) -> sa.Engine:
+def create_sync_engine(url: DatabaseUrl, **kwargs: object) -> sa.Engine:
     """A synchronous engine (CLI, migrations, packs, snapshot loading)."""
     kwargs = {**SAFE_ERRORS, **kwargs}
     if url.backend == "sqlite":
@@ -62,7 +63,7 @@ def pool_size_for(url: DatabaseUrl, settings: PoolSettings) -> PoolSize:
     return PoolSize(size, overflow, settings.timeout_s)
 
 
-def create_async_sa_engine(url: DatabaseUrl, *, pool: PoolSize | None = None, **kwargs: Any) -> AsyncEngine:
+def create_async_sa_engine(url: DatabaseUrl, *, pool: PoolSize | None = None, **kwargs: object) -> AsyncEngine:
     """The async engine turns run on (their lock, checkpoint, projection, history and audit)."""
     kwargs = {**SAFE_ERRORS, **kwargs}
     pool = pool or pool_size_for(url, PoolSettings())

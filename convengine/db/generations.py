@@ -127,7 +127,7 @@ def _paired_turns(connection: sa.Connection) -> Iterator[dict[str, Any]]:
         legacy.c.conversation_id, legacy.c.entry_type, legacy.c.role, legacy.c.content_text,
         sa.cast(legacy.c.payload_json, sa.Text).label("payload"), legacy.c.created_at,
     ).order_by(legacy.c.conversation_id, legacy.c.created_at, legacy.c.history_id))
-    pending: Any = None
+    pending: sa.Row[Any] | None = None
     for row in rows:
         if _is_user(row):
             pending = row
@@ -138,7 +138,7 @@ def _paired_turns(connection: sa.Connection) -> Iterator[dict[str, Any]]:
             pending = None
 
 
-def _when(value: Any) -> datetime:
+def _when(value: object) -> datetime:
     """A stored time as an aware datetime: drivers return datetimes, ISO text or epoch numbers."""
     if isinstance(value, str):
         try:
@@ -152,11 +152,11 @@ def _when(value: Any) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
-def _is_user(row: Any) -> bool:
+def _is_user(row: sa.Row[Any]) -> bool:
     return (row.entry_type or "").upper() in USER_ENTRY_TYPES or (row.role or "").upper() in USER_ROLES
 
 
-def _text(row: Any) -> str | None:
+def _text(row: sa.Row[Any]) -> str | None:
     return row.content_text if row.content_text else row.payload
 
 

@@ -29,12 +29,13 @@ class JsonText(TypeDecorator[Any]):
     impl = sa.Text
     cache_ok = True
 
-    def process_bind_param(self, value: Any, dialect: sa.Dialect) -> str | None:
+    def process_bind_param(self, value: object, dialect: sa.Dialect) -> str | None:
         if value is None:
             return None
         return dumps(value)
 
-    def process_result_value(self, value: Any, dialect: sa.Dialect) -> Any:
+    def process_result_value(self, value: str | bytes | dict[str, Any] | list[Any] | None,
+                             dialect: sa.Dialect) -> Any:
         if value is None or value == "":
             return None
         if isinstance(value, (dict, list)):

@@ -16,17 +16,19 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from convengine.config.snapshot import ConfigSnapshot
 from convengine.db.models import CONTROL_TABLES, MODEL_BY_TABLE
+from convengine.engine.runtime import EngineRuntime
 
 PROVIDER = "convengine.config_loader.ConfigSnapshot"
 
 
-def _snapshot_rows(snapshot: Any) -> dict[str, tuple[Any, ...]]:
+def _snapshot_rows(snapshot: ConfigSnapshot) -> dict[str, tuple[Any, ...]]:
     held = snapshot.tables()
     return {table: held.get(table, ()) for table in CONTROL_TABLES}
 
 
-def _static(snapshot: Any, counted: dict[str, int] | None) -> dict[str, Any]:
+def _static(snapshot: ConfigSnapshot, counted: dict[str, int] | None) -> dict[str, Any]:
     report: dict[str, Any] = {}
     for table, rows in _snapshot_rows(snapshot).items():
         entry = {"exists": True, "hasSimpleKeyEntry": True, "valueType": "tuple", "listSize": len(rows),
@@ -38,7 +40,7 @@ def _static(snapshot: Any, counted: dict[str, int] | None) -> dict[str, Any]:
     return report
 
 
-def _runtime(runtime: Any) -> dict[str, Any]:
+def _runtime(runtime: EngineRuntime) -> dict[str, Any]:
     rate_limit = runtime.audit_filter.settings.rate_limit
     verbose = runtime.verbose[1].rows if runtime.verbose is not None else runtime.holder.current.verbose
     return {
@@ -50,7 +52,7 @@ def _runtime(runtime: Any) -> dict[str, Any]:
     }
 
 
-def _warmup(sync_engine: sa.Engine, snapshot: Any) -> tuple[dict[str, Any], dict[str, int]]:
+def _warmup(sync_engine: sa.Engine, snapshot: ConfigSnapshot) -> tuple[dict[str, Any], dict[str, int]]:
     """Per table: the time to read it from the database and from the snapshot; and its database row count."""
     timings: dict[str, Any] = {}
     counted: dict[str, int] = {}
@@ -68,7 +70,7 @@ def _warmup(sync_engine: sa.Engine, snapshot: Any) -> tuple[dict[str, Any], dict
     return timings, counted
 
 
-async def cache_report(runtime: Any, warmup: bool) -> dict[str, Any]:
+async def cache_report(runtime: EngineRuntime, warmup: bool) -> dict[str, Any]:
     snapshot = runtime.holder.current
     report: dict[str, Any] = {
         "cacheProvider": {

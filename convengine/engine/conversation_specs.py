@@ -75,7 +75,7 @@ class Expect(_Strict):
 
     @field_validator("payload", mode="before")
     @classmethod
-    def _text_means_equals(cls, value: Any) -> Any:
+    def _text_means_equals(cls, value: object) -> object:
         if value is None or isinstance(value, dict):
             return value
         return {"equals": value}
@@ -87,7 +87,7 @@ class Turn(_Strict):
 
     @model_validator(mode="before")
     @classmethod
-    def _event_needs_no_text(cls, value: Any) -> Any:
+    def _event_needs_no_text(cls, value: object) -> object:
         if isinstance(value, dict) and value.get("event") is not None and "user" not in value:
             return {**value, "user": ""}
         return value

@@ -287,7 +287,7 @@ def _payload(expect: Expect, result: TurnResult) -> list[str]:
     return failures
 
 
-def _dig(data: Any, path: str) -> Any:
+def _dig(data: object, path: str) -> Any:
     for part in path.split("."):
         if isinstance(data, dict) and part in data:
             data = data[part]

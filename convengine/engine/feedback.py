@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
@@ -81,8 +81,8 @@ class Feedback:
                 "capturedUserQueryKnowledgeCount": 0, "embeddedUserQueryKnowledgeCount": 0, "message": SAVED}
 
 
-def check_feedback(conversation_id: str, feedback_type: Any, message_id: Any = None, assistant_response: Any = None,
-                   metadata: Any = None, *, max_depth: int) -> FeedbackRequest:
+def check_feedback(conversation_id: str, feedback_type: object, message_id: object = None,
+                   assistant_response: object = None, metadata: object = None, *, max_depth: int) -> FeedbackRequest:
     """The checked request, or InvalidInputError naming the field that was wrong."""
     if not isinstance(feedback_type, str) or feedback_type.strip().upper() not in FEEDBACK_TYPES:
         shown = feedback_type if isinstance(feedback_type, str) else type(feedback_type).__name__
@@ -98,7 +98,7 @@ def check_feedback(conversation_id: str, feedback_type: Any, message_id: Any = N
     return FeedbackRequest(conversation_id, feedback_type.strip().upper(), message_id, assistant_response, checked)
 
 
-def _text(value: Any, name: str, limit: int) -> str | None:
+def _text(value: object, name: str, limit: int) -> str | None:
     """An optional text field: trimmed, blank -> None, within ``limit`` characters, storable."""
     if value is None:
         return None
@@ -111,10 +111,10 @@ def _text(value: Any, name: str, limit: int) -> str | None:
     return value or None
 
 
-def _strings(value: Any) -> list[str]:
+def _strings(value: object) -> list[str]:
     """Every key and string value in a (depth-checked) JSON value."""
     found: list[str] = []
-    pending = [value]
+    pending: list[object] = [value]
     while pending:
         item = pending.pop()
         if isinstance(item, str):
@@ -149,15 +149,15 @@ def build_row(request: FeedbackRequest, projection: Mapping[str, Any]) -> dict[s
             "metadata_json": request.metadata, "created_at": datetime.now(UTC)}
 
 
-def _code(value: Any) -> str | None:
+def _code(value: object) -> str | None:
     return str(value)[:MAX_CODE_CHARS] if value not in (None, "") else None
 
 
-def _clip(value: Any) -> str | None:
+def _clip(value: object) -> str | None:
     return None if value is None else str(value)[:MAX_RESPONSE_CHARS] or None
 
 
-def _answer(stored: Any) -> str | None:
+def _answer(stored: object) -> str | None:
     """The text of the last answer (``{type, value}``'s value), else its JSON, as ConvEngine reads it."""
     if isinstance(stored, str):
         try:
@@ -169,7 +169,7 @@ def _answer(stored: Any) -> str | None:
     return None if stored is None else _clip(json.dumps(stored, ensure_ascii=False, default=str))
 
 
-def _last_tool(context: Any) -> str | None:
+def _last_tool(context: object) -> str | None:
     if isinstance(context, str):
         try:
             context = json.loads(context)
@@ -216,7 +216,10 @@ def from_row(row: Mapping[str, Any]) -> Feedback:
                     _loaded(applied, list), _loaded(metadata, dict), _utc(row["created_at"]))
 
 
-def _loaded(value: Any, kind: type) -> Any:
+T = TypeVar("T", list[Any], dict[str, Any])
+
+
+def _loaded(value: object, kind: type[T]) -> T:
     """A JSON column as ``kind`` (rows ConvEngine wrote may hold text or anything else)."""
     if isinstance(value, str):
         try:
@@ -226,7 +229,7 @@ def _loaded(value: Any, kind: type) -> Any:
     return value if isinstance(value, kind) else kind()
 
 
-def _utc(value: Any) -> datetime:
+def _utc(value: str | datetime) -> datetime:
     if isinstance(value, str):
         value = datetime.fromisoformat(value)
     return value if value.tzinfo else value.replace(tzinfo=UTC)

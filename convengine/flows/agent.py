@@ -101,7 +101,7 @@ def _system(walk: Walk, config: dict[str, Any], allowed: list[str], node: FlowNo
             "Reply with JSON: action CALL_TOOL (tool_code, args) or ANSWER (answer).")
 
 
-async def _tool(walk: Walk, audit: dict[str, Any], allowed: list[str], code: str, args: Any) -> dict[str, Any]:
+async def _tool(walk: Walk, audit: dict[str, Any], allowed: list[str], code: str, args: object) -> dict[str, Any]:
     runner = walk.turn.ctx.services.tools
     row = runner.find(walk.turn, code) if runner is not None and code in allowed else None
     if runner is None or row is None or not isinstance(args, dict):

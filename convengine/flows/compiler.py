@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
-from langgraph.types import Command
+from langgraph.types import Checkpointer, Command
 from typing_extensions import TypedDict
 
 from convengine.catalog import flows as vocab
@@ -64,11 +65,15 @@ def _make_node(flow: Flow, node: FlowNodeRecord) -> Any:
     return run
 
 
-def compile_flow(flow: Flow, *, checkpointer: Any = False) -> Any:
+FlowGraph = CompiledStateGraph[FlowRun, Walk, FlowRun, FlowRun]
+"""A flow compiled: its nodes over a :class:`FlowRun`, run with the turn's :class:`Walk` as context."""
+
+
+def compile_flow(flow: Flow, *, checkpointer: Checkpointer = False) -> FlowGraph:
     """The flow as a LangGraph graph. Run by the ``flow`` step without a checkpointer of its own
     (``False``: the position is kept in the turn graph's state); :mod:`convengine.flows.display`
     compiles it with ``None`` (inherit) so LangGraph draws it as a subgraph."""
-    graph: StateGraph[Any, Any, Any, Any] = StateGraph(FlowRun, context_schema=Walk)
+    graph: StateGraph[FlowRun, Walk, FlowRun, FlowRun] = StateGraph(FlowRun, context_schema=Walk)
     for node_id, node in flow.nodes.items():
         targets = tuple(dict.fromkeys(e.to_node for e in flow.out(node_id))) + (END,)
         graph.add_node(node_id, _make_node(flow, node), destinations=targets)
@@ -76,10 +81,10 @@ def compile_flow(flow: Flow, *, checkpointer: Any = False) -> Any:
     return graph.compile(checkpointer=checkpointer, name=f"flow:{flow.code}")
 
 
-_COMPILED: dict[tuple[str, str], Any] = {}
+_COMPILED: dict[tuple[str, str], FlowGraph] = {}
 
 
-def compiled(version: str, flow: Flow) -> Any:
+def compiled(version: str, flow: Flow) -> FlowGraph:
     """The flow's compiled graph for a configuration version (compiled on first use)."""
     key = (version, flow.code)
     found = _COMPILED.get(key)

@@ -7,12 +7,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from convengine._internal.turn_io import TurnRequest, check_params, normalise_conversation_id
+from convengine.settings import EngineSettings
 
 EVENTS = frozenset({"welcome", "handoff_resume"})
 
 
 def event_request(event: str, conversation_id: str | None, input_params: Mapping[str, Any] | None,
-                  settings: Any) -> TurnRequest:
+                  settings: EngineSettings) -> TurnRequest:
     """A checked request for an event turn (no user text)."""
     assert event in EVENTS
     cid = normalise_conversation_id(conversation_id) if conversation_id is not None else str(uuid.uuid4())

@@ -9,13 +9,15 @@ Nothing here changes how a turn runs.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 from typing_extensions import TypedDict
 
 from convengine.catalog import names
 from convengine.config.flows import FlowCatalog, catalog_of
+from convengine.config.snapshot import ConfigSnapshot
 from convengine.flows.compiler import FlowRun, compile_flow
 
 
@@ -37,7 +39,10 @@ def flows_graph(catalog: FlowCatalog) -> Any:
     return graph.compile(name="flows")
 
 
-def attach_flows(compiled: Any, snapshot: Any) -> Any:
+G = TypeVar("G", bound=CompiledStateGraph[Any, Any, Any, Any])
+
+
+def attach_flows(compiled: G, snapshot: ConfigSnapshot) -> G:
     """Make the compiled turn graph draw ``snapshot``'s flows inside its ``flow`` step; returns it."""
     catalog = catalog_of(snapshot)
     node = compiled.nodes.get(names.FLOW)

@@ -139,7 +139,7 @@ def capture(walk: Walk, config: dict[str, Any]) -> Any:
     return _typed(config, value)
 
 
-def _typed(config: dict[str, Any], value: Any) -> Any:
+def _typed(config: dict[str, Any], value: object) -> Any:
     if value is None or value == "":
         return None
     if config.get("type") == "number":

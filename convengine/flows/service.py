@@ -21,7 +21,7 @@ from convengine.settings import HTTP_MAX_ATTEMPTS, HTTP_MAX_TIMEOUT_MS
 from convengine.tools.http import HttpRequest, HttpRunner
 
 
-def resolve_secrets(value: Any, where: str, allowed: Sequence[str]) -> Any:
+def resolve_secrets(value: object, where: str, allowed: Sequence[str]) -> Any:
     """``${env:NAME}`` in the configured (not yet rendered) value, read now and never stored; only the
     variables the operator lets packs read (``security.pack_env_names``, checked at load too)."""
     if isinstance(value, str):

@@ -91,7 +91,7 @@ class Walk:
 
     # --- output -------------------------------------------------------------------------
 
-    def say(self, text: str, blocks: Any = None) -> None:
+    def say(self, text: str, blocks: object = None) -> None:
         message: dict[str, Any] = {"text": text}
         if blocks:
             message["blocks"] = blocks
@@ -112,7 +112,7 @@ class Walk:
                 "input": self.turn.user_text, "text": self.turn.user_text, "intent": self.turn.intent,
                 "tool_response": self.last_service}
 
-    def render(self, source: Any, name: str) -> Any:
+    def render(self, source: object, name: str) -> Any:
         """Render ``{{ }}`` templates in a string, or in every string of a JSON value."""
         if isinstance(source, str):
             return render_text(source, self.scopes(), template=name, limits=self.turn.settings)

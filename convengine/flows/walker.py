@@ -23,7 +23,7 @@ def new_walk(turn: Turn) -> Walk:
 
 
 def push(walk: Walk, flow: Flow, stage: str, *, at: str | None = None, intent: str | None = None,
-         **extra: Any) -> None:
+         **extra: object) -> None:
     """Call ``flow`` (at its entry, or at node ``at``); ``intent`` is the intent the call serves."""
     entry = at or flow.entry
     frame = {"flow": flow.code, "node": entry, "mode": vocab.MODE_ENTER}

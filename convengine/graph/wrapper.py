@@ -87,7 +87,7 @@ def make_node(step: Step, plan: StepPlan, provider: ContextProvider | None = Non
     return node
 
 
-async def _hooks(ctx: TurnContext, turn: Turn, phase: str, *extra: Any) -> None:
+async def _hooks(ctx: TurnContext, turn: Turn, phase: str, *extra: object) -> None:
     for hook in ctx.services.hooks:
         if not isinstance(hook, StepHook) or not hook.applies(turn.step):
             continue

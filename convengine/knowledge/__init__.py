@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import sqlalchemy as sa
 from langchain_core.embeddings import Embeddings
@@ -61,6 +61,15 @@ class _Failed:
         self.problem = problem
 
 
+class KnowledgeOptions(TypedDict, total=False):
+    """The keywords :meth:`Knowledge.open` passes on to :class:`Knowledge`."""
+
+    settings: SearchSettings | None
+    retriever: Retriever | None
+    max_chars: int
+    limits: KnowledgeIngestSettings | None
+
+
 class Knowledge:
     """Knowledge bases in one database (the engine's own, or any other)."""
 
@@ -77,7 +86,7 @@ class Knowledge:
 
     @classmethod
     def open(cls, url: str, *, embeddings: Embeddings | None = None, migrate: bool = True,
-             **kwargs: Any) -> Knowledge:
+             **kwargs: Unpack[KnowledgeOptions]) -> Knowledge:
         engine = create_sync_engine(parse_database_url(url))
         if migrate:
             upgrade(engine)

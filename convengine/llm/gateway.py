@@ -24,9 +24,12 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 import jsonschema
+from jsonschema.protocols import Validator
+from langchain_core.language_models import BaseChatModel
 
 from convengine._internal import numbers
 from convengine._internal.jsonschemas import checked_validator
+from convengine._internal.jsonvalue import JsonValue
 from convengine._internal.storable import storable_text, storable_value, unstorable
 from convengine.catalog import stages
 from convengine.catalog.errors import (
@@ -39,6 +42,7 @@ from convengine.llm import spend
 from convengine.llm.langchain import LangChainBackend, chat_model_from_env
 from convengine.llm.scripted import LlmCall, LlmReply, ScriptedLLM, UnscriptedCallError, reply_text
 from convengine.llm.session import LlmSession
+from convengine.llm.spend import SpendStore
 from convengine.security.secrets import mask, reply_secrets, secret_values
 from convengine.settings import LlmSettings
 
@@ -55,7 +59,7 @@ class LlmBackend(Protocol):
     async def complete(self, call: LlmCall) -> LlmReply: ...
 
 
-class CallStore(Protocol):
+class CallStore(SpendStore, Protocol):
     """Where the gateway writes the call log (the engine's ConversationStore; spend also uses its ``run``)."""
 
     async def write_llm_calls(self, rows: Sequence[dict[str, Any]]) -> None: ...
@@ -229,11 +233,11 @@ def parse_json(text: str, call_site: str) -> Any:
                                       details={"callSite": call_site}) from None
 
 
-def check_finite(value: Any, call_site: str) -> None:
+def check_finite(value: object, call_site: str) -> None:
     """LLM_INVALID_RESPONSE for a NaN or infinite number anywhere in a reply (``NaN``, ``Infinity``,
     ``1e999``): JSON Schema's ``number`` accepts them, and NaN makes every comparison false; and for a
     whole number past the 64-bit range, which no checkpoint can hold."""
-    pending = [value]
+    pending: list[object] = [value]
     while pending:
         item = pending.pop()
         if isinstance(item, float) and not math.isfinite(item):
@@ -249,12 +253,12 @@ def check_finite(value: Any, call_site: str) -> None:
 
 
 @lru_cache(maxsize=256)
-def _validator(schema_json: str) -> Any:
+def _validator(schema_json: str) -> Validator:
     """A checked validator per distinct schema (checking a schema costs more than validating a reply)."""
     return checked_validator(json.loads(schema_json))
 
 
-def validate_reply(value: Any, schema: dict[str, Any], call_site: str) -> None:
+def validate_reply(value: JsonValue, schema: dict[str, Any], call_site: str) -> None:
     try:
         _validator(json.dumps(schema, sort_keys=True)).validate(value)
     except jsonschema.ValidationError as exc:
@@ -275,7 +279,7 @@ def _preview(text: str) -> str:
     return text[:200] + ("..." if len(text) > 200 else "")
 
 
-def as_gateway(llm: Any, settings: LlmSettings, *, store: CallStore | None = None) -> LlmGateway:
+def as_gateway(llm: LlmGateway | ScriptedLLM | BaseChatModel | str, settings: LlmSettings, *, store: CallStore | None = None) -> LlmGateway:
     """A gateway for what the caller passed: a gateway, a ScriptedLLM, a chat model, or "openai"."""
     if isinstance(llm, LlmGateway):
         return llm

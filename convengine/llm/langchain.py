@@ -16,7 +16,8 @@ import json
 import os
 from typing import Any
 
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from convengine.catalog.errors import LlmError, LlmNotConfiguredError
 from convengine.llm.scripted import LlmCall, LlmReply
@@ -29,7 +30,7 @@ class FormatUnsupported(Exception):
     """The server rejected a structured-output method."""
 
 
-def chat_model_from_env(settings: LlmSettings) -> Any:
+def chat_model_from_env(settings: LlmSettings) -> BaseChatModel:
     """``ChatOpenAI`` from OPENAI_API_KEY / OPENAI_BASE_URL / CONVENGINE_LLM_MODEL (or settings.llm)."""
     from langchain_openai import ChatOpenAI
 
@@ -43,23 +44,23 @@ def chat_model_from_env(settings: LlmSettings) -> Any:
                       max_retries=0, use_responses_api=False)
 
 
-def _text(message: Any) -> str:
+def _text(message: object) -> str:
     content = getattr(message, "content", message)
     if isinstance(content, list):
         return "".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content)
     return str(content or "")
 
 
-def _usage(message: Any) -> dict[str, int]:
+def _usage(message: object) -> dict[str, int]:
     usage = getattr(message, "usage_metadata", None) or {}
     return {k: int(usage[k]) for k in ("input_tokens", "output_tokens", "total_tokens") if k in usage}
 
 
-def _model_name(model: Any) -> str:
+def _model_name(model: object) -> str:
     return str(getattr(model, "model_name", None) or getattr(model, "model", None) or type(model).__name__)
 
 
-def model_for(model: Any, call: LlmCall) -> Any:
+def model_for(model: BaseChatModel, call: LlmCall) -> BaseChatModel:
     """``model``, or a copy asking for the call's ``model`` / ``temperature`` (LlmError if it has no such field)."""
     if call.model is None and call.temperature is None:
         return model
@@ -90,14 +91,14 @@ def _schema_instruction(schema: dict[str, Any]) -> str:
 class LangChainBackend:
     """Calls a LangChain chat model (see the module docstring)."""
 
-    def __init__(self, model: Any, settings: LlmSettings) -> None:
+    def __init__(self, model: BaseChatModel, settings: LlmSettings) -> None:
         self.model = model
         self.settings = settings
         self.name = type(model).__name__
         self._working: str | None = None if settings.structured_output == "auto" else settings.structured_output
 
-    def _messages(self, system: str, user: str) -> list[Any]:
-        messages: list[Any] = [SystemMessage(system)] if system.strip() else []
+    def _messages(self, system: str, user: str) -> list[BaseMessage]:
+        messages: list[BaseMessage] = [SystemMessage(system)] if system.strip() else []
         messages.append(HumanMessage(user or "(no input)"))
         return messages
 
@@ -108,7 +109,7 @@ class LangChainBackend:
             return LlmReply(_text(message), usage=_usage(message), model=_model_name(model))
         return await self._json(model, call)
 
-    async def _json(self, model: Any, call: LlmCall) -> LlmReply:
+    async def _json(self, model: BaseChatModel, call: LlmCall) -> LlmReply:
         schema = call.schema or {}
         methods = [self._working] if self._working else [m for m in METHODS if schema or m != "json_schema"]
         for method in methods:
@@ -120,7 +121,7 @@ class LangChainBackend:
             return reply
         return await self._prompted(model, call, schema)
 
-    async def _structured(self, model: Any, call: LlmCall, schema: dict[str, Any], method: str) -> LlmReply:
+    async def _structured(self, model: BaseChatModel, call: LlmCall, schema: dict[str, Any], method: str) -> LlmReply:
         named = copy.deepcopy(schema) if schema else {"type": "object"}
         named.setdefault("title", call.call_site.lower())
         named.setdefault("description", f"convengine {call.call_site} reply")
@@ -128,6 +129,7 @@ class LangChainBackend:
         try:
             runnable = model.with_structured_output(named, method=method, include_raw=True)
             result = await runnable.ainvoke(self._messages(system, call.user))
+            assert isinstance(result, dict), "include_raw=True replies {raw, parsed, parsing_error}"
         except NotImplementedError:
             raise
         except Exception as exc:
@@ -141,13 +143,13 @@ class LangChainBackend:
         return LlmReply(text or (json.dumps(parsed) if parsed is not None else ""), value, _usage(raw),
                         _model_name(model))
 
-    async def _prompted(self, model: Any, call: LlmCall, schema: dict[str, Any]) -> LlmReply:
+    async def _prompted(self, model: BaseChatModel, call: LlmCall, schema: dict[str, Any]) -> LlmReply:
         system = f"{call.system}\n\n{_schema_instruction(schema)}".strip()
         message = await model.ainvoke(self._messages(system, call.user))
         return LlmReply(_text(message), usage=_usage(message), model=_model_name(model))
 
 
-def _tool_args(message: Any) -> str:
+def _tool_args(message: object) -> str:
     calls = getattr(message, "tool_calls", None) or []
     if calls:
         return json.dumps(calls[0].get("args", {}))

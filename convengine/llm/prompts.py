@@ -27,7 +27,7 @@ def config_prompt(turn: PromptSession, key: ConfigKey, default: str) -> tuple[st
     return default, f"built-in {key.component}.{key.key}"
 
 
-def as_json(value: Any) -> str:
+def as_json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 

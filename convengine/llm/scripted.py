@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,8 +30,8 @@ class UnscriptedCallError(LlmError):
 
     default_code = ErrorCode.LLM_CALL_FAILED
 
-    def __init__(self, message: str, **kwargs: Any) -> None:
-        super().__init__(message, recoverable=False, **kwargs)
+    def __init__(self, message: str, *, code: ErrorCode | None = None, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message, code=code, recoverable=False, details=details)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,30 +95,31 @@ class LoggedCall:
     reply: Any
 
 
-Script = Any  # a list/tuple of replies, a single callable, or a single reply
+Script = list[object] | tuple[object, ...] | Callable[[LlmCall], object] | object
+"""A call site's script: a list/tuple of replies, a single callable, or a single reply."""
 
 
 class ScriptedLLM:
     """Scripted replies per call site; see the module docstring."""
 
-    def __init__(self, script: Mapping[str, Script] | None = None, **kwargs: Any) -> None:
+    def __init__(self, script: Mapping[str, Script] | None = None, **kwargs: object) -> None:
         self.calls: list[LoggedCall] = []
         self.load(script, **kwargs)
 
-    def load(self, script: Mapping[str, Script] | None = None, **kwargs: Any) -> ScriptedLLM:
+    def load(self, script: Mapping[str, Script] | None = None, **kwargs: object) -> ScriptedLLM:
         """Replace the whole script (and ``default``); the call log is kept."""
         self.script: dict[str, Script] = {k.upper(): v for k, v in dict(script or {}).items()}
         self.has_default = "default" in kwargs
         self.default = kwargs.pop("default", None)
         if kwargs:
             raise TypeError(f"unknown ScriptedLLM options: {', '.join(kwargs)}")
-        self._queues: dict[str, deque[Any]] = {}
+        self._queues: dict[str, deque[object]] = {}
         for site, replies in self.script.items():
             if isinstance(replies, (list, tuple)):
                 self._queues[site] = deque(replies)
         return self
 
-    def add(self, call_site: str, *replies: Any) -> ScriptedLLM:
+    def add(self, call_site: str, *replies: object) -> ScriptedLLM:
         """Queue more replies for a call site."""
         self._queues.setdefault(call_site.upper(), deque()).extend(replies)
         return self
@@ -168,19 +169,19 @@ class ScriptedLLM:
             details={"callSite": site})
 
     @staticmethod
-    def _resolve(reply: Any, call: LlmCall) -> Any:
+    def _resolve(reply: object, call: LlmCall) -> object:
         if callable(reply) and not isinstance(reply, type):
             return reply(call)
         return reply
 
 
-def reply_text(reply: Any) -> str:
+def reply_text(reply: object) -> str:
     """A scripted reply as the text a model would have produced."""
     if isinstance(reply, str):
         return reply
     return json.dumps(reply, ensure_ascii=False)
 
 
-def scripted(replies: Mapping[str, Iterable[Any] | Callable[[LlmCall], Any] | Any], **kwargs: Any) -> ScriptedLLM:
+def scripted(replies: Mapping[str, Script], **kwargs: object) -> ScriptedLLM:
     """Shorthand for ``ScriptedLLM(replies, ...)``."""
     return ScriptedLLM(dict(replies), **kwargs)

@@ -91,7 +91,7 @@ def _recent_query(conversation_id: str, recent: int) -> sa.Select[Any]:
             .order_by(HISTORY.c.history_id.desc()).limit(recent))
 
 
-def _recent(row: Any, max_depth: int) -> dict[str, Any]:
+def _recent(row: sa.Row[Any], max_depth: int) -> dict[str, Any]:
     assistant = _parse(row.assistant, max_depth)
     return {"user": row.user_input, "assistant": assistant if assistant is not None else row.assistant}
 

@@ -104,5 +104,5 @@ class StepHook:
         return not self.steps or step in self.steps
 
 
-def mapping_or_empty(value: Any) -> Mapping[str, Any]:
+def mapping_or_empty(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}

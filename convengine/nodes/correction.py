@@ -11,7 +11,7 @@ from typing import Any
 from convengine.catalog import names, stages
 from convengine.catalog import state as keys
 from convengine.catalog.vocab import INTERACTION_MODES
-from convengine.config.records import PromptTemplateRecord
+from convengine.config.records import OutputSchemaRecord, PromptTemplateRecord
 from convengine.nodes.common import Step
 from convengine.nodes.schema_scope import current_schema
 from convengine.nodes.slot_schema import (
@@ -152,7 +152,7 @@ def _route(turn: Turn, decision: str, stage: str, payload: dict[str, Any]) -> No
     turn.audit(stage, {"routingDecision": decision, "intent": turn.intent, "state": turn.state, **payload})
 
 
-def _patch(turn: Turn, record: Any) -> None:
+def _patch(turn: Turn, record: OutputSchemaRecord) -> None:
     patch = single_field_patch(turn.user_text, schema_dict(record))
     if patch is None:
         turn.audit(stages.CORRECTION_STEP_PATCH_NOT_APPLIED, {"text": turn.user_text, "schemaId": record.schema_id})

@@ -37,7 +37,7 @@ def relaxed(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _relax(node: Any) -> None:
+def _relax(node: object) -> None:
     if not isinstance(node, dict):
         return
     for key in _DROP:

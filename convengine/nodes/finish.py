@@ -31,7 +31,7 @@ def deterministic_summary(turn: Turn, recent: int, max_chars: int) -> str:
     return _SPACES.sub(" ", text).strip()[:max_chars]
 
 
-def _as_text(value: Any) -> str:
+def _as_text(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
@@ -56,7 +56,7 @@ def _memory_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
     return stages.MEMORY_SKIPPED, {"reason": "MEMORY_DISABLED"}
 
 
-def json_safe(value: Any) -> Any:
+def json_safe(value: object) -> Any:
     """Round-trip through JSON (what the JSON columns will hold)."""
     return json.loads(json.dumps(value, ensure_ascii=False, default=str))
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from convengine._internal.textmatch import RegexTimeoutError
 from convengine.catalog import flows as vocab
 from convengine.catalog import stages
 from convengine.config.records import ClassifierRecord
+from convengine.nodes.turn import Turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +52,7 @@ def score(row: ClassifierRecord, text: str, semantic_hit: bool) -> float:
     return min(1.0, _letters(covered) / total) if total else 0.0
 
 
-def score_small_talk(turn: Any, rows: Sequence[ClassifierRecord], semantic: dict[int, bool] | None) -> SmallTalk:
+def score_small_talk(turn: Turn, rows: Sequence[ClassifierRecord], semantic: dict[int, bool] | None) -> SmallTalk:
     """Split ``rows`` (enabled, in priority order) into the small-talk topics' and the others'."""
     topics = {code.strip().upper() for code in turn.settings.flows.small_talk_intents}
     if not topics:
@@ -79,7 +79,7 @@ def score_small_talk(turn: Any, rows: Sequence[ClassifierRecord], semantic: dict
     return talk
 
 
-def audit_small_talk(turn: Any, talk: SmallTalk) -> None:
+def audit_small_talk(turn: Turn, talk: SmallTalk) -> None:
     assert talk.row is not None
     turn.audit(vocab.INTENT_SMALL_TALK_MATCHED, {
         "intent": talk.row.intent_code, "classifierId": talk.row.classifier_id, "score": talk.score,

@@ -43,7 +43,7 @@ class AgentAnswer:
     followups: list[str] = field(default_factory=list)
 
 
-def parse_scores(raw: Any, allowed: set[str]) -> list[tuple[str, float]]:
+def parse_scores(raw: object, allowed: set[str]) -> list[tuple[str, float]]:
     """Array of {intent|code, confidence|score} or object {CODE: score}; allowed codes, 0..1, best first."""
     pairs: list[tuple[Any, Any]] = []  # untrusted: codes are checked below
     if isinstance(raw, dict):

@@ -58,7 +58,7 @@ def _mcp(turn: Turn) -> dict[str, Any]:
     return turn.context.setdefault("mcp", {})
 
 
-def _lifecycle(turn: Turn, status: str, outcome: str, **extra: Any) -> None:
+def _lifecycle(turn: Turn, status: str, outcome: str, **extra: object) -> None:
     finished = outcome not in ("IN_PROGRESS",)
     _mcp(turn)["lifecycle"] = {"phase": POST_AGENT_MCP, "status": status, "outcome": outcome, "finished": finished,
                                "blocked": outcome == "BLOCKED", "error": outcome == "ERROR", **extra}
@@ -78,7 +78,7 @@ async def _finish(turn: Turn, *, planner_ran: bool) -> None:
     turn.route_to(names.AFTER_MCP_LOOP)
 
 
-def _answer(turn: Turn, answer: str, *, status: str = "ANSWER", outcome: str = "ANSWERED", **extra: Any) -> None:
+def _answer(turn: Turn, answer: str, *, status: str = "ANSWER", outcome: str = "ANSWERED", **extra: object) -> None:
     mcp = _mcp(turn)
     mcp.update(finalAnswer=answer, finalAnswerDetermined=status == "ANSWER")
     turn.params[pk.MCP_FINAL_ANSWER] = answer
@@ -209,11 +209,11 @@ def _last_tool(turn: Turn) -> str | None:
     return observations[-1]["toolCode"] if observations else None
 
 
-def _signature(tool_code: str, args: Any) -> str:
+def _signature(tool_code: str, args: object) -> str:
     return f"{tool_code.lower()}|{json.dumps(args, sort_keys=True, default=str)}"
 
 
-def normalise(raw: Any) -> dict[str, Any]:
+def normalise(raw: object) -> dict[str, Any]:
     """ConvEngine's planner-output normalisation with its safe fallback answers."""
     if not isinstance(raw, dict):
         return {"action": "ANSWER", "tool_code": None, "args": {}, "answer": CANNOT_PLAN, "operation_tag": None}
@@ -296,7 +296,7 @@ def compact_observations(turn: Turn) -> tuple[list[dict[str, Any]], dict[str, An
                        "maxChars": settings.planner_max_observation_chars}
 
 
-def _summarise(value: Any, max_chars: int) -> dict[str, Any]:
+def _summarise(value: object, max_chars: int) -> dict[str, Any]:
     summary = {k: value[k] for k in SUMMARY_FIELDS if isinstance(value, dict) and k in value}
     rows = value if isinstance(value, list) else (value.get("rows") if isinstance(value, dict) else None)
     if isinstance(rows, list):
@@ -307,7 +307,7 @@ def _summarise(value: Any, max_chars: int) -> dict[str, Any]:
     return summary
 
 
-def _summary_text(value: Any) -> str:
+def _summary_text(value: object) -> str:
     if isinstance(value, dict):
         for key in ("finalSummary", "summary", "message", "text"):
             if isinstance(value.get(key), str):

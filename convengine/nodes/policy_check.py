@@ -63,7 +63,7 @@ async def check_policy(turn: Turn, policy: PolicyRecord) -> PolicyVerdict:
     return verdict_of(reply)
 
 
-def verdict_of(reply: Any) -> PolicyVerdict:
+def verdict_of(reply: object) -> PolicyVerdict:
     """The verdict in a model's reply, or an undecided one naming what was wrong with it."""
     if not isinstance(reply, dict):
         return PolicyVerdict(None, error=f"reply is a JSON {type(reply).__name__}, not an object")

@@ -34,7 +34,7 @@ def remember_context(turn: Turn) -> None:
     turn.ctx.context_before = dict(turn.read_context())
 
 
-def bounded(value: Any) -> Any:
+def bounded(value: object) -> Any:
     """``value``, or a preview of its JSON when that is longer than :data:`VALUE_MAX_CHARS`."""
     text = dumps(value)
     if len(text) <= VALUE_MAX_CHARS:
@@ -42,7 +42,7 @@ def bounded(value: Any) -> Any:
     return {"truncated": len(text), "preview": text[:PREVIEW_CHARS]}
 
 
-def _masked(name: str, value: Any, secret_names: Iterable[str]) -> Any:
+def _masked(name: str, value: object, secret_names: Iterable[str]) -> Any:
     return MASK if name in secret_names and value is not None else bounded(value)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,7 +75,7 @@ async def add_container_data(turn: Turn) -> None:
     turn.audit(stages.CONTAINER_DATA_ATTACHED, {"names": list(attached)})
 
 
-async def _fetch(turn: Turn, provider: Any, row: ContainerConfigRecord) -> Any:
+async def _fetch(turn: Turn, provider: Callable[[ContainerRequest], object], row: ContainerConfigRecord) -> Any:
     value = turn.read_context().get(row.input_param_name)
     request = ContainerRequest(row, value if value is not None else turn.user_text, turn.conversation_id,
                                turn.intent, turn.state, dict(turn.read_params()))

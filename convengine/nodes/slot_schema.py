@@ -56,7 +56,7 @@ _XSD_TYPES = {"int": "integer", "integer": "integer", "long": "integer", "decima
               "float": "number", "boolean": "boolean", "string": "string", "date": "string", "dateTime": "string"}
 
 
-def meaningful(value: Any) -> bool:
+def meaningful(value: object) -> bool:
     """Not null, not a blank string, not an empty list or object."""
     if value is None:
         return False
@@ -67,7 +67,7 @@ def meaningful(value: Any) -> bool:
     return True
 
 
-def _field_complete(spec: Mapping[str, Any], value: Any) -> bool:
+def _field_complete(spec: Mapping[str, Any], value: object) -> bool:
     if not meaningful(value):
         return False
     if spec.get("type") == "array":
@@ -96,7 +96,7 @@ def compute_facts(record: OutputSchemaRecord, context: Mapping[str, Any]) -> dic
     }
 
 
-def prune_empty(value: Any) -> Any:
+def prune_empty(value: object) -> Any:
     """Drop nulls, blank strings and empty lists (recursively in objects) from an extraction."""
     if isinstance(value, dict):
         out = {k: prune_empty(v) for k, v in value.items()}
@@ -162,5 +162,5 @@ def coerce_field(spec: Mapping[str, Any], raw: str) -> Any:
     return text if text else _UNSET
 
 
-def is_unset(value: Any) -> bool:
+def is_unset(value: object) -> bool:
     return value is _UNSET

@@ -20,7 +20,7 @@ class ToolRequestError(ValueError):
     pass
 
 
-def parse_request(raw: Any) -> dict[str, Any]:
+def parse_request(raw: object) -> dict[str, Any]:
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
@@ -89,14 +89,14 @@ async def run_tool_request(turn: Turn) -> None:
     await _success(turn, tool, result)
 
 
-def _execution(status: str, outcome: str, tool: ToolRecord | None, **extra: Any) -> dict[str, Any]:
+def _execution(status: str, outcome: str, tool: ToolRecord | None, **extra: object) -> dict[str, Any]:
     return {"phase": POST_TOOL_EXECUTION, "finished": True, "status": status, "outcome": outcome,
             "error": status == "ERROR", "scopeMismatch": status == "SKIPPED_SCOPE_MISMATCH",
             "toolExecuted": status == "SUCCESS", "toolCode": tool.tool_code if tool else None,
             "toolGroup": tool.group if tool else None, **extra}
 
 
-async def _success(turn: Turn, tool: ToolRecord, result: Any) -> None:
+async def _success(turn: Turn, tool: ToolRecord, result: object) -> None:
     shaped = {"status": "SUCCESS", "tool_code": tool.tool_code, "tool_group": tool.group, "result": result,
               "_meta": tool_meta(tool)}
     turn.params.update(tool_result=shaped, tool_status="SUCCESS")

@@ -52,13 +52,13 @@ class Turn:
     def conversation_id(self) -> str:
         return self.ctx.conversation_id
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: str, default: object = None) -> Any:
         if key in self._update:
             return self._update[key]
         value = self._state.get(key, default)
         return default if value is None else value
 
-    def set(self, key: str, value: Any) -> None:
+    def set(self, key: str, value: object) -> None:
         self._update[key] = value
 
     def changes(self) -> dict[str, Any]:

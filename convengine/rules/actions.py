@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from convengine.catalog import stages
 from convengine.catalog.errors import ConvEngineError, ErrorCode, RuleError
@@ -75,7 +75,13 @@ def regex_groups(rule: RuleRecord, session: RuleSession) -> Any:
     return rule.matcher.search(session.user_text)
 
 
-def _group(match: Any, ref: re.Match[str]) -> Any:
+class GroupMatch(Protocol):
+    """A REGEX rule's match (RE2 or the bounded fallback): its capture groups by number or name."""
+
+    def group(self, index: int | str, /) -> str | None: ...
+
+
+def _group(match: GroupMatch, ref: re.Match[str]) -> str | None:
     number, name = ref.group(1), ref.group(2)
     try:
         return match.group(int(number)) if number is not None else match.group(name)
@@ -83,7 +89,7 @@ def _group(match: Any, ref: re.Match[str]) -> Any:
         return None
 
 
-def substitute_groups(value: Any, match: Any) -> Any:
+def substitute_groups(value: object, match: GroupMatch | None) -> Any:
     """``$1`` / ``${name}`` in a SET_INPUT_PARAM value -> the REGEX rule's capture groups.
 
     A string that is exactly one reference takes the group's value (``None`` when the group

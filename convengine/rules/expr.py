@@ -28,11 +28,11 @@ class ExpressionError(ValueError):
     """An expression that does not parse, uses something not allowed, or fails to evaluate."""
 
 
-def _matches(text: Any, pattern: Any) -> bool:
+def _matches(text: object, pattern: object) -> bool:
     return compile_regex(str(pattern)).search(str(text)) is not None
 
 
-def _number(value: Any) -> float | int:
+def _number(value: object) -> float | int:
     """A finite number: ``nan``, ``inf``, ``infinity`` (any sign and case) and values past the float
     range (``1e999``) are refused, since NaN makes every comparison false and would skip a limit."""
     if isinstance(value, bool):
@@ -57,7 +57,7 @@ def whole(value: int) -> int:
     return value
 
 
-def finite(value: float, shown: Any = None) -> float:
+def finite(value: float, shown: object = None) -> float:
     """``value`` if it is a finite float; ExpressionError naming it otherwise."""
     if not math.isfinite(value):
         raise ExpressionError(f"{str(value if shown is None else shown)[:40]!r} is not a finite number")
@@ -177,7 +177,7 @@ def _eval(node: ast.expr, scopes: Mapping[str, Any]) -> Any:
     raise ExpressionError(f"{type(node).__name__} is not allowed")
 
 
-def _lookup(container: Any, key: Any) -> Any:
+def _lookup(container: object, key: object) -> Any:
     if isinstance(container, Mapping):
         return container.get(key)
     if isinstance(container, list) and isinstance(key, int) and -len(container) <= key < len(container):
@@ -223,7 +223,7 @@ def _arith(node: ast.BinOp, scopes: Mapping[str, Any]) -> Any:
     return whole(result)
 
 
-def _checked(value: Any) -> Any:
+def _checked(value: object) -> object:
     """A compared value: a NaN or infinite float (from a tool result, a python node, stored data) is
     an error rather than a comparison that is silently false."""
     return finite(value) if isinstance(value, float) else value

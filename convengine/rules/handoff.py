@@ -13,9 +13,10 @@ import copy
 from typing import Any
 
 from convengine.catalog import flows as vocab
+from convengine.rules.model import RuleSession
 
 
-def hand_off(session: Any, rule_id: Any, reason: str) -> dict[str, Any]:
+def hand_off(session: RuleSession, rule_id: int, reason: str) -> dict[str, Any]:
     """Mark ``session`` (the turn) handed off by rule ``rule_id``; returns the rule audit payload."""
     data = copy.deepcopy(session.get(vocab.STATE_KEY) or {})
     frame = (data.get("stack") or [None])[-1]

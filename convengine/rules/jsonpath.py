@@ -37,7 +37,7 @@ class JsonPathMatcher:
     expression: Any
     root_filter: bool
 
-    def find(self, document: Any) -> list[Any]:
+    def find(self, document: object) -> list[Any]:
         """Every value the path selects in ``document`` (empty when nothing matches)."""
         target = [document] if self.root_filter and isinstance(document, dict) else document
         try:
@@ -45,7 +45,7 @@ class JsonPathMatcher:
         except Exception:  # noqa: BLE001 - Jayway suppresses evaluation errors too
             return []
 
-    def matches(self, document: Any) -> bool:
+    def matches(self, document: object) -> bool:
         values = self.find(document)
         if len(values) == 1 and isinstance(values[0], bool):
             return values[0]
@@ -79,19 +79,19 @@ def compile_jsonpath(source: str) -> JsonPathMatcher:
 class _NullComparison(_filter.Expression):
     """``@.x == null`` / ``@.x != null``: compares "has a value" (present and not null)."""
 
-    def find(self, datum: Any) -> list[Any]:
+    def find(self, datum: object) -> list[Any]:
         wrapped = DatumInContext.wrap(datum)
         has_value = any(m.value is not None for m in self.target.find(wrapped))
         return [wrapped] if has_value == (self.op == "!=") else []
 
 
-def _null_comparisons(node: Any) -> None:
+def _null_comparisons(node: JSONPath) -> None:
     for item in _nodes(node):
         if type(item) is _filter.Expression and item.op in ("==", "!=") and item.value is None:
             item.__class__ = _NullComparison
 
 
-def _bound_regexes(node: Any) -> None:
+def _bound_regexes(node: JSONPath) -> None:
     """Every regex in the path (``=~`` literals, ``sub(/re/, ...)``) must run in linear time: RE2
     compiles it now, or the path is refused with the reason."""
     for item in _nodes(node):
@@ -104,9 +104,10 @@ def _bound_regexes(node: Any) -> None:
             raise ValueError(f"invalid JSONPath regex: {exc}") from None
 
 
-def _nodes(root: Any) -> list[Any]:
+def _nodes(root: JSONPath) -> list[Any]:
     """The nodes of a parsed path (a path is small; walked iteratively)."""
-    found, pending = [], [root]
+    found: list[Any] = []
+    pending: list[object] = [root]
     while pending:
         item = pending.pop()
         if isinstance(item, (list, tuple)):
@@ -117,7 +118,7 @@ def _nodes(root: Any) -> list[Any]:
     return found
 
 
-def _linear_search(text: Any, pattern: Any) -> bool:
+def _linear_search(text: object, pattern: object) -> bool:
     """JSONPath's ``=~`` on RE2: a pattern from a pack or from the document itself runs in linear time."""
     if not isinstance(text, str) or not isinstance(pattern, str):
         return False

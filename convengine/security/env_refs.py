@@ -49,7 +49,7 @@ def refused_reason(name: str) -> str:
             f"{PACK_ENV_SETTING} (the server's environment {PACK_ENV_VARIABLE} or keyword settings, never a pack)")
 
 
-def refused_refs(data: Any, path: str, allowed: Sequence[str]) -> Iterator[tuple[str, str]]:
+def refused_refs(data: object, path: str, allowed: Sequence[str]) -> Iterator[tuple[str, str]]:
     """``(path, variable)`` for each ``${env:NAME}`` in ``data`` that a pack may not reference."""
     if isinstance(data, str):
         yield from ((path, m.group(1)) for m in ENV_REF.finditer(data) if not pack_may_read(m.group(1), allowed))
@@ -61,7 +61,7 @@ def refused_refs(data: Any, path: str, allowed: Sequence[str]) -> Iterator[tuple
             yield from refused_refs(item, path, allowed)
 
 
-def resolve_env_refs(data: Any, path: str = "", environ: Mapping[str, str] | None = None,
+def resolve_env_refs(data: object, path: str = "", environ: Mapping[str, str] | None = None,
                      allowed: Sequence[str] | None = None) -> Any:
     """A copy of ``data`` (nested mappings, lists, strings) with every ``${env:NAME}`` replaced.
 

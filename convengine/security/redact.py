@@ -110,14 +110,14 @@ def _variants(value: str) -> set[str]:
     return {value, trimmed, quote(trimmed, safe=""), repr(trimmed)[1:-1], unquote(trimmed)}
 
 
-def remember_secret(value: Any, *, dynamic: bool = False) -> None:
+def remember_secret(value: object, *, dynamic: bool = False) -> None:
     """Hide ``value`` (and its trimmed, encoded and escaped forms) from now on; ``dynamic`` for
     values learnt at run time, of which only the newest :data:`MAX_DYNAMIC_SECRETS` are kept."""
     if isinstance(value, str) and not ENV_REF.fullmatch(value.strip()):
         _SECRETS.add(value, dynamic=dynamic)
 
 
-def remember_url_password(url: Any, *, dynamic: bool = False) -> None:
+def remember_url_password(url: object, *, dynamic: bool = False) -> None:
     """Hide the password of a URL (``scheme://user:password@host``), if it has one."""
     if not isinstance(url, str):
         return
@@ -148,7 +148,7 @@ def _masked(match: re.Match[str]) -> str:
     return match.group("head") + MASK
 
 
-def redact_value(value: Any) -> Any:
+def redact_value(value: object) -> Any:
     """A copy of a JSON-like structure with every string redacted (keys kept)."""
     if isinstance(value, str):
         return redact_text(value)
@@ -220,7 +220,7 @@ def remember_settings_secrets(data: Mapping[str, Any]) -> None:
     install_log_redaction()
 
 
-def mask_setting(path: str, value: Any) -> Any:
+def mask_setting(path: str, value: object) -> object:
     """The value to export for a settings leaf: secrets masked, ``${env:NAME}`` references kept."""
     kind = secret_kind(path)
     if not isinstance(value, str) or kind is None or ENV_REF.fullmatch(value.strip()):
@@ -249,7 +249,11 @@ class RedactingFilter(logging.Filter):
         return True
 
 
-def _redacted_args(args: Any) -> Any:
+_LogArgs = tuple[object, ...] | Mapping[str, object]
+"""What ``LogRecord.args`` holds (or None)."""
+
+
+def _redacted_args(args: _LogArgs | None) -> _LogArgs | None:
     if isinstance(args, Mapping):
         return {key: _redacted_arg(value) for key, value in args.items()}
     if isinstance(args, tuple):
@@ -257,7 +261,7 @@ def _redacted_args(args: Any) -> Any:
     return args
 
 
-def _redacted_arg(value: Any) -> Any:
+def _redacted_arg(value: object) -> object:
     if value is None or isinstance(value, (bool, int, float)):
         return value
     text = value if isinstance(value, str) else str(value)

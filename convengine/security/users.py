@@ -6,7 +6,6 @@ import functools
 import re
 import sys
 import unicodedata
-from typing import Any
 
 from convengine.catalog.errors import InvalidInputError
 
@@ -50,7 +49,7 @@ def _user_id() -> re.Pattern[str]:
     return re.compile(user_id_pattern())
 
 
-def check_user_id(value: Any, name: str = "user_id") -> str | None:
+def check_user_id(value: object, name: str = "user_id") -> str | None:
     """None, or a string matching :func:`user_id_pattern`."""
     if value is None:
         return None

@@ -8,28 +8,51 @@ Each is produced lazily, only when a template refers to it.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from convengine.catalog import state as keys
 from convengine.catalog.memory import ACTION_STAGE
 
 
-def _text(value: Any) -> str:
+class NamespaceSession(Protocol):
+    """The slice of a turn the memory namespaces read (a part of ``TemplateSession``)."""
+
+    ctx: Any
+    """The run context: its audit events and the turn's user."""
+
+    @property
+    def conversation_id(self) -> str: ...
+
+    @property
+    def intent(self) -> str: ...
+
+    @property
+    def state(self) -> str: ...
+
+    @property
+    def user_text(self) -> str: ...
+
+    def get(self, key: str, default: object = None) -> Any: ...
+
+    def read_context(self) -> Mapping[str, Any]: ...
+
+
+def _text(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
-def properties(turn: Any) -> dict[str, Any]:
+def properties(turn: NamespaceSession) -> dict[str, Any]:
     """The conversation's properties: persisted params, then its context (which holds the long-term
     properties loaded when it started), by name."""
     return {**dict(turn.get(keys.INPUT_PARAMS) or {}), **dict(turn.read_context())}
 
 
-def _past(turn: Any) -> list[dict[str, Any]]:
+def _past(turn: NamespaceSession) -> list[dict[str, Any]]:
     return [{"input": t.get("user"), "output": t.get("assistant")} for t in turn.get(keys.RECENT_TURNS) or []]
 
 
-def memory(turn: Any) -> dict[str, Any]:
+def memory(turn: NamespaceSession) -> dict[str, Any]:
     payload = turn.get(keys.PAYLOAD) or {}
     actions = [{"ruleId": e.payload.get("ruleId"), "action": e.payload.get("action")}
                for e in turn.ctx.audit.events if e.stage == ACTION_STAGE]
@@ -41,7 +64,7 @@ def memory(turn: Any) -> dict[str, Any]:
             "past": past}
 
 
-def conversation_log(turn: Any) -> str:
+def conversation_log(turn: NamespaceSession) -> str:
     lines = []
     for entry in _past(turn):
         lines.append(f"user: {entry['input']}")
@@ -50,7 +73,7 @@ def conversation_log(turn: Any) -> str:
     return "\n".join(lines)
 
 
-def producers(turn: Any) -> dict[str, Callable[[], Any]]:
+def producers(turn: NamespaceSession) -> dict[str, Callable[[], Any]]:
     return {
         "properties": lambda: properties(turn),
         "memory": lambda: memory(turn),

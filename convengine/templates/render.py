@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -56,7 +56,7 @@ class TemplateLimits:
     strict_text: bool = EngineSettings.model_fields["template_strict"].default
 
     @classmethod
-    def of(cls, source: Any = None) -> TemplateLimits:
+    def of(cls, source: Limits = None) -> TemplateLimits:
         """Limits from settings (``template_timeout_ms``, ``template_max_output_chars``,
         ``template_strict``), or the defaults."""
         if source is None or isinstance(source, TemplateLimits):
@@ -66,9 +66,11 @@ class TemplateLimits:
 
 
 DEFAULT_LIMITS = TemplateLimits()
+Limits = EngineSettings | TemplateLimits | None
+"""What a render's bounds come from: the settings, limits themselves, or None for the defaults."""
 
 
-def _finalize(value: Any) -> Any:
+def _finalize(value: object) -> object:
     if isinstance(value, (dict, list, tuple)):
         return json.dumps(check_serialised(value, "a printed list or mapping"), ensure_ascii=False, default=str)
     if value is None:
@@ -82,7 +84,7 @@ class NullValueError(Exception):
     """A strict text shows a null value."""
 
 
-def _finalize_not_null(value: Any) -> Any:
+def _finalize_not_null(value: object) -> object:
     if value is None:
         raise NullValueError("shows a value that is null")
     return _finalize(value)
@@ -104,7 +106,7 @@ class _TestableUndefined(jinja2.StrictUndefined):
         return False
 
 
-def _sandbox(undefined: type[jinja2.Undefined], finalize: Any) -> BoundedSandbox:
+def _sandbox(undefined: type[jinja2.Undefined], finalize: Callable[[object], object]) -> BoundedSandbox:
     env = BoundedSandbox(undefined=undefined, finalize=finalize, autoescape=False, keep_trailing_newline=True)
     thymeleaf.install(env)
     return env
@@ -193,7 +195,7 @@ def resolve_path(variables: Mapping[str, Any], path: str) -> tuple[bool, Any]:
     return True, node
 
 
-def _render(source: str, mode: str, variables: Mapping[str, Any], limits: Any) -> str:
+def _render(source: str, mode: str, variables: Mapping[str, Any], limits: Limits) -> str:
     """Compile (cached) and render under a budget, counting the output as it is produced."""
     bounds = TemplateLimits.of(limits)
     with budget_for(bounds.timeout_ms, bounds.max_chars) as budget:
@@ -208,7 +210,7 @@ def _render(source: str, mode: str, variables: Mapping[str, Any], limits: Any) -
 
 
 def render_text(source: str | None, variables: Mapping[str, Any], *, template: str = "template",
-                limits: Any = None, strict: bool | None = None) -> str:
+                limits: Limits = None, strict: bool | None = None) -> str:
     """Texts shown to the user (EXACT responses, verbose messages, questions).
 
     Strict unless ``strict=False`` or the settings say ``template_strict: false``: a variable that
@@ -258,7 +260,7 @@ def _unresolved(template: str, exc: Exception) -> PromptRenderError:
 
 
 def render_prompt(source: str | None, variables: Mapping[str, Any], *, template: str,
-                  limits: Any = None) -> str:
+                  limits: Limits = None) -> str:
     """Strict rendering for prompts (``limits`` as for :func:`render_text`).
 
     Raises:

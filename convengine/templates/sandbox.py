@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard, TypeVar, cast
 
 from jinja2 import nodes, pass_context
 from jinja2.compiler import CodeGenerator, Frame
@@ -43,6 +43,9 @@ MAX_INT_BITS = 65_536
 MAX_JSON_INDENT = 32
 LOOP_FILTER = "convengine:guarded_loop"
 TIMEOUT, TOO_LARGE = "TemplateTimeout", "TemplateTooLarge"
+
+T = TypeVar("T")
+_Sized = str | bytes | list[object] | tuple[object, ...]
 
 
 class TemplateBudgetError(Exception):
@@ -93,18 +96,18 @@ def budget_for(timeout_ms: float, max_chars: int) -> Iterator[Budget]:
 # --- sizes ----------------------------------------------------------------------------------
 
 
-def _size(value: Any) -> int | None:
+def _size(value: object) -> int | None:
     return len(value) if isinstance(value, (str, bytes, list, tuple, dict, set, frozenset)) else None
 
 
-def check_size(value: Any, what: str) -> Any:
+def check_size(value: T, what: str) -> T:
     size = _size(value)
     if size is not None:
         budget().fits(size, what)
     return value
 
 
-def serialised_size(value: Any, limit: int) -> int:
+def serialised_size(value: object, limit: int) -> int:
     """About how many characters ``value`` takes as JSON or ``str()`` (never fewer), counted without
     building it and stopping once past ``limit``: a list holding one list N times is N*N long."""
     total, stack = 0, [value]
@@ -128,7 +131,7 @@ def serialised_size(value: Any, limit: int) -> int:
     return total
 
 
-def check_serialised(value: Any, what: str) -> Any:
+def check_serialised(value: T, what: str) -> T:
     """Refuse a list or mapping whose text would be over budget, before it is written."""
     if isinstance(value, (list, tuple, set, frozenset, Mapping)):
         current = budget()
@@ -136,11 +139,11 @@ def check_serialised(value: Any, what: str) -> Any:
     return value
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int)
 
 
-def _is_seq(value: Any) -> bool:
+def _is_seq(value: object) -> TypeGuard[_Sized]:
     return isinstance(value, (str, bytes, list, tuple))
 
 
@@ -150,7 +153,7 @@ def _check_bits(bits: int) -> None:
                                   f"{MAX_INT_BITS}", TOO_LARGE)
 
 
-def _check_ints(values: Iterable[Any], what: str) -> None:
+def _check_ints(values: Iterable[object], what: str) -> None:
     limit = budget().max_chars
     for value in values:
         if _is_int(value) and not isinstance(value, bool) and value > limit:
@@ -158,7 +161,7 @@ def _check_ints(values: Iterable[Any], what: str) -> None:
                                       "(settings.template_max_output_chars)", TOO_LARGE)
 
 
-def check_binop(operator: str, left: Any, right: Any) -> None:
+def check_binop(operator: str, left: object, right: object) -> None:
     """Refuse ``*``, ``+``, ``**`` and ``%`` whose result would be over budget, before computing it."""
     if operator == "*":
         _check_product(left, right)
@@ -170,7 +173,7 @@ def check_binop(operator: str, left: Any, right: Any) -> None:
         check_printf(left, right)
 
 
-def _check_product(left: Any, right: Any) -> None:
+def _check_product(left: object, right: object) -> None:
     if _is_int(left) and _is_int(right):
         _check_bits(left.bit_length() + right.bit_length())
         return
@@ -189,7 +192,7 @@ def _check_widths(numbers: Iterable[str], what: str) -> None:
         current.fits(int(number) if len(number) < 10 else current.max_chars + 1, what)
 
 
-def check_printf(fmt: str, args: Any) -> None:
+def check_printf(fmt: str, args: object) -> None:
     """Widths and precisions of a ``%`` format, literal or taken from ``args`` (``%*d``)."""
     specs = [group for match in _PRINTF.finditer(fmt) for group in match.groups() if group]
     _check_widths([s for s in specs if s != "*"], "a formatted field")
@@ -197,7 +200,7 @@ def check_printf(fmt: str, args: Any) -> None:
         _check_ints(args if isinstance(args, tuple) else (args,), "a formatted field")
 
 
-def check_format(fmt: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def check_format(fmt: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> None:
     """Widths and precisions of a ``str.format`` template, literal or nested (``{:{w}}``)."""
     try:
         specs = [spec for _, _, spec, _ in string.Formatter().parse(fmt) if spec]
@@ -211,11 +214,11 @@ def check_format(fmt: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Non
 # --- calls and filters ----------------------------------------------------------------------
 
 
-def _arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str, default: Any = 0) -> Any:
+def _arg(args: tuple[object, ...], kwargs: Mapping[str, object], index: int, name: str, default: object = 0) -> object:
     return args[index] if len(args) > index else kwargs.get(name, default)
 
 
-def replaced_size(text: Any, old: Any, new: Any, count: Any = -1) -> int:
+def replaced_size(text: object, old: object, new: object, count: object = -1) -> int:
     if not (isinstance(text, str) and isinstance(old, str) and isinstance(new, str)):
         return 0
     hits = text.count(old) if old else len(text) + 1
@@ -224,7 +227,7 @@ def replaced_size(text: Any, old: Any, new: Any, count: Any = -1) -> int:
     return len(text) + hits * max(len(new) - len(old), 0)
 
 
-def joined_size(separator: Any, items: list[Any]) -> int:
+def joined_size(separator: object, items: list[object]) -> int:
     sep = len(separator) if isinstance(separator, str) else 0
     limit = budget().max_chars
     total = sep * max(len(items) - 1, 0)
@@ -235,24 +238,24 @@ def joined_size(separator: Any, items: list[Any]) -> int:
     return total
 
 
-def translated_size(text: str, table: Any) -> int:
+def translated_size(text: str, table: object) -> int:
     if not isinstance(table, Mapping):
         return len(text)
     longest = max((len(v) if isinstance(v, str) else 1 for v in table.values()), default=1)
     return len(text) * max(longest, 1)
 
 
-def wrapped_size(text: str, width: Any, wrapstring: Any) -> int:
+def wrapped_size(text: str, width: object, wrapstring: object) -> int:
     wrap = len(wrapstring) if isinstance(wrapstring, str) else 1
     lines = len(text) // max(width if _is_int(width) else 79, 1) + text.count(" ") + text.count("\n") + 1
     return len(text) + wrap * lines
 
 
-def _width(value: Any) -> int:
+def _width(value: object) -> int:
     return value if _is_int(value) else len(value) if isinstance(value, str) else 0
 
 
-_STR_METHODS: dict[str, Callable[[str, tuple[Any, ...], dict[str, Any]], int]] = {
+_STR_METHODS: dict[str, Callable[[str, tuple[object, ...], Mapping[str, object]], int]] = {
     "ljust": lambda s, a, k: max(len(s), _width(_arg(a, k, 0, "width"))),
     "rjust": lambda s, a, k: max(len(s), _width(_arg(a, k, 0, "width"))),
     "center": lambda s, a, k: max(len(s), _width(_arg(a, k, 0, "width"))),
@@ -264,14 +267,14 @@ _STR_METHODS: dict[str, Callable[[str, tuple[Any, ...], dict[str, Any]], int]] =
 }
 
 
-def check_call(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+def check_call(obj: object, args: tuple[object, ...], kwargs: Mapping[str, object]) -> tuple[object, ...]:
     """Refuse a ``str`` method call whose result would be over budget; returns the args to call with."""
     owner = getattr(obj, "__self__", None)
     if not isinstance(owner, str):
         return args
     name = getattr(obj, "__name__", "")
     if name == "join" and args:
-        items = list(args[0])
+        items = list(cast("Iterable[object]", args[0]))  # what str.join accepts; list() raises as join would
         budget().fits(joined_size(owner, items), "a joined value")
         return (items, *args[1:])
     if name in _STR_METHODS:
@@ -283,7 +286,7 @@ _COUNT_FILTERS = frozenset({"batch", "slice"})
 """Filters whose integer arguments are counts of things they build."""
 
 
-def _filter_precheck(name: str, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+def _filter_precheck(name: str, value: object, args: tuple[object, ...], kwargs: Mapping[str, object]) -> tuple[object, ...]:
     current = budget()
     if name in _COUNT_FILTERS:
         _check_ints([*args, *kwargs.values()], f"an argument of |{name}")
@@ -310,12 +313,12 @@ def _filter_precheck(name: str, value: Any, args: tuple[Any, ...], kwargs: dict[
     return (value,)
 
 
-def guard_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
+def guard_filter(name: str, func: Callable[..., object]) -> Callable[..., object]:
     """``func`` with the budget checked before (arguments) and after (result size)."""
     passed = 1 if getattr(func, "jinja_pass_arg", None) else 0
 
     @functools.wraps(func)
-    def guarded(*args: Any, **kwargs: Any) -> Any:
+    def guarded(*args: object, **kwargs: object) -> object:
         budget().tick()
         if len(args) > passed:
             value = _filter_precheck(name, args[passed], args[passed + 1:], kwargs)
@@ -326,7 +329,7 @@ def guard_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @pass_context
-def guarded_loop(context: Context, iterable: Any) -> Iterator[Any]:
+def guarded_loop(context: Context, iterable: Iterable[T]) -> Iterator[T]:
     """What every ``{% for %}`` iterates through: the deadline is checked at each step."""
     current = budget()
     for item in iterable:
@@ -385,30 +388,33 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         # jinja2 declares concat as a method; each sandbox swaps in a size-checked one
         self.concat = checked_concat  # type: ignore[method-assign]
 
-    def getattr(self, obj: Any, attribute: str) -> Any:
+    def getattr(self, obj: object, attribute: str) -> object:
         """``order.items`` is the ``items`` key of a mapping that has one, as in ConvEngine's templates,
         not the dict's method (Jinja tries attributes first, which would print a method's repr)."""
         if isinstance(obj, Mapping) and attribute in obj:
             return obj[attribute]
         return super().getattr(obj, attribute)
 
-    def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
+    def call_binop(self, context: Context, operator: str, left: object, right: object) -> object:
         budget().tick()
         check_binop(operator, left, right)
         return super().call_binop(context, operator, left, right)
 
-    def call(self, context: Context, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
+    def call(self, context: Context, obj: object, /, *args: object, **kwargs: object) -> object:
         budget().tick()
         args = check_call(obj, args, kwargs)
         return check_size(super().call(context, obj, *args, **kwargs), "a call's result")
 
-    def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
+    def wrap_str_format(self, value: object) -> Callable[..., str] | None:
         wrapper = super().wrap_str_format(value)
         if wrapper is None:
             return None
-        fmt, is_map = value.__self__, value.__name__ == "format_map"
+        fmt = getattr(value, "__self__", None)  # jinja wraps only a str's bound format and format_map
+        if not isinstance(fmt, str):
+            return None
+        is_map = getattr(value, "__name__", "") == "format_map"
 
-        def checked(*args: Any, **kwargs: Any) -> str:
+        def checked(*args: object, **kwargs: object) -> str:
             named = args[0] if is_map and args and isinstance(args[0], Mapping) else {}
             check_format(fmt, args, {**kwargs, **named})
             return check_size(wrapper(*args, **kwargs), "a formatted value")
@@ -416,5 +422,5 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         return checked
 
     @staticmethod
-    def checked_text(value: Any) -> Any:
+    def checked_text(value: T) -> T:
         return check_size(value, "a joined value")

@@ -16,7 +16,7 @@ unclosed block or a stray ``[/]`` is a template syntax error (so validation name
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Protocol
 
 import jinja2
 import re2
@@ -38,17 +38,25 @@ _SAFE_CHAIN = re2.compile(r"\b([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\?\.([A-Za-z_]\w*
 NAVIGATE = "ce_nav"
 
 
+class _Match(Protocol):
+    """What this module reads of a ``re2`` match (the bindings ship no type hints)."""
+
+    def group(self, index: int, /) -> str | None: ...
+
+    def start(self) -> int: ...
+
+
 def safe_navigation(expression: str) -> str:
     """SpEL's safe navigation, ``a?.b.c``: null (not a failure) when ``a`` or anything after it is
     null or missing, written ``ce_nav(a, 'b', 'c')``."""
-    def navigate(match: Any) -> str:
-        names = match.group(2).replace("?.", ".").split(".")
+    def navigate(match: _Match) -> str:
+        names = str(match.group(2)).replace("?.", ".").split(".")
         return f"{NAVIGATE}({match.group(1)}, " + ", ".join(repr(name) for name in names) + ")"
 
     return _SAFE_CHAIN.sub(navigate, expression)
 
 
-def is_null(value: Any) -> bool:
+def is_null(value: object) -> bool:
     """The ``ce_null`` test: None or undefined (a missing value is null, as in SpEL)."""
     return value is None or isinstance(value, jinja2.Undefined)
 
@@ -57,34 +65,34 @@ class Strings:
     """Thymeleaf's ``#strings`` utility object (the subset ConvEngine's templates use)."""
 
     @staticmethod
-    def _text(value: Any) -> str:
+    def _text(value: object) -> str:
         return "" if is_null(value) else str(value)
 
-    def isEmpty(self, value: Any) -> bool:
+    def isEmpty(self, value: object) -> bool:
         return not self._text(value).strip()
 
-    def isNotEmpty(self, value: Any) -> bool:
+    def isNotEmpty(self, value: object) -> bool:
         return not self.isEmpty(value)
 
-    def contains(self, value: Any, part: Any) -> bool:
+    def contains(self, value: object, part: object) -> bool:
         return self._text(part) in self._text(value)
 
-    def startsWith(self, value: Any, part: Any) -> bool:
+    def startsWith(self, value: object, part: object) -> bool:
         return self._text(value).startswith(self._text(part))
 
-    def endsWith(self, value: Any, part: Any) -> bool:
+    def endsWith(self, value: object, part: object) -> bool:
         return self._text(value).endswith(self._text(part))
 
-    def toUpperCase(self, value: Any) -> str:
+    def toUpperCase(self, value: object) -> str:
         return self._text(value).upper()
 
-    def toLowerCase(self, value: Any) -> str:
+    def toLowerCase(self, value: object) -> str:
         return self._text(value).lower()
 
-    def trim(self, value: Any) -> str:
+    def trim(self, value: object) -> str:
         return self._text(value).strip()
 
-    def length(self, value: Any) -> int:
+    def length(self, value: object) -> int:
         return len(self._text(value))
 
 
@@ -138,7 +146,7 @@ def translate_blocks(source: str) -> str:
     return "".join(out)
 
 
-def _open(match: Any, source: str, open_blocks: list[tuple[str, int]]) -> str:
+def _open(match: _Match, source: str, open_blocks: list[tuple[str, int]]) -> str:
     attribute, value, closed = match.group(1), match.group(2) or "", match.group(3) == "/"
     where = match.start()
     if attribute in ("text", "utext") and closed:

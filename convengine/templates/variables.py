@@ -15,26 +15,12 @@ from typing import Any, Protocol
 
 from convengine.catalog import state as keys
 from convengine.rules.facts import FactsInput, session_fields
+from convengine.templates.namespaces import NamespaceSession
 from convengine.templates.namespaces import producers as memory_namespaces
 
 
-class TemplateSession(Protocol):
+class TemplateSession(NamespaceSession, Protocol):
     """The slice of a turn that templates read (implemented by the nodes' Turn)."""
-
-    ctx: Any
-    """The run context: memory namespaces read the turn's user from it."""
-
-    @property
-    def conversation_id(self) -> str: ...
-
-    @property
-    def intent(self) -> str: ...
-
-    @property
-    def state(self) -> str: ...
-
-    @property
-    def user_text(self) -> str: ...
 
     @property
     def standalone_query(self) -> str | None: ...
@@ -42,11 +28,7 @@ class TemplateSession(Protocol):
     @property
     def resolved_input(self) -> str: ...
 
-    def get(self, key: str, default: Any = None) -> Any: ...
-
     def read_params(self) -> Mapping[str, Any]: ...
-
-    def read_context(self) -> Mapping[str, Any]: ...
 
     def facts_input(self) -> FactsInput: ...
 

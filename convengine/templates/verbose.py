@@ -19,8 +19,10 @@ from typing import Any
 from convengine.audit.collector import VERBOSE_STAGE
 from convengine.catalog import params as pk
 from convengine.catalog import stages
+from convengine.config.records import VerboseRecord
+from convengine.settings import EngineSettings
 from convengine.templates.render import referenced_names, render_text
-from convengine.templates.variables import template_variables
+from convengine.templates.variables import TemplateSession, template_variables
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +77,7 @@ def _same(a: str | None, b: str | None) -> bool:
     return a is not None and b is not None and a.strip().casefold() == b.strip().casefold()
 
 
-def _blank(value: Any) -> bool:
+def _blank(value: object) -> bool:
     return value is None or not str(value).strip()
 
 
@@ -98,9 +100,9 @@ class VerboseSignal:
         self.metadata = metadata
 
 
-def select(rows: Sequence[Any], signal: VerboseSignal) -> tuple[Any, str, str] | None:
+def select(rows: Sequence[VerboseRecord], signal: VerboseSignal) -> tuple[VerboseRecord, str, str] | None:
     """The best row for ``signal`` with the determinant and step name it matched, or None."""
-    best: tuple[int, Any, str, str] | None = None
+    best: tuple[int, VerboseRecord, str, str] | None = None
     ordered = sorted(rows, key=lambda r: (r.priority if r.priority is not None else 2**31, r.verbose_id))
     for row in ordered:
         if not row.enabled or not _eligible(row.intent_code, signal.intent) or not _eligible(row.state_code,
@@ -116,13 +118,13 @@ def select(rows: Sequence[Any], signal: VerboseSignal) -> tuple[Any, str, str] |
     return None if best is None else (best[1], best[2], best[3])
 
 
-def _determinant(row: Any, signal: VerboseSignal) -> str | None:
+def _determinant(row: VerboseRecord, signal: VerboseSignal) -> str | None:
     if _blank(row.determinant) or _same(row.determinant, ANY):
         return signal.determinants[0]
     return next((d for d in signal.determinants if _same(row.determinant, d)), None)
 
 
-def _step(row: Any, signal: VerboseSignal) -> str | None:
+def _step(row: VerboseRecord, signal: VerboseSignal) -> str | None:
     """The step name ``row`` matches (its step_match against step_value), or None."""
     names = signal.step_names
     if _blank(row.step_value):
@@ -137,7 +139,7 @@ def _step(row: Any, signal: VerboseSignal) -> str | None:
     return next((n for n in names if _same(row.step_value, n)), None)
 
 
-def _regex(row: Any, name: str) -> bool:
+def _regex(row: VerboseRecord, name: str) -> bool:
     matcher = row.matcher
     if matcher is None:
         return False
@@ -147,7 +149,7 @@ def _regex(row: Any, name: str) -> bool:
         return False
 
 
-def _json_path(row: Any, metadata: Mapping[str, Any]) -> bool:
+def _json_path(row: VerboseRecord, metadata: Mapping[str, Any]) -> bool:
     matcher = row.matcher
     values = matcher.find(dict(metadata)) if matcher is not None else []
     if not values or values[0] is None:
@@ -158,15 +160,15 @@ def _json_path(row: Any, metadata: Mapping[str, Any]) -> bool:
     return bool(text) and text.casefold() != "false"
 
 
-def _rule_ok(row: Any, signal: VerboseSignal) -> bool:
+def _rule_ok(row: VerboseRecord, signal: VerboseSignal) -> bool:
     return row.rule_id is None or (signal.rule_id is not None and int(row.rule_id) == signal.rule_id)
 
 
-def _tool_ok(row: Any, signal: VerboseSignal) -> bool:
+def _tool_ok(row: VerboseRecord, signal: VerboseSignal) -> bool:
     return _blank(row.tool_code) or _same(row.tool_code, signal.tool_code)
 
 
-def _score(row: Any, signal: VerboseSignal, determinant: str, step: str) -> int:
+def _score(row: VerboseRecord, signal: VerboseSignal, determinant: str, step: str) -> int:
     score = 0
     score += SCORES["intent"] if _same(row.intent_code, signal.intent) and not _same(row.intent_code, ANY) else 0
     score += SCORES["state"] if _same(row.state_code, signal.state) and not _same(row.state_code, ANY) else 0
@@ -185,7 +187,7 @@ def _score(row: Any, signal: VerboseSignal, determinant: str, step: str) -> int:
     return score - (row.priority if row.priority is not None else 2**29)
 
 
-def payload(row: Any, signal: VerboseSignal, determinant: str, step: str, texts: tuple[str, str, str]) -> dict[str, Any]:
+def payload(row: VerboseRecord | None, signal: VerboseSignal, determinant: str, step: str, texts: tuple[str, str, str]) -> dict[str, Any]:
     """ConvEngine's VerboseStreamPayload; ``texts`` are the rendered (text, message, errorMessage)."""
     text, message, error_message = texts
     level = "ERROR" if signal.error else "INFO"
@@ -201,12 +203,12 @@ def payload(row: Any, signal: VerboseSignal, determinant: str, step: str, texts:
 class VerbosePublisher:
     """Resolves the verbose message of an audit stage against one snapshot's ``ce_verbose`` rows."""
 
-    def __init__(self, rows: Sequence[Any], settings: Any = None) -> None:
+    def __init__(self, rows: Sequence[VerboseRecord], settings: EngineSettings | None = None) -> None:
         self.rows = tuple(r for r in rows if r.enabled)
         self.settings = settings
 
     def resolve(self, stage: str, stage_payload: Mapping[str, Any], *, conversation_id: str, intent: str | None,
-                state: str | None, step_names: Sequence[str], turn: Any = None) -> dict[str, Any] | None:
+                state: str | None, step_names: Sequence[str], turn: TemplateSession | None = None) -> dict[str, Any] | None:
         """The VerboseStreamPayload for ``stage``, or None when no row speaks for it."""
         if stage == VERBOSE_STAGE or not step_names:
             return None
@@ -234,7 +236,8 @@ class VerbosePublisher:
         error_message = self._render(row.error_message, turn, metadata, row, "error_message")
         return payload(row, signal, determinant, step, (text, message, error_message))
 
-    def _render(self, source: str | None, turn: Any, metadata: dict[str, Any], row: Any, column: str) -> str:
+    def _render(self, source: str | None, turn: TemplateSession | None, metadata: dict[str, Any], row: VerboseRecord,
+                column: str) -> str:
         """A row's text rendered like an EXACT response; a failing template gives no message (logged)."""
         if not source:
             return ""
@@ -248,7 +251,7 @@ class VerbosePublisher:
             return ""
 
 
-def _params(turn: Any) -> Mapping[str, Any]:
+def _params(turn: TemplateSession | None) -> Mapping[str, Any]:
     try:
         return turn.read_params() if turn is not None else {}
     except Exception:  # noqa: BLE001 - a turn that cannot say its params has none for this purpose

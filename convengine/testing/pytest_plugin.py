@@ -51,7 +51,7 @@ class ConversationItem(pytest.Item):
         if not outcome.passed:
             raise ConversationTestFailed(outcome.report())
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: str | None = None) -> str:
         if isinstance(excinfo.value, ConversationTestFailed):
             return visible(str(excinfo.value))  # replies and inputs: no escape sequence reaches the terminal
         return str(super().repr_failure(excinfo))

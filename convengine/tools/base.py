@@ -66,7 +66,7 @@ async def call_handler(handler: Handler, args: dict[str, Any], ctx: ToolContext)
     return outcome
 
 
-def normalise_result(value: Any) -> Any:
+def normalise_result(value: object) -> Any:
     """ConvEngine's normalisation: null/blank -> {}; JSON text parsed; other text -> {"text": ...}."""
     if value is None:
         return {}

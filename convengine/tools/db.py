@@ -139,7 +139,7 @@ def _mcp(settings: McpSettings | DbSettings) -> McpSettings:
 
 
 @contextmanager
-def _refusals_audited(tool: ToolRecord, sql: Any, emit: Emit) -> Iterator[None]:
+def _refusals_audited(tool: ToolRecord, sql: object, emit: Emit) -> Iterator[None]:
     """Audit a ToolError from a DB tool as MCP_DB_SQL_REFUSED (code, message, SQL), then let it go on."""
     try:
         yield
@@ -162,7 +162,7 @@ def _bind(names: list[str], args: Mapping[str, Any], max_rows: int) -> dict[str,
     return params
 
 
-def _check_value(name: str, value: Any) -> Any:
+def _check_value(name: str, value: object) -> Any:
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     if isinstance(value, list) and all(v is None or isinstance(v, (str, int, float, bool)) for v in value):
@@ -177,5 +177,5 @@ def _execution(tool: ToolRecord, sql: str, params: dict[str, Any], fetched: Fetc
             "latencyMs": round((time.perf_counter() - started) * 1000, 2)}
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> Any:
     return orjson.loads(dumps(value))

@@ -44,8 +44,8 @@ SQLITE_ACTIONS = {getattr(sqlite3, f"SQLITE_{n}"): n for n in (
 class ResultTooLargeError(ToolError):
     default_code = ErrorCode.TOOL_RESULT_TOO_LARGE
 
-    def __init__(self, message: str, **kwargs: Any) -> None:
-        super().__init__(message, recoverable=False, **kwargs)
+    def __init__(self, message: str, *, code: ErrorCode | None = None, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message, code=code, recoverable=False, details=details)
 
 
 @dataclass(frozen=True, slots=True)

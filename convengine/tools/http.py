@@ -58,8 +58,8 @@ _BODY_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encod
 class UrlNotAllowedError(ToolError):
     default_code = ErrorCode.URL_NOT_ALLOWED
 
-    def __init__(self, message: str, **kwargs: Any) -> None:
-        super().__init__(message, recoverable=False, **kwargs)
+    def __init__(self, message: str, *, code: ErrorCode | None = None, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message, code=code, recoverable=False, details=details)
 
 
 class CircuitOpenError(ToolError):
@@ -277,7 +277,7 @@ def request_headers(spec: HttpRequest, tool_code: str) -> dict[str, str]:
     return headers
 
 
-def _header_problem(value: Any) -> str:
+def _header_problem(value: object) -> str:
     if not isinstance(value, str):
         return f"it is {type(value).__name__}, not text"
     if value.rstrip("\r\n") != value and not _CONTROL_CHARS.search(value.rstrip("\r\n")):

@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from convengine.catalog.errors import ToolError
 from convengine.settings import McpServerSettings
@@ -131,7 +132,20 @@ class McpServers:
         self._connections.clear()
 
 
-def _result_value(tool_code: str, result: Any) -> Any:
+class ToolResult(Protocol):
+    """What is read of an MCP ``CallToolResult``: its content blocks, error flag and structured content."""
+
+    @property
+    def content(self) -> Sequence[object] | None: ...
+
+    @property
+    def is_error(self) -> bool | None: ...
+
+    @property
+    def structured_content(self) -> Any: ...
+
+
+def _result_value(tool_code: str, result: ToolResult) -> Any:
     texts = [getattr(block, "text", None) for block in result.content or []]
     text = "\n".join(t for t in texts if t)
     if result.is_error:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from convengine._internal.jsontext import dumps
 from convengine.catalog.errors import ErrorCode, ToolError
@@ -13,6 +13,7 @@ from convengine.rules.scope import in_scope
 from convengine.tools.base import (
     GROUP_ADAPTER_NAMES,
     AdapterNotConfiguredError,
+    Handler,
     ToolContext,
     ToolSession,
     call_handler,
@@ -21,6 +22,8 @@ from convengine.tools.base import (
 from convengine.tools.db import RAW_SQL_TOOLS, DbRunner
 from convengine.tools.http import HttpRequest, HttpRunner
 from convengine.tools.mcp_servers import McpServers, split_code
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -90,7 +93,7 @@ class ToolRunner:
                 value = await self.http.execute(tool.tool_code, value, turn.settings.mcp.http_api)
         return normalise_result(value)
 
-    async def _db(self, turn: ToolSession, tool: ToolRecord, args: dict[str, Any], ctx: ToolContext, handler: Any) -> Any:
+    async def _db(self, turn: ToolSession, tool: ToolRecord, args: dict[str, Any], ctx: ToolContext, handler: Handler | None) -> Any:
         if handler is not None:
             return await call_handler(handler, args, ctx)
         row = turn.snapshot.db_tool(tool.tool_id)
@@ -109,7 +112,7 @@ class ToolRunner:
                                                None)
 
 
-def capped(result: Any, limit: int, tool_code: str) -> Any:
+def capped(result: T, limit: int, tool_code: str) -> T:
     """The result, or TOOL_RESULT_TOO_LARGE when its JSON form exceeds ``limit`` bytes."""
     size = len(dumps(result))
     if size > limit:

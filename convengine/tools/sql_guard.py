@@ -124,7 +124,7 @@ def _check_tree(text: str, toks: list[Token], policy: SqlPolicy) -> None:
         raise UnsafeSqlError("SQL is nested too deeply") from None
 
 
-def _kind(stmt: Any, toks: list[Token]) -> str:
+def _kind(stmt: object, toks: list[Token]) -> str:
     first = next((t.text.upper() for t in toks if t.kind not in COMMENTS), "nothing")
     if first != "WITH":
         return first

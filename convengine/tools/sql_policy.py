@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from convengine.settings import DbSettings
 
 DEFAULT_ALLOWED_FUNCTIONS = frozenset({
     "abs", "avg", "ceil", "coalesce", "concat", "count", "current_date", "current_time", "current_timestamp",
@@ -62,7 +63,7 @@ class SqlPolicy:
                    _folded(keywords))
 
     @classmethod
-    def of(cls, settings: Any) -> SqlPolicy:
+    def of(cls, settings: DbSettings) -> SqlPolicy:
         """The policy of a ``DbSettings`` (``mcp.db``)."""
         return cls.build(allowed=settings.allowed_functions, blocked=settings.blocked_functions,
                          keywords=settings.blocked_keywords)

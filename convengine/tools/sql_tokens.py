@@ -31,8 +31,8 @@ class UnsafeSqlError(ToolError):
 
     default_code = ErrorCode.UNSAFE_SQL
 
-    def __init__(self, message: str, **kwargs: Any) -> None:
-        super().__init__(message, recoverable=False, **kwargs)
+    def __init__(self, message: str, *, code: ErrorCode | None = None, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message, code=code, recoverable=False, details=details)
 
 
 @dataclass(frozen=True, slots=True)

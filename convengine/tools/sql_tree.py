@@ -10,7 +10,7 @@ system catalogs are not readable.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from pglast import ast
@@ -59,7 +59,7 @@ def check_select(stmt: ast.Node, policy: SqlPolicy) -> None:
             raise UnsafeSqlError(f"{_describe(kind)} is not allowed in tool SQL")
 
 
-def _names(strings: Any) -> list[str]:
+def _names(strings: Iterable[object] | None) -> list[str]:
     return [s.sval or "" for s in strings or () if isinstance(s, ast.String)]
 
 

@@ -56,7 +56,7 @@ def diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[TableDiff]
     return out
 
 
-def _order(key: Any) -> tuple[int, Any]:
+def _order(key: object) -> tuple[int, int | str]:
     return (0, key) if isinstance(key, int) else (1, str(key))
 
 
@@ -69,7 +69,7 @@ def _settings(pack: Mapping[str, Any]) -> dict[Any, Mapping[str, Any]]:
     return {path: {"value": value} for path, value in flatten_settings(pack.get(SETTINGS_KEY) or {}).items()}
 
 
-def _change(key: Any, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> RowChange | None:
+def _change(key: object, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> RowChange | None:
     if old is None:
         return RowChange("added", key, after=new)
     if new is None:
@@ -95,6 +95,6 @@ def render(diffs: list[TableDiff], a: int, b: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _short(value: Any, limit: int = 100) -> str:
+def _short(value: object, limit: int = 100) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

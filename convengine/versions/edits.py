@@ -34,12 +34,12 @@ def apply_edits(base: Mapping[str, Any], upsert: Mapping[str, Sequence[Mapping[s
     return content
 
 
-def _check_table(table: Any) -> None:
+def _check_table(table: object) -> None:
     if table not in CONTROL_TABLES:
         raise InvalidInputError(f"unknown table {str(table)[:60]!r}; expected one of {', '.join(CONTROL_TABLES)}")
 
 
-def _upsert(content: dict[str, Any], table: str, row: Any) -> None:
+def _upsert(content: dict[str, Any], table: str, row: object) -> None:
     if not isinstance(row, Mapping):
         raise InvalidInputError(f"upsert.{table}: a row must be an object, got {type(row).__name__}")
     rows: list[dict[str, Any]] = content.setdefault(table, [])
@@ -51,7 +51,7 @@ def _upsert(content: dict[str, Any], table: str, row: Any) -> None:
     rows.append(dict(row))
 
 
-def _delete(content: dict[str, Any], table: str, key: Any) -> None:
+def _delete(content: dict[str, Any], table: str, key: object) -> None:
     pk = primary_key(table)
     rows = content.get(table) or []
     kept = [r for r in rows if r.get(pk) != key]

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 
 import sqlalchemy as sa
 
@@ -52,6 +52,13 @@ logger = logging.getLogger(__name__)
 
 IMPORT_AUTHOR = "pack import"
 DATABASE_AUTHOR = "database"
+
+
+class BuildOptions(TypedDict, total=False):
+    """How a draft's pack is built into a configuration (the keywords of :func:`create_draft`)."""
+
+    settings_overrides: Mapping[str, Any] | None
+    extensions: Extensions | None
 
 
 class PublishRefusedError(ConfigError):
@@ -151,7 +158,7 @@ def create_draft(engine: sa.Engine, source: str | Path | Mapping[str, Any], *, a
 
 def edit_draft(engine: sa.Engine, *, upsert: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
                delete: Mapping[str, Sequence[Any]] | None = None, author: str,
-               message: str | None, **build_options: Any) -> store.VersionInfo:
+               message: str | None, **build_options: Unpack[BuildOptions]) -> store.VersionInfo:
     """A new draft: the current draft with rows added or changed (``upsert``: rows matched by primary key;
     given columns replace the stored ones) and rows removed (``delete``: primary keys), per table."""
     with engine.connect() as conn:

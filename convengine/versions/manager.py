@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Self, TypedDict
+from typing import Any, Self, TypedDict, Unpack
 
 import sqlalchemy as sa
 
@@ -14,6 +14,16 @@ from convengine.db import create_sync_engine, parse_database_url, upgrade
 from convengine.versions import lifecycle, store
 from convengine.versions.content import DRAFT_CHANNEL, LIVE_CHANNEL
 from convengine.versions.diff import TableDiff, diff
+
+
+class VersionsOptions(TypedDict, total=False):
+    """The keywords of :class:`Versions` besides its engine (what :meth:`Versions.open` passes on)."""
+
+    tests: Sequence[str | Path]
+    settings_overrides: Mapping[str, Any] | None
+    extensions: Extensions | None
+    on_change: Callable[[], None] | None
+    gate: lifecycle.TestGate | None
 
 
 class _BuildOptions(TypedDict):
@@ -44,7 +54,7 @@ class Versions:
         self._owned = False
 
     @classmethod
-    def open(cls, url: str, **kwargs: Any) -> Versions:
+    def open(cls, url: str, **kwargs: Unpack[VersionsOptions]) -> Versions:
         """On a database URL (upgraded to the current schema; its tables recorded as a version if none is)."""
         engine = create_sync_engine(parse_database_url(url))
         try:

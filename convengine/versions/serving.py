@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -39,6 +39,15 @@ VERSION_STAGE = stages.CONFIG_VERSION
 """The audit stage each turn records in its first step: the version it ran on and why that one."""
 CACHE_SIZE = 8
 MAX_RUNNING_TURNS = 4096
+
+
+class AuditedTurn(Protocol):
+    """What the version audit reads of a turn (the steps' Turn): its run context and audit."""
+
+    ctx: Any
+    """The run context: its ``turn_id`` names the turn whose version was chosen."""
+
+    def audit(self, stage: str, payload: Mapping[str, Any] | None = None) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +216,7 @@ class VersionServing:
         while len(self._turns) > MAX_RUNNING_TURNS:
             self._turns.popitem(last=False)
 
-    def audit_turn(self, step: str, turn: Any) -> None:
+    def audit_turn(self, step: str, turn: AuditedTurn) -> None:
         """Step hook of the turn's first step: the ``CONFIG_VERSION`` audit event."""
         del step
         choice = self._turns.pop(turn.ctx.turn_id, None)

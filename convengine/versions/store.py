@@ -73,7 +73,7 @@ def lock(conn: sa.Connection) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def check_channel(name: Any, *, draft_ok: bool = False) -> str:
+def check_channel(name: object, *, draft_ok: bool = False) -> str:
     if not isinstance(name, str) or not CHANNEL_NAME.fullmatch(name):
         raise InvalidInputError(f"a channel name is 1-40 lowercase letters, digits, '-' or '_' starting with a "
                                 f"letter, got {str(name)[:60]!r}")
@@ -82,7 +82,7 @@ def check_channel(name: Any, *, draft_ok: bool = False) -> str:
     return name
 
 
-def _text(value: Any, what: str) -> str | None:
+def _text(value: object, what: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
@@ -103,7 +103,7 @@ def record(conn: sa.Connection, content: Mapping[str, Any], *, author: str, mess
     return info
 
 
-def _info(row: Any) -> VersionInfo:
+def _info(row: sa.Row[*tuple[Any, ...]]) -> VersionInfo:
     created = row.created_at if row.created_at.tzinfo else row.created_at.replace(tzinfo=UTC)
     return VersionInfo(row.version_no, row.content_hash, row.author, row.message, created, row.parent_no)
 
@@ -116,7 +116,7 @@ MAX_VERSION = 2**31 - 1
 """The highest version number (an INTEGER column on both databases)."""
 
 
-def _number(number: Any) -> int:
+def _number(number: object) -> int:
     """``number`` when it can name a version; anything else names none (never a database error)."""
     if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= MAX_VERSION:
         raise VersionNotFoundError(f"no configuration version {number!r} (versions are numbered 1 to {MAX_VERSION})")

@@ -74,7 +74,7 @@ def bwrap_prefix(bwrap: str) -> tuple[str, ...]:
 
 def seccomp_program() -> bytes:
     """The allow-list as a BPF program; raises (ImportError, OSError...) when libseccomp is missing."""
-    import pyseccomp  # type: ignore[import-untyped]  # loads libseccomp.so.2: only when a python node needs it
+    import pyseccomp  # loads libseccomp.so.2: only when a python node needs it
 
     rules = pyseccomp.SyscallFilter(pyseccomp.ERRNO(1))  # EPERM
     for name in ALLOWED_SYSCALLS:

@@ -145,7 +145,7 @@ def _bounded(result: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _depth(value: Any) -> int:
+def _depth(value: object) -> int:
     """How deeply ``value`` (parsed JSON) nests, without recursion."""
     deepest, todo = 0, [(value, 1)]
     while todo:
