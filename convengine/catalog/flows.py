@@ -64,8 +64,6 @@ EVENT_WELCOME = "welcome"
 EVENT_HANDOFF_RESUME = "handoff_resume"
 
 HANDOFF_STATUS = "HANDOFF"
-STATE_KEY = "flow"
-"""The EngineState key holding the flow position, call stack and variables."""
 
 # Audit stages
 FLOW_STARTED = stages.FLOW_STARTED

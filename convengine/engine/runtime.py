@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from convengine._internal.turn_io import TurnRequest, database_detail, failure_event, map_failure
 from convengine.audit import AuditBus, AuditEvent, AuditFilter, TurnAudit
 from convengine.catalog import names
+from convengine.catalog import state as keys
 from convengine.catalog.errors import (
     ConfigError,
     ConvEngineError,
@@ -250,8 +251,8 @@ class EngineRuntime:
         config: RunnableConfig = {"configurable": {"thread_id": request.conversation_id},
                                   "metadata": {"convengine_turn": request.turn_id},
                                   "recursion_limit": snapshot.settings.recursion_limit}
-        graph_input: EngineState = {"conversation_id": request.conversation_id,
-                       "turn_input": {"text": request.text, "params": request.params, "reset": request.reset,
+        graph_input: EngineState = {keys.CONVERSATION_ID: request.conversation_id,
+                       keys.TURN_INPUT: {"text": request.text, "params": request.params, "reset": request.reset,
                                       "turn_id": request.turn_id, "event": request.event}}
         async with self.saver.bind(conn):
             await memory_service.before_run(conn, admission, ctx, snapshot.settings)
@@ -262,7 +263,7 @@ class EngineRuntime:
                               events=ctx.audit.events, owner=ctx.owner,
                               extra=_all(memory_rows, choice.pin_write(request.conversation_id), *deferred))
         memory_service.publish_deferred(ctx, self.bus)
-        await self._prune(request.conversation_id, int(final.get("turn") or 0), snapshot.settings)
+        await self._prune(request.conversation_id, int(final.get(keys.TURN) or 0), snapshot.settings)
         return final
 
     def _context(self, request: TurnRequest, compiled: Compiled, owner: str | None) -> TurnContext:
@@ -326,7 +327,7 @@ class EngineRuntime:
         config: RunnableConfig = {"configurable": {"thread_id": conversation_id}}
         async with self.locks.hold(conversation_id) as conn, self.saver.bind(conn):
             snap = await self.graph.aget_state(config)
-            if (snap.values or {}).get("turn"):
+            if (snap.values or {}).get(keys.TURN):
                 raise InvalidInputError(f"conversation {conversation_id} has already started; seed it before its "
                                         "first message")
             await self.graph.aupdate_state(config, values, as_node=names.LOAD_OR_CREATE_CONVERSATION)
@@ -446,10 +447,10 @@ class EngineRuntime:
 
 def _result(conversation_id: str, final: EngineState, settings: EngineSettings) -> TurnResult:
     """What the caller gets: the reply a FINAL transformer made, else the stored answer."""
-    payload = final.get("reply") or final.get("payload") or {"type": "TEXT", "value": None}
-    return TurnResult(conversation_id, final.get("intent") or "", final.get("state") or "",
-                      Payload.from_state(payload), dict(final.get("context") or {}), int(final.get("turn") or 0),
-                      final.get("status") or "RUNNING", memory_service.lifecycle_of(final.get("state"), settings))
+    payload = final.get(keys.REPLY) or final.get(keys.PAYLOAD) or {"type": "TEXT", "value": None}
+    return TurnResult(conversation_id, final.get(keys.INTENT) or "", final.get(keys.STATE) or "",
+                      Payload.from_state(payload), dict(final.get(keys.CONTEXT) or {}), int(final.get(keys.TURN) or 0),
+                      final.get(keys.STATUS) or "RUNNING", memory_service.lifecycle_of(final.get(keys.STATE), settings))
 
 
 def _all(*writes: Write | None) -> Write:

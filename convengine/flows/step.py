@@ -36,12 +36,12 @@ async def flow_step(turn: Turn) -> None:
     else:
         begin(walk, event)
     if not walk.stack:
-        turn.set(vocab.STATE_KEY, walk.data)  # nothing to walk (a reset may have cleared the stack)
+        turn.set(keys.FLOW, walk.data)  # nothing to walk (a reset may have cleared the stack)
         return
     await walk_stack(walk)
     if walk.data.get("handoff"):
         turn.set(keys.STATUS, vocab.HANDOFF_STATUS)
-    turn.set(vocab.STATE_KEY, walk.data)
+    turn.set(keys.FLOW, walk.data)
     turn.set_intent(active_intent(walk), cause="FLOW")
     payload = walk.payload()
     if payload is None:
@@ -66,7 +66,7 @@ def _handoff_turn(turn: Turn, data: dict[str, Any]) -> None:
 
 
 def _skip(turn: Turn) -> SkipAudit | None:
-    data = turn.get(vocab.STATE_KEY) or {}
+    data = turn.get(keys.FLOW) or {}
     if data.get("stack") or data.get("handoff") or _event(turn):
         return None
     if catalog_of(turn.snapshot).for_intent(turn.intent) is not None:

@@ -17,7 +17,7 @@ from convengine.nodes.turn import Turn
 
 
 def new_walk(turn: Turn) -> Walk:
-    data = copy.deepcopy(turn.get(vocab.STATE_KEY) or {})
+    data = copy.deepcopy(turn.get(keys.FLOW) or {})
     return Walk(turn, catalog_of(turn.snapshot), data, turn.settings.flows.max_steps_per_turn,
                 input=turn.user_text)
 

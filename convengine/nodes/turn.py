@@ -110,9 +110,9 @@ class Turn:
 
     @property
     def params(self) -> dict[str, Any]:
-        if "params" not in self._update:
-            self._update["params"] = dict(self._state.get("params") or {})
-        return self._update["params"]
+        if keys.PARAMS not in self._update:
+            self._update[keys.PARAMS] = dict(self._state.get(keys.PARAMS) or {})
+        return self._update[keys.PARAMS]
 
     def keep_params(self, values: Mapping[str, Any]) -> None:
         """Set params that persist into later turns (SET_INPUT_PARAM, tasks); engine keys never do."""
@@ -122,19 +122,19 @@ class Turn:
         self.set(keys.KEPT_PARAMS, kept)
 
     def read_params(self) -> Mapping[str, Any]:
-        return self._update.get("params") or self._state.get("params") or {}
+        return self._update.get(keys.PARAMS) or self._state.get(keys.PARAMS) or {}
 
     @property
     def context(self) -> dict[str, Any]:
-        if "context" not in self._update:
-            self._update["context"] = copy.deepcopy(self._state.get("context") or {})
-        return self._update["context"]
+        if keys.CONTEXT not in self._update:
+            self._update[keys.CONTEXT] = copy.deepcopy(self._state.get(keys.CONTEXT) or {})
+        return self._update[keys.CONTEXT]
 
     def read_context(self) -> Mapping[str, Any]:
-        return self._update.get("context") or self._state.get("context") or {}
+        return self._update.get(keys.CONTEXT) or self._state.get(keys.CONTEXT) or {}
 
     def replace_context(self, value: dict[str, Any]) -> None:
-        self._update["context"] = value
+        self._update[keys.CONTEXT] = value
 
     # --- derived views ----------------------------------------------------------------
 
