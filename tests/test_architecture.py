@@ -39,10 +39,9 @@ LAZY_ALLOWED = {
 
 
 def _lint_imports(project: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command; "
-                           "sys.exit(lint_imports_command())", "--no-cache"],
-                          cwd=project, capture_output=True, text=True, timeout=600, env={"PYTHONPATH": str(project),
-                                                                                          "PATH": "/usr/bin:/bin"})
+    script = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+    return subprocess.run([sys.executable, "-c", script, "--no-cache"], cwd=project, capture_output=True, text=True,
+                          timeout=600, env={"PYTHONPATH": str(project), "PATH": "/usr/bin:/bin"}, check=False)
 
 
 def test_import_contracts_hold() -> None:
@@ -153,3 +152,20 @@ def test_every_module_imports_on_its_own_first() -> None:
     done = subprocess.run([sys.executable, "-c", IMPORT_EACH], capture_output=True, text=True, timeout=300,
                           cwd=ROOT.parent, check=True)
     assert done.stdout.strip() == ""
+
+
+def test_every_session_protocol_extends_the_turn_view() -> None:
+    """What tasks, templates, LLM calls and tools see of a turn starts from one base (convengine/turn_view.py):
+    the settings, the conversation, intent and state, params and context read-only, and the audit."""
+    from convengine.llm.session import LlmSession, PromptSession
+    from convengine.nodes.turn import Turn
+    from convengine.registry import TaskSession
+    from convengine.templates.variables import TemplateSession
+    from convengine.tools.base import ToolSession
+    from convengine.turn_view import TurnView
+
+    protocols = (LlmSession, PromptSession, TaskSession, TemplateSession, ToolSession)
+    assert [p.__name__ for p in protocols if TurnView not in p.__mro__] == []
+    members = {name for p in protocols for name in vars(p) if not name.startswith("_")}
+    assert sorted(name for name in members | set(vars(TurnView)) if not hasattr(Turn, name)
+                  and not name.startswith("_")) == []

@@ -16,22 +16,14 @@ from typing import Any, Protocol
 from convengine.catalog import state as keys
 from convengine.rules.facts import FactsInput, session_fields
 from convengine.templates.namespaces import producers as memory_namespaces
+from convengine.turn_view import TurnView
 
 
-class TemplateSession(Protocol):
+class TemplateSession(TurnView, Protocol):
     """The slice of a turn that templates read (implemented by the nodes' Turn)."""
 
     ctx: Any
     """The run context: memory namespaces read the turn's user from it."""
-
-    @property
-    def conversation_id(self) -> str: ...
-
-    @property
-    def intent(self) -> str: ...
-
-    @property
-    def state(self) -> str: ...
 
     @property
     def user_text(self) -> str: ...
@@ -44,13 +36,10 @@ class TemplateSession(Protocol):
 
     def get(self, key: str, default: Any = None) -> Any: ...
 
-    def read_params(self) -> Mapping[str, Any]: ...
-
-    def read_context(self) -> Mapping[str, Any]: ...
-
     def facts_input(self) -> FactsInput: ...
 
     def schema_json(self) -> dict[str, Any]: ...
+
 
 _ALIASES: dict[str, tuple[str, ...]] = {
     "user_input": ("user_input", "userInput", "user_text", "userText", "input_text", "inputText", "input",
