@@ -13,6 +13,7 @@ import copy
 from typing import Any
 
 from convengine.catalog import flows as vocab
+from convengine.catalog import stages
 from convengine.catalog import state as keys
 
 
@@ -26,5 +27,5 @@ def hand_off(session: Any, rule_id: Any, reason: str) -> dict[str, Any]:
         frame["mode"] = vocab.MODE_REASK  # on resume, the waiting node asks its question again
     session.set(keys.FLOW, data)
     session.set(keys.STATUS, vocab.HANDOFF_STATUS)
-    session.audit(vocab.FLOW_HANDOFF, dict(data["handoff"]))
+    session.audit(stages.FLOW_HANDOFF, dict(data["handoff"]))
     return {"ruleId": rule_id, "status": vocab.HANDOFF_STATUS, **({"reason": reason} if reason else {})}
