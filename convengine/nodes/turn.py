@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from convengine.catalog import params as pk
+from convengine.catalog import stages
 from convengine.catalog import state as keys
 from convengine.catalog.state import EngineState
 from convengine.catalog.vocab import UNKNOWN
@@ -85,7 +86,12 @@ class Turn:
         self._transition(before, value, cause)
 
     def set_intent(self, value: str, *, cause: str) -> None:
+        """Set the intent; a change is audited (``INTENT_CHANGED``) with its ``cause``: the resolver
+        (``CLASSIFIER``, ``AGENT``), ``rule <id>``, ``task``, ``FLOW`` or ``response``."""
+        before = self.intent
         self.set(keys.INTENT, value)
+        if value != before:
+            self.audit(stages.INTENT_CHANGED, {"fromIntent": before, "toIntent": value, "cause": cause})
 
     def _transition(self, before: str, after: str, cause: str) -> None:
         transitions = list(self.get(keys.TRANSITIONS) or [])
