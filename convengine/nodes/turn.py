@@ -86,12 +86,12 @@ class Turn:
         self._transition(before, value, cause)
 
     def set_intent(self, value: str, *, cause: str) -> None:
-        """Set the intent; a change is audited (``INTENT_CHANGED``) with its ``cause``: the resolver
+        """Set the intent; a change is audited (``INTENT_UPDATED``) with its ``cause``: the resolver
         (``CLASSIFIER``, ``AGENT``), ``rule <id>``, ``task``, ``FLOW`` or ``response``."""
         before = self.intent
         self.set(keys.INTENT, value)
         if value != before:
-            self.audit(stages.INTENT_CHANGED, {"fromIntent": before, "toIntent": value, "cause": cause})
+            self.audit(stages.INTENT_UPDATED, {"fromIntent": before, "toIntent": value, "cause": cause})
 
     def _transition(self, before: str, after: str, cause: str) -> None:
         transitions = list(self.get(keys.TRANSITIONS) or [])

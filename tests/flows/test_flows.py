@@ -22,7 +22,7 @@ async def position(engine: Any, cid: str) -> list[tuple[str, str, str]]:
 def intent_changes(events: list[Any]) -> list[tuple[str, str, str]]:
     """The turn's intent changes as the audit records them: (from, to, what caused it)."""
     return [(e.payload["fromIntent"], e.payload["toIntent"], e.payload["cause"]) for e in events
-            if e.stage == "INTENT_CHANGED"]
+            if e.stage == "INTENT_UPDATED"]
 
 
 async def test_welcome_form_digression_reprompts_handoff_and_resume(db_url: str) -> None:

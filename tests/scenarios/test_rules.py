@@ -145,7 +145,7 @@ async def test_set_intent_set_dialogue_act_and_set_json(db_url: str) -> None:
         assert payload_of(events, "SET_INTENT") == {"ruleId": payload_of(events, "SET_INTENT")["ruleId"],
                                                     "fromIntent": "LOAN", "toIntent": "GREETING"}
         rule_id = payload_of(events, "SET_INTENT")["ruleId"]
-        assert payload_of(events, "INTENT_CHANGED") == {"fromIntent": "LOAN", "toIntent": "GREETING",
+        assert payload_of(events, "INTENT_UPDATED") == {"fromIntent": "LOAN", "toIntent": "GREETING",
                                                         "cause": f"rule {rule_id}"}
         assert payload_of(events, "INTERACTION_POLICY_DECIDED")["dialogueAct"] == "EDIT"
 
@@ -217,7 +217,7 @@ async def test_a_task_changing_the_intent_is_audited_as_the_tasks_doing(db_url: 
         result = await engine.aprocess("loan")
         assert (result.intent, result.payload.value) == ("GREETING", "greeting in start")
         events = await turn_events(engine, result.conversation_id)
-    changes = [(e.step, e.payload) for e in events if e.stage == "INTENT_CHANGED"]
+    changes = [(e.step, e.payload) for e in events if e.stage == "INTENT_UPDATED"]
     assert changes == [(names.INTENT_RESOLUTION, {"fromIntent": "UNKNOWN", "toIntent": "LOAN", "cause": "CLASSIFIER"}),
                        (names.RULES, {"fromIntent": "LOAN", "toIntent": "GREETING", "cause": "task"})]
 
