@@ -20,19 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from convengine.catalog.errors import ConvEngineError, ErrorCode
+from convengine.turn_view import TurnView
 
 
-class TaskSession(Protocol):
+class TaskSession(TurnView, Protocol):
     """The slice of a turn a task sees and changes (implemented by the nodes' Turn)."""
-
-    @property
-    def conversation_id(self) -> str: ...
-
-    @property
-    def intent(self) -> str: ...
-
-    @property
-    def state(self) -> str: ...
 
     @property
     def user_text(self) -> str: ...
@@ -42,8 +34,6 @@ class TaskSession(Protocol):
 
     @property
     def context(self) -> dict[str, Any]: ...
-
-    def read_params(self) -> Mapping[str, Any]: ...
 
     def keep_params(self, values: Mapping[str, Any]) -> None: ...
 

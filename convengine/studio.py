@@ -21,6 +21,7 @@ from pathlib import Path
 from langgraph.config import get_config
 
 from convengine.audit import TurnAudit
+from convengine.catalog import state as keys
 from convengine.catalog.errors import ConvEngineError
 from convengine.catalog.state import EngineState
 from convengine.config_loader.companions import default_pack, pack_options
@@ -64,7 +65,7 @@ async def studio_context(state: EngineState) -> TurnContext:
     engine = await _open_engine()
     runtime = engine.runtime
     snapshot = runtime.holder.current
-    conversation_id = str(configurable.get("thread_id") or state.get("conversation_id"))
+    conversation_id = str(configurable.get("thread_id") or state.get(keys.CONVERSATION_ID))
     audit = TurnAudit(conversation_id, audit_filter=runtime.audit_filter, bus=engine.bus,
                       persist_meta=snapshot.settings.audit.persist_meta, turn_id=run_id)
     ctx = TurnContext(snapshot=snapshot, services=runtime.services, audit=audit, conversation_id=conversation_id,

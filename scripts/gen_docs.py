@@ -454,7 +454,7 @@ LAYER_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Storage", "ce_* tables, migrations, checkpoints, the turn's commit, knowledge bases",
      ("knowledge | checkpointing", "db")),
     ("Foundation", "host registries, plumbing, audit events, settings, security checks, the catalogues",
-     ("registry | turn_view", "_internal", "audit", "settings", "security", "catalog")),
+     ("registry", "turn_view", "_internal", "audit", "settings", "security", "catalog")),
 )
 
 

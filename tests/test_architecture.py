@@ -164,3 +164,20 @@ def test_every_package_has_its_tests_folder() -> None:
     packages = sorted(p.name for p in ROOT.iterdir() if (p / "__init__.py").exists())
     missing = [name for name in packages if not (tests / name.lstrip("_") / "__init__.py").exists()]
     assert not missing, f"packages without a tests/<package>/ folder: {missing}"
+
+
+def test_every_session_protocol_extends_the_turn_view() -> None:
+    """What tasks, templates, LLM calls and tools see of a turn starts from one base (convengine/turn_view.py):
+    the settings, the conversation, intent and state, params and context read-only, and the audit."""
+    from convengine.llm.session import LlmSession, PromptSession
+    from convengine.nodes.turn import Turn
+    from convengine.registry import TaskSession
+    from convengine.templates.variables import TemplateSession
+    from convengine.tools.base import ToolSession
+    from convengine.turn_view import TurnView
+
+    protocols = (LlmSession, PromptSession, TaskSession, TemplateSession, ToolSession)
+    assert [p.__name__ for p in protocols if TurnView not in p.__mro__] == []
+    members = {name for p in protocols for name in vars(p) if not name.startswith("_")}
+    assert sorted(name for name in members | set(vars(TurnView)) if not hasattr(Turn, name)
+                  and not name.startswith("_")) == []

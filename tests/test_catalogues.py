@@ -140,17 +140,92 @@ def test_ce_config_keys_are_read_through_the_table() -> None:
     assert bare == [], "read ce_config with snapshot.config_value(ce_config.KEY):\n" + "\n".join(bare)
 
 
+STATE_TYPES = frozenset({"EngineState", "ConversationState", "TurnState", "EngineInput"})
+STATE_HOLDERS = frozenset({"state", "final", "values", "graph_input", "_state", "_update"})
+"""What the code calls a mapping of graph-state keys: the graph's input, a node's incoming state and
+its update, the turn's final state, a checkpoint's values (a snapshot's ``.values``)."""
+GRAPH_CALLS = frozenset({"invoke", "ainvoke", "stream", "astream", "update_state", "aupdate_state"})
+
+
+def _state_names(tree: ast.Module) -> set[str]:
+    """Names annotated with a state TypedDict anywhere in the module (parameters and assignments)."""
+    found = set(STATE_HOLDERS)
+    for node in ast.walk(tree):
+        target, annotation = None, None
+        if isinstance(node, ast.arg):
+            target, annotation = node.arg, node.annotation
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, (ast.Name, ast.Attribute)):
+            target, annotation = ast.unparse(node.target).split(".")[-1], node.annotation
+        if target and annotation is not None and STATE_TYPES & {n.id for n in ast.walk(annotation)
+                                                               if isinstance(n, ast.Name)}:
+            found.add(target)
+    return found
+
+
+def _holds_state(expr: ast.expr, holders: set[str]) -> bool:
+    """``final``, ``self._update``, ``snap.values or {}``, ``engine.state(cid)``, ``cast(EngineState, x)``."""
+    if isinstance(expr, ast.BoolOp):
+        return _holds_state(expr.values[0], holders)
+    if isinstance(expr, ast.Name):
+        return expr.id in holders
+    if isinstance(expr, ast.Attribute):
+        return expr.attr in holders
+    if isinstance(expr, ast.Call):
+        if _call_name(expr) in ("state", "astate", "checkpointed_state"):
+            return True
+        return _call_name(expr) == "cast" and bool(expr.args) and ast.unparse(expr.args[0]) in STATE_TYPES
+    return False
+
+
+def _bare_state_keys(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    holders = _state_names(tree)
+
+    def key(node: ast.AST | None) -> str | None:
+        return node.value if isinstance(node, ast.Constant) and node.value in STATE_KEYS else None
+
+    for node in ast.walk(tree):
+        found: list[str | None] = []
+        if isinstance(node, ast.Subscript) and _holds_state(node.value, holders):
+            found = [key(node.slice)]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+            method, receiver = node.func.attr, node.func.value
+            if method in ("get", "pop", "setdefault") and _holds_state(receiver, holders) or method == "set" or (
+                    method == "get" and ast.unparse(receiver).split(".")[-1] in ("turn", "session")):
+                found = [key(node.args[0])]  # a Turn (a node's or a rule's view of the state) reads and writes by key
+            elif method in GRAPH_CALLS:  # the graph's input, or the values of update_state(config, values)
+                values = node.args[-1] if "update" in method else node.args[0]
+                found = [key(k) for k in values.keys] if isinstance(values, ast.Dict) else []
+        elif isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
+            if any(_holds_state(c, holders) for c in node.comparators):
+                found = [key(node.left)]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Dict):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(_holds_state(t, holders) for t in targets):
+                found = [key(k) for k in node.value.keys]
+        yield from ((node.lineno, k) for k in found if k)
+
+
 def test_state_keys_are_read_and_written_by_name() -> None:
-    """``turn.get("status")`` bypasses the catalogue: ``turn.get(keys.STATUS)``."""
-    bare = []
-    for rel, tree in _sources():
-        for node in ast.walk(tree):
-            if (isinstance(node, ast.Call) and _call_name(node) in ("get", "set") and node.args
-                    and isinstance(node.func, ast.Attribute) and ast.unparse(node.func.value).split(".")[-1]
-                    in ("turn", "self" if rel == "convengine/nodes/turn.py" else "turn")
-                    and isinstance(node.args[0], ast.Constant) and node.args[0].value in STATE_KEYS):
-                bare.append(f"{rel}:{node.lineno} {node.args[0].value}")
-    assert bare == [], "\n".join(bare)
+    """``final.get("status")``, ``state["intent"]``, ``turn.set("context", ...)``, a graph input ``{"turn_input":
+    ...}`` bypass the catalogue: ``final.get(keys.STATUS)`` (``from convengine.catalog import state as keys``)."""
+    bare = [f"{rel}:{line} {key}" for rel, tree in _sources() if rel != "convengine/catalog/state.py"
+            for line, key in _bare_state_keys(tree)]
+    assert bare == [], "use the key names of convengine.catalog.state instead of:\n" + "\n".join(bare)
+
+
+def test_the_state_key_check_sees_every_spelling() -> None:
+    """The scan above flags each way a bare key reaches the state, and leaves other mappings alone."""
+    source = '''
+def node(state: EngineState, final, scope, row):
+    state["intent"]; final.get("context"); self._update["params"]; (snap.values or {}).get("turn")
+    engine.state(cid)["flow"]; "persisted" in final; turn.set("reply", 1); turn.get("status"); session.set("state", 1)
+    graph_input = {"turn_input": {}}; graph.aupdate_state(config, {"context": {}})
+    cast(EngineState, x)["payload"]; mine: TurnState = {}; mine["user_text"]
+    scope["state"]; row.get("conversation_id"); turn["params"]; final.get(keys.INTENT); {"intent": 1}
+'''
+    found = sorted(key for _, key in _bare_state_keys(ast.parse(source)))
+    assert found == sorted(["intent", "context", "params", "turn", "flow", "persisted", "reply", "status", "state",
+                            "turn_input", "context", "payload", "user_text"])
 
 
 def test_engine_params_are_read_by_name() -> None:

@@ -1,8 +1,7 @@
-"""Names of the flow runtime: node types, outcomes, walk modes, audit stages, event names."""
+"""Names of the flow runtime: node types, outcomes, walk modes, event names (its audit stages are in
+:mod:`convengine.catalog.stages`)."""
 
 from __future__ import annotations
-
-from convengine.catalog import stages
 
 START = "start"
 END = "end"
@@ -64,34 +63,3 @@ EVENT_WELCOME = "welcome"
 EVENT_HANDOFF_RESUME = "handoff_resume"
 
 HANDOFF_STATUS = "HANDOFF"
-STATE_KEY = "flow"
-"""The EngineState key holding the flow position, call stack and variables."""
-
-# Audit stages
-FLOW_STARTED = stages.FLOW_STARTED
-FLOW_NODE = stages.FLOW_NODE
-FLOW_WAITING = stages.FLOW_WAITING
-FLOW_DIGRESSION = stages.FLOW_DIGRESSION
-FLOW_RETURNED = stages.FLOW_RETURNED
-FLOW_COMPLETED = stages.FLOW_COMPLETED
-FLOW_SUBFLOW_CALL = stages.FLOW_SUBFLOW_CALL
-FLOW_ENTITY_CAPTURED = stages.FLOW_ENTITY_CAPTURED
-FLOW_ENTITY_REPROMPT = stages.FLOW_ENTITY_REPROMPT
-FLOW_ENTITY_ESCALATED = stages.FLOW_ENTITY_ESCALATED
-FLOW_ENTITY_LLM_EXTRACTED = stages.FLOW_ENTITY_LLM_EXTRACTED
-FLOW_ENTITY_LLM_SKIPPED = stages.FLOW_ENTITY_LLM_SKIPPED
-FLOW_VARIABLE_SET = stages.FLOW_VARIABLE_SET
-FLOW_SERVICE_CALLED = stages.FLOW_SERVICE_CALLED
-FLOW_SERVICE_FAILED = stages.FLOW_SERVICE_FAILED
-FLOW_SCRIPT_RAN = stages.FLOW_SCRIPT_RAN
-FLOW_SCRIPT_FAILED = stages.FLOW_SCRIPT_FAILED
-FLOW_KNOWLEDGE = stages.FLOW_KNOWLEDGE
-FLOW_AGENT_ANSWERED = stages.FLOW_AGENT_ANSWERED
-FLOW_AGENT_TOOL = stages.FLOW_AGENT_TOOL
-FLOW_AGENT_FAILED = stages.FLOW_AGENT_FAILED
-FLOW_HANDOFF = stages.FLOW_HANDOFF
-FLOW_HANDOFF_MESSAGE = stages.FLOW_HANDOFF_MESSAGE
-FLOW_HANDOFF_RESUMED = stages.FLOW_HANDOFF_RESUMED
-FLOW_STEP_LIMIT = stages.FLOW_STEP_LIMIT
-FLOW_RESET = stages.FLOW_RESET
-INTENT_SMALL_TALK_MATCHED = stages.INTENT_SMALL_TALK_MATCHED

@@ -126,6 +126,9 @@ INTENT_RESOLVED_BY_CLASSIFIER = _stage("INTENT_RESOLVED_BY_CLASSIFIER", _A, "a c
 INTENT_RESOLVED_BY_AGENT = _stage("INTENT_RESOLVED_BY_AGENT", _A, "the intent agent set the intent")
 INTENT_SMALL_TALK_MATCHED = _stage("INTENT_SMALL_TALK_MATCHED", _A, "a small-talk topic scored at or above `flows.small-talk-min-score` and won before the intents")
 INTENT_MISSING = _stage("INTENT_MISSING", _A, "no intent was resolved: `UNKNOWN` is used")
+INTENT_UPDATED = _stage("INTENT_UPDATED", _A, "the intent changed (`fromIntent`, `toIntent`, `cause`: `CLASSIFIER` or "
+                        "`AGENT`, `rule <id>`, `task`, `FLOW` or `response`); resets, adoption and a state-graph block "
+                        "audit their own stages")
 STATE_MISSING = _stage("STATE_MISSING", _A, "no state was resolved: `UNKNOWN` is used")
 
 # --- container data, schema extraction, auto advance ------------------------------------

@@ -15,7 +15,7 @@ from __future__ import annotations
 import types
 import typing
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from typing_extensions import TypedDict
 
@@ -95,30 +95,31 @@ class EngineState(ConversationState, TurnState, total=False):
 
 
 # The state's keys by name (the values are the TypedDicts' keys; tests/test_catalogues.py checks they match).
-CONVERSATION_ID = "conversation_id"
-STATUS = "status"
-INTENT = "intent"
-STATE = "state"
-CONTEXT = "context"
-INPUT_PARAMS = "input_params"
-TURN = "turn"
-RECENT_TURNS = "recent_turns"
-SCHEMA_SCOPE = "schema_scope"
-FLOW = "flow"
-TURN_INPUT = "turn_input"
-USER_TEXT = "user_text"
-STANDALONE_QUERY = "standalone_query"
-PARAMS = "params"
-TURN_START = "turn_start"
-SCHEMA_FACTS = "schema_facts"
-TRANSITIONS = "transitions"
-PAYLOAD = "payload"
-MCP_LOOP = "mcp_loop"
-LAST_LLM = "last_llm"
-KEPT_PARAMS = "kept_params"
-NEW_CONVERSATION = "new_conversation"
-PERSISTED = "persisted"
-REPLY = "reply"
+# Final: mypy reads each as its literal, so ``final.get(keys.TURN)`` on an EngineState is typed ``int | None``.
+CONVERSATION_ID: Final = "conversation_id"
+STATUS: Final = "status"
+INTENT: Final = "intent"
+STATE: Final = "state"
+CONTEXT: Final = "context"
+INPUT_PARAMS: Final = "input_params"
+TURN: Final = "turn"
+RECENT_TURNS: Final = "recent_turns"
+SCHEMA_SCOPE: Final = "schema_scope"
+FLOW: Final = "flow"
+TURN_INPUT: Final = "turn_input"
+USER_TEXT: Final = "user_text"
+STANDALONE_QUERY: Final = "standalone_query"
+PARAMS: Final = "params"
+TURN_START: Final = "turn_start"
+SCHEMA_FACTS: Final = "schema_facts"
+TRANSITIONS: Final = "transitions"
+PAYLOAD: Final = "payload"
+MCP_LOOP: Final = "mcp_loop"
+LAST_LLM: Final = "last_llm"
+KEPT_PARAMS: Final = "kept_params"
+NEW_CONVERSATION: Final = "new_conversation"
+PERSISTED: Final = "persisted"
+REPLY: Final = "reply"
 
 CONVERSATION_KEYS: tuple[str, ...] = tuple(ConversationState.__annotations__)
 TURN_KEYS: tuple[str, ...] = tuple(TurnState.__annotations__)

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from convengine.audit.events import AuditEvent
+from convengine.catalog import state as keys
 from convengine.checkpointing.persistence import ConversationStore, Write
 from convengine.nodes.finish import json_safe, stored_assistant
 
@@ -29,15 +30,15 @@ class TurnRows:
 
 def turn_rows(conversation_id: str, final: Mapping[str, Any]) -> TurnRows:
     """The rows of a turn whose graph run ended in ``final`` (ConvEngine's column names)."""
-    if not final.get("persisted"):
+    if not final.get(keys.PERSISTED):
         return TurnRows()
-    user_text = str(final.get("user_text") or "")
-    assistant = json_safe(stored_assistant(final.get("payload") or {}))
+    user_text = str(final.get(keys.USER_TEXT) or "")
+    assistant = json_safe(stored_assistant(final.get(keys.PAYLOAD) or {}))
     projection = {
-        "conversation_id": conversation_id, "status": final.get("status") or "RUNNING",
-        "intent_code": final.get("intent"), "state_code": final.get("state"),
-        "context_json": final.get("context") or {}, "last_user_text": user_text,
-        "last_assistant_json": assistant, "input_params_json": final.get("input_params") or {},
+        "conversation_id": conversation_id, "status": final.get(keys.STATUS) or "RUNNING",
+        "intent_code": final.get(keys.INTENT), "state_code": final.get(keys.STATE),
+        "context_json": final.get(keys.CONTEXT) or {}, "last_user_text": user_text,
+        "last_assistant_json": assistant, "input_params_json": final.get(keys.INPUT_PARAMS) or {},
     }
     history = {"conversation_id": conversation_id, "user_input": user_text, "assistant_output": assistant}
     return TurnRows(projection, history)

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from convengine.audit.events import AuditEvent
 from convengine.audit.turns import last_turn, turn_steps
 from convengine.catalog import stages as audit_stages
+from convengine.catalog import state as keys
 from convengine.catalog.errors import ConvEngineError, ToolError
 from convengine.config_loader.companions import pack_options
 from convengine.engine.conversation_specs import (
@@ -191,7 +192,7 @@ class FileRun:
         except ConvEngineError as exc:
             outcome.error = exc
         if turn.expect.flow is not None and outcome.error is None:
-            outcome.flow = dict(engine.state(cid).get("flow") or {})
+            outcome.flow = dict(engine.state(cid).get(keys.FLOW) or {})
         outcome.llm_sites = [c.call.call_site for c in self.llm.calls[before:]]
         try:
             events = engine.audit(cid)

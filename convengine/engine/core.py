@@ -21,6 +21,7 @@ from convengine._internal.turn_io import check_params, check_request, normalise_
 from convengine.audit import AuditBus, AuditEvent, Subscription
 from convengine.audit.trace import build_trace
 from convengine.catalog import stages
+from convengine.catalog import state as keys
 from convengine.catalog.defaults import DEFAULT_DATABASE_URL
 from convengine.catalog.errors import InvalidInputError
 from convengine.catalog.state import EngineState
@@ -239,8 +240,8 @@ class Engine:
                     input_params: Mapping[str, Any] | None = None) -> str:
         cid = _cid(conversation_id)
         depth = self.settings.api.max_input_depth
-        values = {"context": check_params(context, depth, name="context"),
-                  "input_params": check_params(input_params, depth)}
+        values = {keys.CONTEXT: check_params(context, depth, name="context"),
+                  keys.INPUT_PARAMS: check_params(input_params, depth)}
         return await self._portal.acall(self._runtime.seed(cid, values))
 
     # --- reading ----------------------------------------------------------------------

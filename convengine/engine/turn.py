@@ -21,6 +21,7 @@ from convengine.catalog.errors import (
     ConversationNotFoundError,
     InvalidInputError,
 )
+from convengine.catalog import state as keys
 from convengine.catalog.state import EngineState
 from convengine.checkpointing import prune_checkpoints
 from convengine.checkpointing.bound import commit_turn_connection
@@ -124,8 +125,8 @@ class TurnRunner:
         config: RunnableConfig = {"configurable": {"thread_id": request.conversation_id},
                                   "metadata": {"convengine_turn": request.turn_id},
                                   "recursion_limit": snapshot.settings.recursion_limit}
-        graph_input: EngineState = {"conversation_id": request.conversation_id,
-                       "turn_input": {"text": request.text, "params": request.params, "reset": request.reset,
+        graph_input: EngineState = {keys.CONVERSATION_ID: request.conversation_id,
+                                     keys.TURN_INPUT: {"text": request.text, "params": request.params, "reset": request.reset,
                                       "turn_id": request.turn_id, "event": request.event}}
         async with resources.saver.bind(conn):
             await memory_service.before_run(conn, admission, ctx)
@@ -137,7 +138,7 @@ class TurnRunner:
                               events=ctx.audit.events, owner=ctx.owner,
                               extra=all_writes(memory_rows, choice.pin_write(request.conversation_id), *deferred))
         memory_service.publish_deferred(ctx, resources.bus)
-        self._prune_later(request.conversation_id, int(final.get("turn") or 0), snapshot.settings)
+        self._prune_later(request.conversation_id, int(final.get(keys.TURN) or 0), snapshot.settings)
         return final
 
     def _context(self, request: TurnRequest, compiled: Compiled, owner: str | None) -> TurnContext:
@@ -198,7 +199,7 @@ class TurnRunner:
         resources = self.resources
         async with resources.locks.hold(conversation_id) as conn, resources.saver.bind(conn):
             snap = await resources.graph.aget_state(config)
-            if (snap.values or {}).get("turn"):
+            if (snap.values or {}).get(keys.TURN):
                 raise InvalidInputError(f"conversation {conversation_id} has already started; seed it before its "
                                         "first message")
             await resources.graph.aupdate_state(config, values, as_node=names.LOAD_OR_CREATE_CONVERSATION)
@@ -224,10 +225,10 @@ class _StoreFirst(Exception):
 
 def _result(conversation_id: str, final: EngineState, settings: EngineSettings) -> TurnResult:
     """What the caller gets: the reply a FINAL transformer made, else the stored answer."""
-    payload = final.get("reply") or final.get("payload") or {"type": "TEXT", "value": None}
-    return TurnResult(conversation_id, final.get("intent") or "", final.get("state") or "",
-                      Payload.from_state(payload), dict(final.get("context") or {}), int(final.get("turn") or 0),
-                      final.get("status") or "RUNNING", memory_service.lifecycle_of(final.get("state"), settings))
+    payload = final.get(keys.REPLY) or final.get(keys.PAYLOAD) or {"type": "TEXT", "value": None}
+    return TurnResult(conversation_id, final.get(keys.INTENT) or "", final.get(keys.STATE) or "",
+                      Payload.from_state(payload), dict(final.get(keys.CONTEXT) or {}), int(final.get(keys.TURN) or 0),
+                      final.get(keys.STATUS) or "RUNNING", memory_service.lifecycle_of(final.get(keys.STATE), settings))
 
 
 def _refusal(conversation_id: str, owner: str | None, admission: Admission) -> ConversationNotFoundError | None:

@@ -14,10 +14,11 @@ import json
 from typing import Any
 
 from convengine.catalog import flows as vocab
+from convengine.catalog import stages
 from convengine.catalog.errors import ConvEngineError
 from convengine.config.flows import Flow
 from convengine.config.records import FlowNodeRecord
-from convengine.flows.walk import WAIT, Result, Walk
+from convengine.flows.walk_state import WAIT, Result, Walk
 from convengine.nodes.planner import PLANNER_SCHEMA
 from convengine.security.redact import redact_text
 
@@ -51,7 +52,7 @@ async def _loop(walk: Walk, flow: Flow, node: FlowNodeRecord, config: dict[str, 
     llm = walk.turn.ctx.services.llm
     audit = {"flow": flow.code, "node": node.node_id}
     if llm is None:
-        walk.turn.audit(vocab.FLOW_AGENT_FAILED, {**audit, "reason": "NO_LLM_CONFIGURED"})
+        walk.turn.audit(stages.FLOW_AGENT_FAILED, {**audit, "reason": "NO_LLM_CONFIGURED"})
         return None
     allowed = [str(t) for t in config.get("tools") or []]
     observations: list[dict[str, Any]] = []
@@ -62,15 +63,15 @@ async def _loop(walk: Walk, flow: Flow, node: FlowNodeRecord, config: dict[str, 
             plan = await llm.json(walk.turn, CALL_SITE, system=system, user=user, schema=PLANNER_SCHEMA,
                                   **_options(config))
         except ConvEngineError as exc:
-            walk.turn.audit(vocab.FLOW_AGENT_FAILED, {**audit, "step": step, "errorCode": exc.code.value})
+            walk.turn.audit(stages.FLOW_AGENT_FAILED, {**audit, "step": step, "errorCode": exc.code.value})
             return None
         if plan.get("action") == "ANSWER" and plan.get("answer"):
-            walk.turn.audit(vocab.FLOW_AGENT_ANSWERED, {**audit, "steps": step, "model": config.get("model"),
+            walk.turn.audit(stages.FLOW_AGENT_ANSWERED, {**audit, "steps": step, "model": config.get("model"),
                                                         "temperature": config.get("temperature")})
             return str(plan["answer"])
         observations.append(await _tool(walk, audit, allowed, str(plan.get("tool_code") or ""),
                                         plan.get("args") or {}))
-    walk.turn.audit(vocab.FLOW_AGENT_FAILED, {**audit, "reason": "MAX_STEPS", "maxSteps": _max_steps(config)})
+    walk.turn.audit(stages.FLOW_AGENT_FAILED, {**audit, "reason": "MAX_STEPS", "maxSteps": _max_steps(config)})
     return None
 
 
@@ -105,13 +106,13 @@ async def _tool(walk: Walk, audit: dict[str, Any], allowed: list[str], code: str
     runner = walk.turn.ctx.services.tools
     row = runner.find(walk.turn, code) if runner is not None and code in allowed else None
     if runner is None or row is None or not isinstance(args, dict):
-        walk.turn.audit(vocab.FLOW_AGENT_TOOL, {**audit, "tool": code, "status": "REFUSED"})
+        walk.turn.audit(stages.FLOW_AGENT_TOOL, {**audit, "tool": code, "status": "REFUSED"})
         return {"tool": code, "error": f"tool {code!r} is not available to this agent"}
     try:
         result = await runner.execute(walk.turn, row, args)
     except ConvEngineError as exc:
-        walk.turn.audit(vocab.FLOW_AGENT_TOOL, {**audit, "tool": code, "status": "ERROR",
+        walk.turn.audit(stages.FLOW_AGENT_TOOL, {**audit, "tool": code, "status": "ERROR",
                                                 "message": redact_text(exc.message)})
         return {"tool": code, "error": redact_text(exc.message)}
-    walk.turn.audit(vocab.FLOW_AGENT_TOOL, {**audit, "tool": code, "status": "OK"})
+    walk.turn.audit(stages.FLOW_AGENT_TOOL, {**audit, "tool": code, "status": "OK"})
     return {"tool": code, "result": json.dumps(result, default=str)[:MAX_OBSERVATION_CHARS]}

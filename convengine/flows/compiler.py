@@ -1,6 +1,6 @@
 """Each flow compiles (once per configuration version) into a LangGraph graph with one node per
 flow node. Running it from a node walks edges until a node waits, the flow ends, calls a subflow
-or hands off; the walker (:mod:`convengine.flows.walker`) handles the call stack."""
+or hands off; calls, returns and digressions between flows are :mod:`convengine.flows.call_stack`'s."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ from langgraph.types import Checkpointer, Command
 from typing_extensions import TypedDict
 
 from convengine.catalog import flows as vocab
+from convengine.catalog import stages
 from convengine.config.flows import Flow
 from convengine.config.records import FlowEdgeRecord, FlowNodeRecord
 from convengine.flows.nodes import HANDLERS
-from convengine.flows.walk import FlowError, Walk
+from convengine.flows.walk_state import FlowError, Walk
 
 FAILURE_OUTCOMES = frozenset({vocab.ESCALATE, vocab.NOT_FOUND, vocab.ERROR})
 
@@ -47,7 +48,7 @@ def _make_node(flow: Flow, node: FlowNodeRecord) -> Any:
         walk = runtime.context
         walk.tick(flow, node.node_id)
         mode = state.get("mode") or vocab.MODE_ENTER
-        walk.turn.audit(vocab.FLOW_NODE, {"flow": flow.code, "node": node.node_id, "type": node.node_type,
+        walk.turn.audit(stages.FLOW_NODE, {"flow": flow.code, "node": node.node_id, "type": node.node_type,
                                           "mode": mode})
         result = await handler(walk, flow, node, mode)
         if result.kind != "next":

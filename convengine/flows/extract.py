@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from convengine.catalog import flows as vocab
+from convengine.catalog import stages
 from convengine.catalog.errors import ConvEngineError
 from convengine.config.flows import Flow
-from convengine.flows.walk import Walk
+from convengine.flows.walk_state import Walk
 from convengine.llm.spend import capped
 from convengine.nodes.extraction import relaxed
 
@@ -46,10 +46,10 @@ async def extract_with_llm(walk: Walk, flow: Flow, node_id: str, config: dict[st
     if not text:
         return None
     if turn.ctx.services.llm is None:
-        turn.audit(vocab.FLOW_ENTITY_LLM_SKIPPED, {**audit, "reason": "NO_LLM_CONFIGURED"})
+        turn.audit(stages.FLOW_ENTITY_LLM_SKIPPED, {**audit, "reason": "NO_LLM_CONFIGURED"})
         return None
     if await capped(turn, CALL_SITE):
-        turn.audit(vocab.FLOW_ENTITY_LLM_SKIPPED, {**audit, "reason": "SPEND_CAP_REACHED"})
+        turn.audit(stages.FLOW_ENTITY_LLM_SKIPPED, {**audit, "reason": "SPEND_CAP_REACHED"})
         return None
     schema = relaxed({"type": "object", "properties": {name: value_schema(config)}, "required": [name]})
     system = (f"Extract the value of {name!r} ({config.get('description') or config.get('prompt')}) from the "
@@ -60,10 +60,10 @@ async def extract_with_llm(walk: Walk, flow: Flow, node_id: str, config: dict[st
     try:
         reply = await turn.ctx.services.llm.json(turn, CALL_SITE, system=system, user=user, schema=schema)
     except ConvEngineError as exc:
-        turn.audit(vocab.FLOW_ENTITY_LLM_SKIPPED, {**audit, "reason": "LLM_ERROR", "errorCode": exc.code.value})
+        turn.audit(stages.FLOW_ENTITY_LLM_SKIPPED, {**audit, "reason": "LLM_ERROR", "errorCode": exc.code.value})
         return None
     value = reply.get(name) if isinstance(reply, dict) else None
     if value is not None and len(json.dumps(value, default=str)) > MAX_VALUE_CHARS:
         value = None
-    turn.audit(vocab.FLOW_ENTITY_LLM_EXTRACTED, {**audit, "found": value is not None})
+    turn.audit(stages.FLOW_ENTITY_LLM_EXTRACTED, {**audit, "found": value is not None})
     return value

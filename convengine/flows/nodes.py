@@ -8,13 +8,14 @@ from typing import Any
 
 from convengine._internal.textmatch import RegexTimeoutError, cached_regex
 from convengine.catalog import flows as vocab
+from convengine.catalog import stages
 from convengine.config.flows import Flow
 from convengine.config.records import FlowNodeRecord
 from convengine.flows.agent import agent as run_agent
 from convengine.flows.extract import extract_with_llm, wanted
 from convengine.flows.python_node import run_script_node
 from convengine.flows.service import answer_from_knowledge, call_service
-from convengine.flows.walk import NEXT, WAIT, FlowError, Result, Walk
+from convengine.flows.walk_state import NEXT, WAIT, FlowError, Result, Walk
 from convengine.rules.expr import ExpressionError, _number
 
 Handler = Callable[[Walk, Flow, FlowNodeRecord, str], Awaitable[Result]]
@@ -60,7 +61,7 @@ async def set_variable(walk: Walk, flow: Flow, node: FlowNodeRecord, mode: str) 
         value = walk.render(config.get("value"), _where(flow, node))
     scope = walk.frame_vars() if config.get("scope") == "flow" else walk.variables
     scope[name] = value
-    walk.turn.audit(vocab.FLOW_VARIABLE_SET, {"flow": flow.code, "node": node.node_id, "variable": name,
+    walk.turn.audit(stages.FLOW_VARIABLE_SET, {"flow": flow.code, "node": node.node_id, "variable": name,
                                              "scope": config.get("scope") or "session"})
     return NEXT
 
@@ -82,19 +83,19 @@ async def entity(walk: Walk, flow: Flow, node: FlowNodeRecord, mode: str) -> Res
     if value is not None:
         walk.variables[name] = value
         walk.set_attempts(flow, node.node_id, 0)
-        walk.turn.audit(vocab.FLOW_ENTITY_CAPTURED, {"flow": flow.code, "node": node.node_id, "variable": name})
+        walk.turn.audit(stages.FLOW_ENTITY_CAPTURED, {"flow": flow.code, "node": node.node_id, "variable": name})
         return Result("next", vocab.CAPTURED)
     failures = walk.attempts(flow, node.node_id) + 1
     limit = int(config.get("max_attempts") or 3)
     audit = {"flow": flow.code, "node": node.node_id, "variable": name, "attempt": failures, "maxAttempts": limit}
     if failures >= limit:
         walk.set_attempts(flow, node.node_id, 0)
-        walk.turn.audit(vocab.FLOW_ENTITY_ESCALATED, audit)
+        walk.turn.audit(stages.FLOW_ENTITY_ESCALATED, audit)
         return Result("next", vocab.ESCALATE)
     walk.set_attempts(flow, node.node_id, failures)
     reprompts = list(config.get("reprompts") or []) or [config["prompt"]]
     walk.say(walk.render(reprompts[min(failures, len(reprompts)) - 1], where))
-    walk.turn.audit(vocab.FLOW_ENTITY_REPROMPT, audit)
+    walk.turn.audit(stages.FLOW_ENTITY_REPROMPT, audit)
     return WAIT
 
 
@@ -156,7 +157,7 @@ async def subflow(walk: Walk, flow: Flow, node: FlowNodeRecord, mode: str) -> Re
     called = str(_config(node)["flow"])
     if walk.catalog.get(called) is None:
         raise FlowError(f"{_where(flow, node)}: subflow {called!r} is not an enabled flow")
-    walk.turn.audit(vocab.FLOW_SUBFLOW_CALL, {"flow": flow.code, "node": node.node_id, "subflow": called})
+    walk.turn.audit(stages.FLOW_SUBFLOW_CALL, {"flow": flow.code, "node": node.node_id, "subflow": called})
     return Result("call", flow=called)
 
 

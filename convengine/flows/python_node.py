@@ -6,9 +6,10 @@ from typing import Any
 
 from convengine._internal.sandbox.runner import run_script
 from convengine.catalog import flows as vocab
+from convengine.catalog import stages
 from convengine.config.flows import Flow
 from convengine.config.records import FlowNodeRecord
-from convengine.flows.walk import NEXT, Result, Walk
+from convengine.flows.walk_state import NEXT, Result, Walk
 
 MAX_ERROR_CHARS = 1000
 """What a failed script's error keeps (the child cuts its own to 500; a forged reply may say more)."""
@@ -27,11 +28,11 @@ async def run_script_node(walk: Walk, flow: Flow, node: FlowNodeRecord, config: 
     stdout = str(result.get("stdout") or "")[-settings.python_max_output_chars:]
     audit = {"flow": flow.code, "node": node.node_id, "stdout": stdout}
     if result.get("error"):
-        walk.turn.audit(vocab.FLOW_SCRIPT_FAILED, {**audit, "error": str(result["error"])[:MAX_ERROR_CHARS]})
+        walk.turn.audit(stages.FLOW_SCRIPT_FAILED, {**audit, "error": str(result["error"])[:MAX_ERROR_CHARS]})
         return Result("next", vocab.ERROR)
     if isinstance(result.get("session"), dict):
         walk.data["vars"] = result["session"]
     if isinstance(result.get("flow"), dict) and walk.stack:
         walk.stack[-1]["vars"] = result["flow"]
-    walk.turn.audit(vocab.FLOW_SCRIPT_RAN, audit)
+    walk.turn.audit(stages.FLOW_SCRIPT_RAN, audit)
     return NEXT

@@ -9,10 +9,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from convengine.catalog import flows as vocab
+from convengine.catalog import stages
 from convengine.catalog.errors import ConvEngineError
 from convengine.config.flows import Flow
 from convengine.config.records import FlowNodeRecord
-from convengine.flows.walk import NEXT, FlowError, Result, Walk
+from convengine.flows.walk_state import NEXT, FlowError, Result, Walk
 from convengine.nodes.knowledge import synthesise
 from convengine.rules.jsonpath import compile_jsonpath
 from convengine.security.env_refs import pack_may_read, refused_reason
@@ -58,7 +59,7 @@ async def call_service(walk: Walk, flow: Flow, node: FlowNodeRecord, config: dic
     try:
         spec = _request(walk, config, where)
     except ConvEngineError as exc:
-        walk.turn.audit(vocab.FLOW_SERVICE_FAILED, {"flow": flow.code, "node": node.node_id, "serviceId": service_id,
+        walk.turn.audit(stages.FLOW_SERVICE_FAILED, {"flow": flow.code, "node": node.node_id, "serviceId": service_id,
                                                     "errorCode": exc.code.value, "message": redact_text(exc.message)})
         return Result("next", vocab.ERROR)
     return await _call(walk, flow, node, config, spec)
@@ -93,7 +94,7 @@ async def _call(walk: Walk, flow: Flow, node: FlowNodeRecord, config: dict[str, 
     try:
         result = await _runner(walk).execute(f"flow:{flow.code}:{service_id}", spec, settings)
     except ConvEngineError as exc:
-        walk.turn.audit(vocab.FLOW_SERVICE_FAILED, {**audit, "errorCode": exc.code.value,
+        walk.turn.audit(stages.FLOW_SERVICE_FAILED, {**audit, "errorCode": exc.code.value,
                                                     "message": redact_text(exc.message)})
         return Result("next", vocab.ERROR)
     body = result["mapped"]
@@ -102,7 +103,7 @@ async def _call(walk: Walk, flow: Flow, node: FlowNodeRecord, config: dict[str, 
     for name, path in (config.get("outputs") or {}).items():
         found = compile_jsonpath(str(path)).find(body)
         walk.variables[str(name)] = found[0] if len(found) == 1 else (list(found) or None)
-    walk.turn.audit(vocab.FLOW_SERVICE_CALLED, {**audit, "status": result["status"], "attempt": result["attempt"],
+    walk.turn.audit(stages.FLOW_SERVICE_CALLED, {**audit, "status": result["status"], "attempt": result["attempt"],
                                                 "latencyMs": result["latencyMs"], "response": body,
                                                 "outputs": sorted(config.get("outputs") or {})})
     return NEXT
@@ -134,7 +135,7 @@ async def answer_from_knowledge(walk: Walk, flow: Flow, node: FlowNodeRecord, co
 
     hits = await asyncio.to_thread(search) if query.strip() else []
     best = hits[0] if hits and hits[0].score >= min_score else None
-    walk.turn.audit(vocab.FLOW_KNOWLEDGE, {"flow": flow.code, "node": node.node_id, "query": query,
+    walk.turn.audit(stages.FLOW_KNOWLEDGE, {"flow": flow.code, "node": node.node_id, "query": query,
                                            "found": best is not None, "candidates": [
                                                {"source": h.source, "score": h.score} for h in hits]})
     if best is None:

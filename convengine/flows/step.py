@@ -11,7 +11,7 @@ from convengine.catalog import params as pk
 from convengine.catalog import state as keys
 from convengine.catalog.errors import InvalidInputError
 from convengine.config.flows import catalog_of
-from convengine.flows.walker import active_intent, begin, new_walk, walk_stack
+from convengine.flows.call_stack import active_intent, begin, new_walk, walk_stack
 from convengine.nodes.common import SkipAudit, Step
 from convengine.nodes.turn import Turn
 
@@ -24,24 +24,24 @@ async def flow_step(turn: Turn) -> None:
     walk = new_walk(turn)
     event = _event(turn)
     if turn.read_params().get(pk.RESET_REASON) and walk.data:
-        turn.audit(vocab.FLOW_RESET, {"stack": walk.data.get("stack"), "handoff": walk.data.get("handoff")})
+        turn.audit(stages.FLOW_RESET, {"stack": walk.data.get("stack"), "handoff": walk.data.get("handoff")})
         walk.data.clear()
     if walk.data.get("handoff"):
         if event != vocab.EVENT_HANDOFF_RESUME:
             _handoff_turn(turn, walk.data)
             return
-        turn.audit(vocab.FLOW_HANDOFF_RESUMED, dict(walk.data.pop("handoff")))
+        turn.audit(stages.FLOW_HANDOFF_RESUMED, dict(walk.data.pop("handoff")))
     elif event == vocab.EVENT_HANDOFF_RESUME:
         raise InvalidInputError("the conversation is not handed off to a human")
     else:
         begin(walk, event)
     if not walk.stack:
-        turn.set(vocab.STATE_KEY, walk.data)  # nothing to walk (a reset may have cleared the stack)
+        turn.set(keys.FLOW, walk.data)  # nothing to walk (a reset may have cleared the stack)
         return
     await walk_stack(walk)
     if walk.data.get("handoff"):
         turn.set(keys.STATUS, vocab.HANDOFF_STATUS)
-    turn.set(vocab.STATE_KEY, walk.data)
+    turn.set(keys.FLOW, walk.data)
     turn.set_intent(active_intent(walk), cause="FLOW")
     payload = walk.payload()
     if payload is None:
@@ -60,13 +60,13 @@ def _handoff_turn(turn: Turn, data: dict[str, Any]) -> None:
     """A human has the conversation: record the user's message (streamed to subscribers), say nothing."""
     turn.set(keys.STATUS, vocab.HANDOFF_STATUS)
     turn.set_intent(str((turn.get(keys.TURN_START) or {}).get("intent") or turn.intent), cause="FLOW")
-    turn.audit(vocab.FLOW_HANDOFF_MESSAGE, {"text": turn.user_text, **data["handoff"]})
+    turn.audit(stages.FLOW_HANDOFF_MESSAGE, {"text": turn.user_text, **data["handoff"]})
     turn.set(keys.PAYLOAD, {"type": "HANDOFF", "value": ""})
     turn.route_to(names.MEMORY if turn.settings.flow.memory.enabled else names.PERSIST_CONVERSATION)
 
 
 def _skip(turn: Turn) -> SkipAudit | None:
-    data = turn.get(vocab.STATE_KEY) or {}
+    data = turn.get(keys.FLOW) or {}
     if data.get("stack") or data.get("handoff") or _event(turn):
         return None
     if catalog_of(turn.snapshot).for_intent(turn.intent) is not None:

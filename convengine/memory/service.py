@@ -17,6 +17,7 @@ from convengine._internal.turn_io import TurnRequest
 from convengine.audit import AuditBus, AuditEvent
 from convengine.audit.collector import TurnAudit
 from convengine.catalog import stages
+from convengine.catalog import state as keys
 from convengine.catalog.booleans import truthy
 from convengine.catalog.errors import (
     ConvEngineError,
@@ -122,17 +123,17 @@ async def after_run(conn: AsyncConnection | None, request: TurnRequest, final: d
     changes: dict[str, Any] = {}
     if conn is not None and ctx.user_id is not None and names:
         async with longterm.bound(conn) as store:
-            changes = await longterm.save_changes(store, ctx.user_id, final.get("context") or {}, names, owner)
+            changes = await longterm.save_changes(store, ctx.user_id, final.get(keys.CONTEXT) or {}, names, owner)
         if changes:
             ctx.audit.emit(stages.LONG_TERM_PROPERTIES_SAVED, {"properties": sorted(changes)},
-                           intent=final.get("intent"), state=final.get("state"))
+                           intent=final.get(keys.INTENT), state=final.get(keys.STATE))
     secrets = ctx.secret_values
     if secrets:
         ctx.audit.events[:] = _masked(ctx.audit.events, secrets)
     row = steps.step_row(request.conversation_id, request.turn_id, final, ctx.audit.events)
     row["properties_json"] = changes or None
     return partial(_write_turn, cid=request.conversation_id, user_id=request.user_id,
-                   lifecycle=lifecycle_of(final.get("state"), settings), row=row)
+                   lifecycle=lifecycle_of(final.get(keys.STATE), settings), row=row)
 
 
 def publish_deferred(ctx: TurnContext, bus: AuditBus) -> None:
@@ -257,8 +258,8 @@ async def _restore_long_term(conn: AsyncConnection | None, step: dict[str, Any] 
 def _result(cid: str, kind: str, planned: timeline.Move, values: dict[str, Any], effects: list[dict[str, Any]],
             max_depth: int) -> timeline.UndoResult:
     here = planned.new_position
-    return timeline.UndoResult(cid, kind, int(values.get("turn") or 0), values.get("intent") or "UNKNOWN",
-                               values.get("state") or "UNKNOWN", planned.moved_turn, effects,
+    return timeline.UndoResult(cid, kind, int(values.get(keys.TURN) or 0), values.get(keys.INTENT) or "UNKNOWN",
+                               values.get(keys.STATE) or "UNKNOWN", planned.moved_turn, effects,
                                can_undo=here.before is not None and here.depth < max_depth,
                                can_redo=bool(here.forward), values=values)
 
@@ -266,14 +267,14 @@ def _result(cid: str, kind: str, planned: timeline.Move, values: dict[str, Any],
 def _restore_writes(cid: str, values: dict[str, Any], moved_turn: str | None, kind: str,
                     events: Sequence[AuditEvent], settings: EngineSettings) -> Write:
     """The ce_conversation projection as the restored state has it, the moved turn's rows marked."""
-    payload = values.get("payload")
+    payload = values.get(keys.PAYLOAD)
     projection = {
-        "status": values.get("status") or "RUNNING", "intent_code": values.get("intent") or "UNKNOWN",
-        "state_code": values.get("state") or "UNKNOWN", "context_json": json_safe(values.get("context") or {}),
-        "last_user_text": values.get("user_text") or None,
+        "status": values.get(keys.STATUS) or "RUNNING", "intent_code": values.get(keys.INTENT) or "UNKNOWN",
+        "state_code": values.get(keys.STATE) or "UNKNOWN", "context_json": json_safe(values.get(keys.CONTEXT) or {}),
+        "last_user_text": values.get(keys.USER_TEXT) or None,
         "last_assistant_json": json_safe(stored_assistant(payload)) if payload else None,
-        "input_params_json": json_safe(values.get("input_params") or {}),
-        "lifecycle": lifecycle_of(values.get("state"), settings) if values.get("turn") else Lifecycle.READY.value,
+        "input_params_json": json_safe(values.get(keys.INPUT_PARAMS) or {}),
+        "lifecycle": lifecycle_of(values.get(keys.STATE), settings) if values.get(keys.TURN) else Lifecycle.READY.value,
         "updated_at": datetime.now(UTC),
     }
 

@@ -15,6 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from convengine.audit.events import AuditEvent
+from convengine.catalog import state as keys
 from convengine.catalog.memory import ACTION_STAGE, DATA_STAGE_SUFFIX, DATA_STAGES, SIDE_EFFECT_STAGES
 from convengine.db.models import CeConversationHistory, CeConversationStep
 from convengine.nodes.finish import json_safe, stored_assistant
@@ -47,9 +48,9 @@ def step_row(conversation_id: str, turn_key: str, final: dict[str, Any],
                 "phase": e.payload.get("phase")} for e in events if _stage(e) == ACTION_STAGE]
     data = [{"stage": _stage(e), "step": e.step, "payload": e.payload} for e in events
             if _stage(e) in DATA_STAGES or _stage(e).endswith(DATA_STAGE_SUFFIX)]
-    payload = final.get("payload") or {}
-    return {"conversation_id": conversation_id, "turn_key": turn_key, "turn": int(final.get("turn") or 0),
-            "input_text": final.get("user_text") or "", "actions_json": json_safe(actions),
+    payload = final.get(keys.PAYLOAD) or {}
+    return {"conversation_id": conversation_id, "turn_key": turn_key, "turn": int(final.get(keys.TURN) or 0),
+            "input_text": final.get(keys.USER_TEXT) or "", "actions_json": json_safe(actions),
             "data_json": json_safe(data), "output_json": json_safe(stored_assistant(payload)) if payload else None,
             "side_effects_json": side_effects(events), "undone": False, "created_at": datetime.now(UTC)}
 

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from convengine._internal.textmatch import RegexTimeoutError
-from convengine.catalog import flows as vocab
 from convengine.catalog import stages
 from convengine.config.records import ClassifierRecord
 from convengine.nodes.turn import Turn
@@ -81,7 +80,7 @@ def score_small_talk(turn: Turn, rows: Sequence[ClassifierRecord], semantic: dic
 
 def audit_small_talk(turn: Turn, talk: SmallTalk) -> None:
     assert talk.row is not None
-    turn.audit(vocab.INTENT_SMALL_TALK_MATCHED, {
+    turn.audit(stages.INTENT_SMALL_TALK_MATCHED, {
         "intent": talk.row.intent_code, "classifierId": talk.row.classifier_id, "score": talk.score,
         "minScore": turn.settings.flows.small_talk_min_score,
         "outright": talk.strong})

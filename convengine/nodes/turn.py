@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from convengine.catalog import params as pk
+from convengine.catalog import stages
 from convengine.catalog import state as keys
 from convengine.catalog.state import EngineState
 from convengine.catalog.vocab import UNKNOWN
@@ -85,7 +86,12 @@ class Turn:
         self._transition(before, value, cause)
 
     def set_intent(self, value: str, *, cause: str) -> None:
+        """Set the intent; a change is audited (``INTENT_UPDATED``) with its ``cause``: the resolver
+        (``CLASSIFIER``, ``AGENT``), ``rule <id>``, ``task``, ``FLOW`` or ``response``."""
+        before = self.intent
         self.set(keys.INTENT, value)
+        if value != before:
+            self.audit(stages.INTENT_UPDATED, {"fromIntent": before, "toIntent": value, "cause": cause})
 
     def _transition(self, before: str, after: str, cause: str) -> None:
         transitions = list(self.get(keys.TRANSITIONS) or [])
@@ -110,9 +116,9 @@ class Turn:
 
     @property
     def params(self) -> dict[str, Any]:
-        if "params" not in self._update:
-            self._update["params"] = dict(self._state.get("params") or {})
-        return self._update["params"]
+        if keys.PARAMS not in self._update:
+            self._update[keys.PARAMS] = dict(self._state.get(keys.PARAMS) or {})
+        return self._update[keys.PARAMS]
 
     def keep_params(self, values: Mapping[str, Any]) -> None:
         """Set params that persist into later turns (SET_INPUT_PARAM, tasks); engine keys never do."""
@@ -122,19 +128,19 @@ class Turn:
         self.set(keys.KEPT_PARAMS, kept)
 
     def read_params(self) -> Mapping[str, Any]:
-        return self._update.get("params") or self._state.get("params") or {}
+        return self._update.get(keys.PARAMS) or self._state.get(keys.PARAMS) or {}
 
     @property
     def context(self) -> dict[str, Any]:
-        if "context" not in self._update:
-            self._update["context"] = copy.deepcopy(self._state.get("context") or {})
-        return self._update["context"]
+        if keys.CONTEXT not in self._update:
+            self._update[keys.CONTEXT] = copy.deepcopy(self._state.get(keys.CONTEXT) or {})
+        return self._update[keys.CONTEXT]
 
     def read_context(self) -> Mapping[str, Any]:
-        return self._update.get("context") or self._state.get("context") or {}
+        return self._update.get(keys.CONTEXT) or self._state.get(keys.CONTEXT) or {}
 
     def replace_context(self, value: dict[str, Any]) -> None:
-        self._update["context"] = value
+        self._update[keys.CONTEXT] = value
 
     # --- derived views ----------------------------------------------------------------
 

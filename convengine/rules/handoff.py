@@ -13,18 +13,20 @@ import copy
 from typing import Any
 
 from convengine.catalog import flows as vocab
+from convengine.catalog import stages
+from convengine.catalog import state as keys
 from convengine.rules.model import RuleSession
 
 
 def hand_off(session: RuleSession, rule_id: int, reason: str) -> dict[str, Any]:
     """Mark ``session`` (the turn) handed off by rule ``rule_id``; returns the rule audit payload."""
-    data = copy.deepcopy(session.get(vocab.STATE_KEY) or {})
+    data = copy.deepcopy(session.get(keys.FLOW) or {})
     frame = (data.get("stack") or [None])[-1]
     data["handoff"] = {"rule": rule_id, **({"reason": reason} if reason else {}),
                        **({"flow": frame["flow"], "node": frame["node"]} if frame else {})}
     if frame is not None:
         frame["mode"] = vocab.MODE_REASK  # on resume, the waiting node asks its question again
-    session.set(vocab.STATE_KEY, data)
-    session.set("status", vocab.HANDOFF_STATUS)
-    session.audit(vocab.FLOW_HANDOFF, dict(data["handoff"]))
+    session.set(keys.FLOW, data)
+    session.set(keys.STATUS, vocab.HANDOFF_STATUS)
+    session.audit(stages.FLOW_HANDOFF, dict(data["handoff"]))
     return {"ruleId": rule_id, "status": vocab.HANDOFF_STATUS, **({"reason": reason} if reason else {})}

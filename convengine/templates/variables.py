@@ -17,10 +17,12 @@ from convengine.catalog import state as keys
 from convengine.rules.facts import FactsInput, session_fields
 from convengine.templates.namespaces import NamespaceSession
 from convengine.templates.namespaces import producers as memory_namespaces
+from convengine.turn_view import TurnView
 
 
-class TemplateSession(NamespaceSession, Protocol):
-    """The slice of a turn that templates read (implemented by the nodes' Turn)."""
+class TemplateSession(TurnView, NamespaceSession, Protocol):
+    """The slice of a turn that templates read (implemented by the nodes' Turn): the turn view, what
+    the memory namespaces read, and the texts and facts templates name."""
 
     @property
     def standalone_query(self) -> str | None: ...
@@ -28,11 +30,10 @@ class TemplateSession(NamespaceSession, Protocol):
     @property
     def resolved_input(self) -> str: ...
 
-    def read_params(self) -> Mapping[str, Any]: ...
-
     def facts_input(self) -> FactsInput: ...
 
     def schema_json(self) -> dict[str, Any]: ...
+
 
 _ALIASES: dict[str, tuple[str, ...]] = {
     "user_input": ("user_input", "userInput", "user_text", "userText", "input_text", "inputText", "input",

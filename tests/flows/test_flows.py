@@ -19,6 +19,12 @@ async def position(engine: Any, cid: str) -> list[tuple[str, str, str]]:
     return [(f["flow"], f["node"], f["mode"]) for f in flow.get("stack", [])]
 
 
+def intent_changes(events: list[Any]) -> list[tuple[str, str, str]]:
+    """The turn's intent changes as the audit records them: (from, to, what caused it)."""
+    return [(e.payload["fromIntent"], e.payload["toIntent"], e.payload["cause"]) for e in events
+            if e.stage == "INTENT_UPDATED"]
+
+
 async def test_welcome_form_digression_reprompts_handoff_and_resume(db_url: str) -> None:
     async with engine_on(db_url, flows_pack()) as engine:
         first = await engine.astart()
@@ -40,6 +46,8 @@ async def test_welcome_form_digression_reprompts_handoff_and_resume(db_url: str)
         assert digress.intent == "LOAN"
         assert_in_order(await turn_stages(engine, cid), ["FLOW_DIGRESSION", "FLOW_STARTED", "FLOW_COMPLETED",
                                                          "FLOW_RETURNED", "FLOW_WAITING"])
+        assert intent_changes(await turn_events(engine, cid)) == [("LOAN", "GREETING", "CLASSIFIER"),
+                                                                  ("GREETING", "LOAN", "FLOW")]
 
         second = await engine.aprocess("umm", cid)
         assert second.text == "A number like 5000, please."
@@ -71,6 +79,7 @@ async def test_welcome_form_digression_reprompts_handoff_and_resume(db_url: str)
         assert done.text == "25000 is a large loan; an officer will review it."
         assert await position(engine, cid) == []  # back at the root
         assert done.intent == "UNKNOWN"
+        assert intent_changes(await turn_events(engine, cid)) == [("LOAN", "UNKNOWN", "FLOW")]  # the root has none
         assert (await engine.astate(cid))["flow"]["vars"]["amount"] == 25000
         with pytest.raises(InvalidInputError, match="not handed off"):
             await engine.aresume_from_handoff(cid)

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from convengine.catalog import names
 from tests.helpers import assert_in_order, engine_on, pack, payload_of, turn_events, turn_stages
 
 pytestmark = pytest.mark.asyncio
@@ -143,6 +144,9 @@ async def test_set_intent_set_dialogue_act_and_set_json(db_url: str) -> None:
         assert payload_of(events, "SET_JSON")["value"] == "EDIT"
         assert payload_of(events, "SET_INTENT") == {"ruleId": payload_of(events, "SET_INTENT")["ruleId"],
                                                     "fromIntent": "LOAN", "toIntent": "GREETING"}
+        rule_id = payload_of(events, "SET_INTENT")["ruleId"]
+        assert payload_of(events, "INTENT_UPDATED") == {"fromIntent": "LOAN", "toIntent": "GREETING",
+                                                        "cause": f"rule {rule_id}"}
         assert payload_of(events, "INTERACTION_POLICY_DECIDED")["dialogueAct"] == "EDIT"
 
 
@@ -200,6 +204,22 @@ async def test_set_task_calls_registered_callables_and_failures_do_not_break_the
         assert failures[0]["errorMessage"] == "crm is down"
         assert "no task registered for bean 'nobody'" in failures[1]["errorMessage"]
         assert (await engine.astate(result.conversation_id))["input_params"]["tagged"] is True
+
+
+async def test_a_task_changing_the_intent_is_audited_as_the_tasks_doing(db_url: str) -> None:
+    def escalate(task: Any) -> None:
+        task.set_intent("greeting ")
+        task.set_intent("GREETING")  # no change: nothing more to audit
+
+    extra_response = [{"intent_code": "GREETING", "state_code": "START", "exact_text": "greeting in start"}]
+    async with engine_on(db_url, pack(ce_rule=[rule("SET_TASK", "crm:escalate")], ce_response=extra_response),
+                         tasks={"crm": {"escalate": escalate}}) as engine:
+        result = await engine.aprocess("loan")
+        assert (result.intent, result.payload.value) == ("GREETING", "greeting in start")
+        events = await turn_events(engine, result.conversation_id)
+    changes = [(e.step, e.payload) for e in events if e.stage == "INTENT_UPDATED"]
+    assert changes == [(names.INTENT_RESOLUTION, {"fromIntent": "UNKNOWN", "toIntent": "LOAN", "cause": "CLASSIFIER"}),
+                       (names.RULES, {"fromIntent": "LOAN", "toIntent": "GREETING", "cause": "task"})]
 
 
 async def test_rule_audits_name_their_source_and_stamp_params(db_url: str) -> None:

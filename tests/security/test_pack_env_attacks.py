@@ -125,7 +125,7 @@ async def test_a_pack_setting_may_not_name_a_server_variable(db_url: str, monkey
 async def test_a_service_node_checks_again_when_it_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     """Defence in depth: rows that reached the database without the load checks still send nothing."""
     from convengine.flows.service import resolve_secrets
-    from convengine.flows.walk import FlowError
+    from convengine.flows.walk_state import FlowError
 
     monkeypatch.setenv("CE_SERVER_ONLY_SECRET", CANARY)
     with pytest.raises(FlowError, match="security.pack_env_names") as refused:

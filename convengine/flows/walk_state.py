@@ -1,11 +1,13 @@
-"""The walk of one turn: the flow position it carries, the messages it says, the step guard."""
+"""The state of one turn's walk (:class:`Walk`: the flow position it carries, the messages it says, the step
+guard), what a node run returns (:class:`Result`) and the walk's errors. The call stack that moves
+between flows is :mod:`convengine.flows.call_stack`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from convengine.catalog import flows as vocab
+from convengine.catalog import stages
 from convengine.catalog.errors import ConvEngineError, ErrorCode
 from convengine.config.flows import Flow, FlowCatalog
 from convengine.nodes.turn import Turn
@@ -83,7 +85,7 @@ class Walk:
         """Count a node step; over the limit the turn fails (nothing of it is kept)."""
         self.steps += 1
         if self.steps > self.max_steps:
-            self.turn.audit(vocab.FLOW_STEP_LIMIT, {"flow": flow.code, "node": node_id, "limit": self.max_steps})
+            self.turn.audit(stages.FLOW_STEP_LIMIT, {"flow": flow.code, "node": node_id, "limit": self.max_steps})
             raise FlowStepLimitError(
                 f"flow {flow.code} took more than {self.max_steps} node steps in one turn (at node {node_id}); "
                 "the turn was stopped and the conversation left as it was (settings flows.max_steps_per_turn)",

@@ -1,4 +1,4 @@
-"""The walker of one turn: start or digress into the intent's flow, run the flow on top of the call
+"""The flows' call stack in one turn: start or digress into the intent's flow, run the flow on top of the call
 stack until a node waits or the root flow ends, and return from subflows and digressions."""
 
 from __future__ import annotations
@@ -7,17 +7,18 @@ import copy
 from typing import Any
 
 from convengine.catalog import flows as vocab
+from convengine.catalog import stages
 from convengine.catalog import state as keys
 from convengine.catalog.errors import InvalidInputError
 from convengine.catalog.vocab import UNKNOWN
 from convengine.config.flows import Flow, catalog_of
 from convengine.flows.compiler import run_flow
-from convengine.flows.walk import Walk
+from convengine.flows.walk_state import Walk
 from convengine.nodes.turn import Turn
 
 
 def new_walk(turn: Turn) -> Walk:
-    data = copy.deepcopy(turn.get(vocab.STATE_KEY) or {})
+    data = copy.deepcopy(turn.get(keys.FLOW) or {})
     return Walk(turn, catalog_of(turn.snapshot), data, turn.settings.flows.max_steps_per_turn,
                 input=turn.user_text)
 
@@ -45,19 +46,19 @@ def begin(walk: Walk, event: str | None) -> None:
                                     f"enabled ce_flow with a start node or entry_node; got {code!r})")
         if int(turn.get(keys.TURN) or 0) > 1:
             raise InvalidInputError("the welcome event only starts a new conversation")
-        push(walk, flow, vocab.FLOW_STARTED, cause="WELCOME")
+        push(walk, flow, stages.FLOW_STARTED, cause="WELCOME")
         return
     found = walk.catalog.for_intent(turn.intent)
     if found is None:
         return
     flow, at = found
     if not walk.stack:
-        push(walk, flow, vocab.FLOW_STARTED, at=at, intent=turn.intent, cause="INTENT")
+        push(walk, flow, stages.FLOW_STARTED, at=at, intent=turn.intent, cause="INTENT")
     elif turn.intent not in served_intents(walk) and walk.stack[-1].get("mode") == vocab.MODE_WAIT:
-        walk.turn.audit(vocab.FLOW_DIGRESSION, {"from": walk.stack[-1]["flow"], "at": walk.stack[-1]["node"],
+        walk.turn.audit(stages.FLOW_DIGRESSION, {"from": walk.stack[-1]["flow"], "at": walk.stack[-1]["node"],
                                                 "to": flow.code, "entry": at or flow.entry, "intent": turn.intent})
         walk.stack[-1]["mode"] = vocab.MODE_REASK
-        push(walk, flow, vocab.FLOW_STARTED, at=at, intent=turn.intent, cause="DIGRESSION")
+        push(walk, flow, stages.FLOW_STARTED, at=at, intent=turn.intent, cause="DIGRESSION")
 
 
 def frame_intent(walk: Walk, frame: dict[str, Any]) -> str | None:
@@ -88,24 +89,24 @@ async def walk_stack(walk: Walk) -> None:
         kind = stop["kind"]
         if kind == "wait":
             frame["mode"] = vocab.MODE_WAIT
-            walk.turn.audit(vocab.FLOW_WAITING, {"flow": flow.code, "node": stop["node"]})
+            walk.turn.audit(stages.FLOW_WAITING, {"flow": flow.code, "node": stop["node"]})
             return
         if kind == "call":
             frame["mode"] = vocab.MODE_RETURN
             called = walk.catalog.get(stop["flow"])
             assert called is not None  # checked by the subflow node
-            push(walk, called, vocab.FLOW_STARTED, cause="SUBFLOW", caller=flow.code)
+            push(walk, called, stages.FLOW_STARTED, cause="SUBFLOW", caller=flow.code)
             continue
         if kind == "handoff":
             frame["mode"] = vocab.MODE_RETURN
             walk.data["handoff"] = {"flow": flow.code, "node": stop["node"]}
-            walk.turn.audit(vocab.FLOW_HANDOFF, {"flow": flow.code, "node": stop["node"]})
+            walk.turn.audit(stages.FLOW_HANDOFF, {"flow": flow.code, "node": stop["node"]})
             return
         walk.stack.pop()
-        walk.turn.audit(vocab.FLOW_COMPLETED, {"flow": flow.code, "node": stop["node"], "depth": len(walk.stack)})
+        walk.turn.audit(stages.FLOW_COMPLETED, {"flow": flow.code, "node": stop["node"], "depth": len(walk.stack)})
         if walk.stack:
             parent = walk.stack[-1]
-            walk.turn.audit(vocab.FLOW_RETURNED, {"flow": parent["flow"], "node": parent["node"],
+            walk.turn.audit(stages.FLOW_RETURNED, {"flow": parent["flow"], "node": parent["node"],
                                                   "mode": parent.get("mode")})
 
 
