@@ -15,13 +15,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from convengine._internal.turn_io import TurnRequest, database_detail, map_failure
 from convengine.audit import TurnAudit
 from convengine.catalog import names
+from convengine.catalog import state as keys
 from convengine.catalog.errors import (
     ConvEngineError,
     ConversationBusyError,
     ConversationNotFoundError,
     InvalidInputError,
 )
-from convengine.catalog import state as keys
 from convengine.catalog.state import EngineState
 from convengine.checkpointing import prune_checkpoints
 from convengine.checkpointing.bound import commit_turn_connection
@@ -126,8 +126,9 @@ class TurnRunner:
                                   "metadata": {"convengine_turn": request.turn_id},
                                   "recursion_limit": snapshot.settings.recursion_limit}
         graph_input: EngineState = {keys.CONVERSATION_ID: request.conversation_id,
-                                     keys.TURN_INPUT: {"text": request.text, "params": request.params, "reset": request.reset,
-                                      "turn_id": request.turn_id, "event": request.event}}
+                                     keys.TURN_INPUT: {"text": request.text, "params": request.params,
+                                                       "reset": request.reset, "turn_id": request.turn_id,
+                                                       "event": request.event}}
         async with resources.saver.bind(conn):
             await memory_service.before_run(conn, admission, ctx)
             final = cast(EngineState, await resources.graph.ainvoke(graph_input, config, context=ctx,
