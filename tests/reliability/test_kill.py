@@ -38,7 +38,7 @@ CHILD = textwrap.dedent("""
     from convengine.checkpointing import bound
     from convengine.config_loader.companions import pack_options
     from convengine.engine import Engine
-    from convengine import persistence
+    from convengine.checkpointing import persistence
 
     url, seed, ids = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
     rng = random.Random(seed)
