@@ -8,34 +8,25 @@ Each is produced lazily, only when a template refers to it.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from convengine.catalog import state as keys
 from convengine.catalog.memory import ACTION_STAGE
+from convengine.turn_view import TurnView
 
 
-class NamespaceSession(Protocol):
-    """The slice of a turn the memory namespaces read (a part of ``TemplateSession``)."""
+class NamespaceSession(TurnView, Protocol):
+    """The slice of a turn the memory namespaces read (a part of ``TemplateSession``): the turn view,
+    the run context, the user's text and the state's values."""
 
     ctx: Any
     """The run context: its audit events and the turn's user."""
 
     @property
-    def conversation_id(self) -> str: ...
-
-    @property
-    def intent(self) -> str: ...
-
-    @property
-    def state(self) -> str: ...
-
-    @property
     def user_text(self) -> str: ...
 
     def get(self, key: str, default: object = None) -> Any: ...
-
-    def read_context(self) -> Mapping[str, Any]: ...
 
 
 def _text(value: object) -> str:

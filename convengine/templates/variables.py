@@ -17,10 +17,9 @@ from convengine.catalog import state as keys
 from convengine.rules.facts import FactsInput, session_fields
 from convengine.templates.namespaces import NamespaceSession
 from convengine.templates.namespaces import producers as memory_namespaces
-from convengine.turn_view import TurnView
 
 
-class TemplateSession(TurnView, NamespaceSession, Protocol):
+class TemplateSession(NamespaceSession, Protocol):
     """The slice of a turn that templates read (implemented by the nodes' Turn): the turn view, what
     the memory namespaces read, and the texts and facts templates name."""
 
