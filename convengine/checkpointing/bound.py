@@ -11,6 +11,10 @@ follow on the same connection and one commit ends it, so SQLite's write lock is 
 the turn's final writes, not while it runs. Outside a turn (reads of state, Studio-style calls)
 every call goes to the shared saver. Every checkpoint read is checked (:func:`~convengine.checkpointing.timeline.checked`):
 its metadata is stored bytes, so a wrong type or an out-of-range value is refused, not used.
+
+A turn that tells :meth:`TurnSaver.bind` the latest checkpoint id it read under its lock starts
+from this process's copy of that checkpoint when it has one (:mod:`convengine.checkpointing.recent`),
+and its own checkpoint is kept once the turn has committed.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -33,6 +38,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from convengine.catalog.errors import UnsafeCheckpointError
+from convengine.checkpointing.recent import Kept, RecentCheckpoints, keep, rebuild
 from convengine.checkpointing.sqlite import prune_sqlite
 from convengine.checkpointing.timeline import checked
 
@@ -40,6 +46,20 @@ PRUNE_IN_TURN = ("PostgreSQL checkpoints cannot be pruned with keep_latest insid
                  "REPEATABLE READ transaction of its own, which must set its isolation level before any query; "
                  "prune once the turn has committed")
 _BOUND: ContextVar[BaseCheckpointSaver[str] | None] = ContextVar("convengine_turn_saver", default=None)
+
+
+@dataclass(slots=True)
+class Latest:
+    """A turn's view of its conversation's latest checkpoint, read under the turn's lock."""
+
+    thread_id: str
+    checkpoint_id: str | None
+    """The latest checkpoint's id (None: none, or writes are pending on it: read the database)."""
+    written: Kept | None = None
+    """The checkpoint this turn wrote (kept once the turn has committed)."""
+
+
+_LATEST: ContextVar[Latest | None] = ContextVar("convengine_turn_latest", default=None)
 
 
 class DeferredCommit:
@@ -77,21 +97,37 @@ async def commit_turn_connection(conn: AsyncConnection) -> None:
 class TurnSaver(BaseCheckpointSaver[str]):
     """Delegates to the saver bound to the current turn, else to the shared one."""
 
-    def __init__(self, shared: BaseCheckpointSaver[str]) -> None:
+    def __init__(self, shared: BaseCheckpointSaver[str], recent: RecentCheckpoints | None = None) -> None:
         super().__init__(serde=shared.serde)
         self.shared = shared
+        self.recent = recent or RecentCheckpoints()
 
     @asynccontextmanager
-    async def bind(self, conn: AsyncConnection | None) -> AsyncIterator[None]:
-        """Route this task's checkpoint calls through ``conn``'s transaction."""
+    async def bind(self, conn: AsyncConnection | None, latest: Latest | None = None) -> AsyncIterator[None]:
+        """Route this task's checkpoint calls through ``conn``'s transaction. ``latest``: the
+        conversation's latest checkpoint as the turn read it under its lock; the block commits the
+        turn (its checkpoint is kept when the block ends without an exception)."""
         if conn is None:
             yield
             return
         token = _BOUND.set(await self._saver_on(conn))
+        latest_token = _LATEST.set(latest)
         try:
             yield
+        except BaseException:
+            if latest is not None:
+                self.recent.forget(latest.thread_id)
+            raise
+        else:
+            if latest is not None and latest.written is not None:
+                self.recent.put(latest.thread_id, latest.written)
         finally:
+            _LATEST.reset(latest_token)
             _BOUND.reset(token)
+
+    def forget(self, thread_id: str) -> None:
+        """Drop the kept checkpoint of ``thread_id`` (its checkpoints are being changed in place)."""
+        self.recent.forget(thread_id)
 
     async def _saver_on(self, conn: AsyncConnection) -> BaseCheckpointSaver[str]:
         raw = await driver_connection(conn)
@@ -119,6 +155,9 @@ class TurnSaver(BaseCheckpointSaver[str]):
     # --- async (what turns use) --------------------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        kept = self._kept_for(config)
+        if kept is not None:
+            return checked(rebuild(config["configurable"]["thread_id"], kept, self.serde))
         try:
             found = await self.target.aget_tuple(config)
         except (ValueError, RecursionError) as exc:  # metadata that is not JSON, or nested too deep
@@ -131,15 +170,42 @@ class TurnSaver(BaseCheckpointSaver[str]):
         async for item in self.target.alist(config, filter=filter, before=before, limit=limit):
             yield checked(item)
 
+    def _kept_for(self, config: RunnableConfig) -> Kept | None:
+        """This process's copy of the checkpoint ``config`` asks for, when the bound turn read under its
+        lock that it is still the conversation's latest (and nothing is pending on it)."""
+        latest = _LATEST.get()
+        conf = config["configurable"]
+        if (latest is None or latest.checkpoint_id is None or _BOUND.get() is None or conf.get("checkpoint_id")
+                or conf.get("checkpoint_ns", "") or conf.get("thread_id") != latest.thread_id):
+            return None
+        return self.recent.get(latest.thread_id, latest.checkpoint_id)
+
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
                    new_versions: ChannelVersions) -> RunnableConfig:
+        thread_id = config["configurable"]["thread_id"]
+        latest = _LATEST.get() if _BOUND.get() is not None else None
+        if (latest is not None and thread_id == latest.thread_id
+                and not config["configurable"].get("checkpoint_ns", "")):
+            latest.written = keep(config, checkpoint, metadata, self.serde)
+        else:
+            self.recent.forget(thread_id)
         return await self.target.aput(config, checkpoint, metadata, new_versions)
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                           task_path: str = "") -> None:
+        self._not_kept(config["configurable"]["thread_id"])
         await self.target.aput_writes(config, writes, task_id, task_path)
 
+    def _not_kept(self, thread_id: str) -> None:
+        """Writes pending on a checkpoint: neither the kept copy nor this turn's is what a read returns."""
+        self.recent.forget(thread_id)
+        latest = _LATEST.get()
+        if latest is not None and latest.thread_id == thread_id:
+            latest.written = None
+            latest.checkpoint_id = None
+
     async def adelete_thread(self, thread_id: str) -> None:
+        self._not_kept(thread_id)
         await self.target.adelete_thread(thread_id)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
@@ -151,6 +217,8 @@ class TurnSaver(BaseCheckpointSaver[str]):
                 come before any query), which a turn's open transaction cannot give it. ``delete`` runs
                 in the turn (in a savepoint). The engine prunes after the turn has committed.
         """
+        for thread_id in [thread_ids] if isinstance(thread_ids, str) else thread_ids:
+            self._not_kept(thread_id)
         target = self.target
         if isinstance(target, AsyncSqliteSaver):
             await prune_sqlite(target, thread_ids, strategy)
@@ -175,10 +243,13 @@ class TurnSaver(BaseCheckpointSaver[str]):
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
             new_versions: ChannelVersions) -> RunnableConfig:
+        self.recent.forget(config["configurable"]["thread_id"])
         return self.shared.put(config, checkpoint, metadata, new_versions)
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
+        self.recent.forget(config["configurable"]["thread_id"])
         self.shared.put_writes(config, writes, task_id, task_path)
 
     def delete_thread(self, thread_id: str) -> None:
+        self.recent.forget(thread_id)
         self.shared.delete_thread(thread_id)

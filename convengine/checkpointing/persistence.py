@@ -67,7 +67,7 @@ Write = Callable[[sa.Connection], None]
 _dumps = dumps
 
 
-def _sqlite_time(value: datetime) -> str:
+def sqlite_time(value: datetime) -> str:
     """SQLAlchemy's SQLite DateTime text format (naive UTC, microseconds)."""
     if value.tzinfo is not UTC:
         value = value.astimezone(UTC)
@@ -112,7 +112,7 @@ def insert_events(conn: sa.Connection, events: Sequence[AuditEvent]) -> None:
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql(_AUDIT_INSERT_PG, {"cid": cid, **_pg_rows(own)})
         else:
-            conn.exec_driver_sql(_AUDIT_INSERT_SQLITE, [(cid, _sqlite_time(at), value) for at, value in _packed(own)])
+            conn.exec_driver_sql(_AUDIT_INSERT_SQLITE, [(cid, sqlite_time(at), value) for at, value in _packed(own)])
 
 
 def _turn_postgres(conn: sa.Connection, projection: dict[str, Any], history: dict[str, Any],
@@ -128,7 +128,7 @@ def _turn_postgres(conn: sa.Connection, projection: dict[str, Any], history: dic
 def _turn_sqlite(conn: sa.Connection, projection: dict[str, Any], history: dict[str, Any],
                  events: Sequence[AuditEvent], owner: str | None) -> None:
     """The same three writes as on PostgreSQL, as prepared driver statements (no statement building)."""
-    now = _sqlite_time(datetime.now(UTC))
+    now = sqlite_time(datetime.now(UTC))
     cid = projection["conversation_id"]
     values = [_dumps(projection[c]) if c.endswith("_json") and projection[c] is not None else projection[c]
               for c in _PROJECTION_COLUMNS]

@@ -24,9 +24,10 @@ from convengine.catalog.errors import (
 )
 from convengine.catalog.state import EngineState
 from convengine.checkpointing import prune_checkpoints
-from convengine.checkpointing.bound import commit_turn_connection
+from convengine.checkpointing.bound import Latest, commit_turn_connection
 from convengine.checkpointing.hops import run_on_turn
 from convengine.checkpointing.persistence import Write
+from convengine.checkpointing.recent import latest_columns
 from convengine.config_loader import ConfigSnapshot
 from convengine.db import turn_connection
 from convengine.engine.commit import commit_turn
@@ -82,14 +83,14 @@ class TurnRunner:
         deferred: list[Write] = []
         try:
             async with self.resources.locks.hold(request.conversation_id) as conn, _bound(conn) as deferred:
-                admission, choice = await self._admit(conn, request, owner, pick)
+                admission, choice, latest = await self._admit(conn, request, owner, pick)
                 refused = _refusal(request.conversation_id, owner, admission) or admission.refused
                 if refused is not None:
                     raise refused
                 if choice.snapshot.settings.conversation_memory.long_term and self.resources.long_term is None:
                     raise _StoreFirst
                 ctx = self._context(request, choice.compiled, owner)
-                final = await self._run(conn, request, ctx, choice, admission, deferred)
+                final = await self._run(conn, request, ctx, choice, admission, deferred, latest)
         except (ConversationBusyError, _StoreFirst):
             raise
         except Exception as exc:
@@ -106,20 +107,21 @@ class TurnRunner:
         return _result(request.conversation_id, final, ctx.snapshot.settings)
 
     async def _admit(self, conn: AsyncConnection | None, request: TurnRequest, owner: str | None,
-                     pick: Pick | None) -> tuple[Admission, Choice]:
-        """The conversation's admission and the version of this turn, read with its pin in one statement."""
+                     pick: Pick | None) -> tuple[Admission, Choice, Latest]:
+        """The conversation's admission and the version of this turn, read with its pin and the id of its
+        latest checkpoint in one statement."""
         versions = self.config.versions
         assert versions is not None and conn is not None, "the engine serves its versions; a turn holds a connection"
         cid = request.conversation_id
-        query = memory_service.admission_query(cid, pin_of(cid))
+        query = memory_service.admission_query(cid, pin_of(cid), *latest_columns(cid, conn.dialect.name))
         row = await run_on_turn(conn, lambda c: c.execute(query).one())
         admission = memory_service.judge(row, request, owner)
         choice = await versions.choose_pinned(row[4], request.reset, pick)
         versions.remember(request.turn_id, choice)  # audited as the turn's first step starts
-        return admission, choice
+        return admission, choice, Latest(cid, None if row[6] else row[5])
 
     async def _run(self, conn: AsyncConnection | None, request: TurnRequest, ctx: TurnContext,
-                   choice: Choice, admission: Admission, deferred: list[Write]) -> EngineState:
+                   choice: Choice, admission: Admission, deferred: list[Write], latest: Latest) -> EngineState:
         """The graph run and its commit (with the conversation's version pin), under the conversation's lock."""
         resources, snapshot = self.resources, choice.snapshot
         config: RunnableConfig = {"configurable": {"thread_id": request.conversation_id},
@@ -129,7 +131,7 @@ class TurnRunner:
                                      keys.TURN_INPUT: {"text": request.text, "params": request.params,
                                                        "reset": request.reset, "turn_id": request.turn_id,
                                                        "event": request.event}}
-        async with resources.saver.bind(conn):
+        async with resources.saver.bind(conn, latest):
             await memory_service.before_run(conn, admission, ctx)
             final = cast(EngineState, await resources.graph.ainvoke(graph_input, config, context=ctx,
                                                                     durability="exit"))
@@ -187,6 +189,7 @@ class TurnRunner:
         shared = self.resources.saver.shared
         try:
             async with self.resources.locks.hold(conversation_id):
+                self.resources.saver.forget(conversation_id)  # the kept checkpoint loses its parent
                 if undo_depth:
                     await prune_keeping_undo(shared, conversation_id, undo_depth)
                 else:

@@ -182,12 +182,7 @@ def _mask_named(value: object, names: frozenset[str]) -> object:
 
 def _write_turn(conn: sa.Connection, *, cid: str, user_id: str | None, lifecycle: str, row: dict[str, Any]) -> None:
     """A completed turn's memory rows: the user (set once), the lifecycle and the step row."""
-    update = _user_and_lifecycle(cid, user_id, lifecycle)
-    if conn.dialect.name == "postgresql":  # one round trip
-        steps.insert_step(conn, row, update.returning(CONVERSATION.c.conversation_id).cte("lifecycle"))
-        return
-    conn.execute(update)
-    steps.insert_step(conn, row)
+    steps.insert_turn_step(conn, {**row, "conversation_id": cid}, user_id, lifecycle)
 
 
 def failure_writes(request: TurnRequest) -> Write:

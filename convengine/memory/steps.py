@@ -14,9 +14,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from convengine._internal.jsontext import dumps
 from convengine.audit.events import AuditEvent
 from convengine.catalog import state as keys
 from convengine.catalog.memory import ACTION_STAGE, DATA_STAGE_SUFFIX, DATA_STAGES, SIDE_EFFECT_STAGES
+from convengine.checkpointing.persistence import sqlite_time
 from convengine.db.models import CeConversationHistory, CeConversationStep
 from convengine.nodes.finish import json_safe, stored_assistant
 
@@ -55,12 +57,34 @@ def step_row(conversation_id: str, turn_key: str, final: dict[str, Any],
             "side_effects_json": side_effects(events), "undone": False, "created_at": datetime.now(UTC)}
 
 
-def insert_step(conn: sa.Connection, row: dict[str, Any], *with_: sa.CTE) -> None:
-    """The step row, linked to the history row the same transaction just wrote (``with_``: other
-    writes of the same statement, PostgreSQL)."""
-    latest = (sa.select(sa.func.max(HISTORY.c.history_id))
-              .where(HISTORY.c.conversation_id == row["conversation_id"]).scalar_subquery())
-    conn.execute(sa.insert(STEP).values(**row, history_id=latest).add_cte(*with_))
+_COLUMNS = ("conversation_id", "turn_key", "turn", "input_text", "actions_json", "data_json", "output_json",
+            "side_effects_json", "properties_json", "undone", "created_at")
+_INSERT_SQLITE = (f"INSERT INTO ce_conversation_step ({', '.join(_COLUMNS)}, history_id) VALUES "
+                  f"({', '.join('?' for _ in _COLUMNS)}, (SELECT max(history_id) FROM ce_conversation_history "
+                  "WHERE conversation_id = ?))")
+
+
+_INSERT_PG = (f"INSERT INTO ce_conversation_step ({', '.join(_COLUMNS)}, history_id) VALUES "
+              f"({', '.join(f'%({c})s' + ('::jsonb' if c.endswith('_json') else '') for c in _COLUMNS)}, "
+              "(SELECT max(history_id) FROM ce_conversation_history WHERE conversation_id = %(conversation_id)s))")
+_LIFECYCLE_PG = ("WITH lifecycle AS (UPDATE ce_conversation SET user_id = coalesce(user_id, %(user_id)s), "
+                 "lifecycle = %(lifecycle)s WHERE conversation_id = %(conversation_id)s RETURNING conversation_id) ")
+_LIFECYCLE_SQLITE = ("UPDATE ce_conversation SET user_id = coalesce(user_id, ?), lifecycle = ? "
+                     "WHERE conversation_id = ?")
+
+
+def insert_turn_step(conn: sa.Connection, row: dict[str, Any], user_id: str | None, lifecycle: str) -> None:
+    """A completed turn's memory rows as prepared driver statements (no statement building): the
+    conversation's user (set once) and lifecycle, and the step row, linked to the history row the turn just wrote (PostgreSQL: one
+    statement). Values bound as SQLAlchemy's column types would: JSON text, booleans, timestamps."""
+    json_values = {c: None if row[c] is None else dumps(row[c]) for c in _COLUMNS if c.endswith("_json")}
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(_LIFECYCLE_PG + _INSERT_PG, {**row, **json_values, "user_id": user_id,
+                                                          "lifecycle": lifecycle, "undone": bool(row["undone"])})
+        return
+    conn.exec_driver_sql(_LIFECYCLE_SQLITE, (user_id, lifecycle, row["conversation_id"]))
+    values = {**row, **json_values, "undone": int(bool(row["undone"])), "created_at": sqlite_time(row["created_at"])}
+    conn.exec_driver_sql(_INSERT_SQLITE, (*(values[c] for c in _COLUMNS), row["conversation_id"]))
 
 
 def find_step(conn: sa.Connection, conversation_id: str, turn_key: str | None) -> dict[str, Any] | None:
