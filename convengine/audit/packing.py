@@ -36,6 +36,7 @@ _LEVEL = 6
 ZDICT = Path(__file__).with_name("packing_v1.zdict").read_bytes()
 """zlib's preset dictionary of format 1; never edited (rows written with it need the very bytes)."""
 _META_ORDER = ("stage", "conversationId", "emittedAt", "intent", "state", "step", "turnId")
+_NULL_BY_DEFAULT = ("intent", "state", "step")
 
 
 class PackedAuditError(AuditRowRejectedError):
@@ -77,14 +78,26 @@ def unpack(row_id: int, conversation_id: str, created_at: datetime, value: bytes
 
 def _meta_item(event: AuditEvent, turn: Any) -> Any:
     """None (no ``_meta``), the entries differing from the implied ``_meta`` (a dict), or ``[meta]`` when
-    its keys are not the usual ones."""
+    its keys are not the usual ones. (Compares key by key: this runs for every event of every turn.)"""
     meta = event.meta
     if meta is None:
         return None
     if tuple(meta) != _META_ORDER:
         return [meta]
-    implied = _implied(event.stage, event.conversation_id, _utc(event.created_at), turn)
-    return {k: v for k, v in meta.items() if implied[k] != v}
+    diff = {}
+    if meta["stage"] != event.stage:
+        diff["stage"] = meta["stage"]
+    if meta["conversationId"] != event.conversation_id:
+        diff["conversationId"] = meta["conversationId"]
+    at = event.created_at
+    if meta["emittedAt"] != (at if at.tzinfo is UTC else _utc(at)).isoformat():
+        diff["emittedAt"] = meta["emittedAt"]
+    for key in _NULL_BY_DEFAULT:
+        if meta[key] is not None:
+            diff[key] = meta[key]
+    if meta["turnId"] != turn:
+        diff["turnId"] = meta["turnId"]
+    return diff
 
 
 def _implied(stage: str, conversation_id: str, at: datetime, turn: Any) -> dict[str, Any]:

@@ -36,7 +36,7 @@ _WRITES = {dialect: sa.table(name, sa.column("thread_id"), sa.column("checkpoint
 """The official savers' tables (the same names and keys on both backends but for the writes)."""
 
 
-def latest_columns(thread_id: str, dialect: str) -> tuple[sa.ScalarSelect[Any], sa.Exists]:
+def latest_columns(thread_id: str | sa.BindParameter[Any], dialect: str) -> tuple[sa.ScalarSelect[Any], sa.Exists]:
     """Two columns for another query: the id of the thread's latest checkpoint (root namespace; NULL
     without one), and whether writes are stored against it (a run that stopped between steps)."""
     latest = (sa.select(_CHECKPOINTS.c.checkpoint_id)

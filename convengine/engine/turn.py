@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+import sqlalchemy as sa
 from langchain_core.runnables import RunnableConfig
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -113,8 +115,8 @@ class TurnRunner:
         versions = self.config.versions
         assert versions is not None and conn is not None, "the engine serves its versions; a turn holds a connection"
         cid = request.conversation_id
-        query = memory_service.admission_query(cid, pin_of(cid), *latest_columns(cid, conn.dialect.name))
-        row = await run_on_turn(conn, lambda c: c.execute(query).one())
+        query = _admission(conn.dialect.name)
+        row = await run_on_turn(conn, lambda c: c.execute(query, {"cid": cid}).one())
         admission = memory_service.judge(row, request, owner)
         choice = await versions.choose_pinned(row[4], request.reset, pick)
         versions.remember(request.turn_id, choice)  # audited as the turn's first step starts
@@ -233,6 +235,15 @@ def _result(conversation_id: str, final: EngineState, settings: EngineSettings) 
     return TurnResult(conversation_id, final.get(keys.INTENT) or "", final.get(keys.STATE) or "",
                       Payload.from_state(payload), dict(final.get(keys.CONTEXT) or {}), int(final.get(keys.TURN) or 0),
                       final.get(keys.STATUS) or "RUNNING", memory_service.lifecycle_of(final.get(keys.STATE), settings))
+
+
+@functools.cache
+def _admission(dialect: str) -> sa.Select[Any]:
+    """The turn's first statement (built once, so each turn only binds its conversation id): the
+    conversation's admission row, its version pin and the id of its latest checkpoint."""
+    cid: sa.BindParameter[Any] = sa.bindparam("cid")  # typed by each comparison (a uuid column)
+    thread: sa.BindParameter[str] = sa.bindparam("cid", type_=sa.Text())  # the savers' text thread ids
+    return memory_service.admission_query(cid, pin_of(cid), *latest_columns(thread, dialect))
 
 
 def _refusal(conversation_id: str, owner: str | None, admission: Admission) -> ConversationNotFoundError | None:

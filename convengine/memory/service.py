@@ -78,7 +78,7 @@ class Admission:
     None for host code's users."""
 
 
-def admission_query(conversation_id: str, *extra: sa.ColumnElement[Any]) -> sa.Select[Any]:
+def admission_query(conversation_id: str | sa.BindParameter[Any], *extra: sa.ColumnElement[Any]) -> sa.Select[Any]:
     """One row, whether or not the conversation exists: its id, user, lifecycle and owner (all NULL
     without a row), then the ``extra`` columns (the engine adds the version pin: one statement)."""
     one = sa.select(sa.literal(1).label("one")).subquery()

@@ -235,7 +235,7 @@ class VersionServing:
         return await self._pin(conversation_id)
 
 
-def pin_of(conversation_id: str) -> sa.ScalarSelect[int]:
+def pin_of(conversation_id: str | sa.BindParameter[Any]) -> sa.ScalarSelect[int]:
     """The version a conversation is pinned to, as a column of another query (NULL: not pinned)."""
     return sa.select(PIN.c.version_no).where(PIN.c.conversation_id == conversation_id).scalar_subquery()
 
