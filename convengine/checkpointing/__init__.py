@@ -131,7 +131,9 @@ class TurnLocks:
             yield conn
         finally:
             with contextlib.suppress(Exception):
-                await (await driver_connection(conn)).rollback()
+                raw = await driver_connection(conn)
+                if raw.in_transaction:  # read without a thread hop; a committed turn has nothing to undo
+                    await raw.rollback()
             await _discard(conn)
 
     @asynccontextmanager

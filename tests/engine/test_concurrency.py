@@ -23,8 +23,11 @@ class Overlap:
     """A step that stays a moment in each turn and records how many turns of each conversation, and in
     all, were inside it at once."""
 
-    def __init__(self, pause_s: float = 0.03) -> None:
+    def __init__(self, pause_s: float = 0.03, company: int = 1) -> None:
         self.pause_s = pause_s
+        self.company = company
+        """Each turn waits (up to a second) until this many turns are inside, so a loaded machine that
+        starts turns slowly still shows whether they may overlap."""
         self.inside: dict[str, int] = defaultdict(int)
         self.most: dict[str, int] = defaultdict(int)
         self.total = self.most_total = 0
@@ -36,6 +39,9 @@ class Overlap:
         self.most[cid] = max(self.most[cid], self.inside[cid])
         self.most_total = max(self.most_total, self.total)
         try:
+            deadline = asyncio.get_running_loop().time() + 1.0
+            while self.total < self.company and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.005)
             await asyncio.sleep(self.pause_s)
             if turn.user_text == "fail":
                 raise RuntimeError("this turn fails")
@@ -85,7 +91,7 @@ async def test_a_failed_turn_lets_the_next_turn_of_its_conversation_run_at_once(
 
 
 async def test_admission_caps_the_turns_a_process_runs_at_once_across_conversations(db_url: str) -> None:
-    seen = Overlap(pause_s=0.02)
+    seen = Overlap(pause_s=0.02, company=2)
     async with engine_on(db_url, pack(), steps=[seen.step()], admission={"max_turns": 2}) as engine:
         gate = engine.runtime.gate
         assert gate.limits.max_turns == 2
