@@ -339,6 +339,10 @@ class KnowledgeFallbackSettings(_Section):
     synthesis: bool = False
     """Write the answer from the passages with the KNOWLEDGE_SYNTHESIS call site (needs an LLM);
     otherwise the best passage is the answer."""
+    query_turns: int = Field(0, ge=0, le=10)
+    """Conversation-aware search for follow-ups ("and how long does that take?"): when the message
+    alone finds nothing at ``min_score``, search again with this many earlier user messages before
+    it. 0: the message alone (or the dialogue-act LLM's standalone query, when it wrote one)."""
 
 
 class ConversationMemorySettings(_Section):
