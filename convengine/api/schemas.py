@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 
+from convengine.engine.results import Payload
 from convengine.security.users import user_id_pattern
-
-if TYPE_CHECKING:
-    from convengine.engine.results import Payload
 
 UUID_TEXT: dict[str, Any] = {"format": "uuid"}
 """A conversation id: a UUID (the engine checks it, so a bad one gets INVALID_CONVERSATION_ID)."""

@@ -11,12 +11,11 @@ The engine answers from them when no intent matches (``knowledge.fallback``) and
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
-
-import hashlib
 
 import sqlalchemy as sa
 from langchain_core.embeddings import Embeddings
@@ -24,7 +23,15 @@ from langchain_core.embeddings import Embeddings
 from convengine.catalog.errors import ConfigError, ConvEngineError, ErrorCode
 from convengine.db import create_sync_engine, parse_database_url, upgrade
 from convengine.knowledge import store
-from convengine.knowledge.chunking import Document, Found, Passage, Skipped, discover_files, read_document, split
+from convengine.knowledge.chunking import (
+    Document,
+    Found,
+    Passage,
+    Skipped,
+    discover_files,
+    read_document,
+    split,
+)
 from convengine.knowledge.embeddings import HashingEmbeddings, model_name, pack
 from convengine.knowledge.search import Retriever, SearchHit, SearchSettings
 from convengine.settings import KnowledgeIngestSettings
