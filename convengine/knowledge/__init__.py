@@ -213,7 +213,7 @@ class Knowledge:
             return
         now = self.model or NO_MODEL
         hint = "add reembed=True (CLI: --reembed) to embed every passage again with it" if self.model else \
-            f"open it with {others[0]} to keep its vectors, or reembed=True to drop them"
+            f"open it with {others[0]} to keep its vectors, or add reembed=True (CLI: --reembed) to drop them"
         raise ConfigError(f"knowledge base {kb!r} was embedded with {', '.join(others)}, not {now}: {hint}",
                           code=ErrorCode.CONFIG_INVALID)
 

@@ -2,7 +2,7 @@
 
 Scores are absolute, so a threshold means the same on every query and both backends:
 
-- ``lexical``: the share of the query's content words (stop words dropped, light stemming) that
+- ``lexical``: the share of the query's content words (stop words and question frames dropped, Snowball stems) that
   the passage contains, 0..1. The backend's full-text rank only picks and orders candidates.
 - ``vector``: the cosine similarity of the query and passage embeddings, clipped to 0..1.
 - ``score``: ``(lexical_weight * lexical + vector_weight * vector) / (sum of weights)`` when the
