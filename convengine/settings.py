@@ -9,11 +9,12 @@ block, the defaults below. ``ce_config`` rows then override per component
 
 from __future__ import annotations
 
+import codecs
 import typing
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from convengine.catalog import ce_config
@@ -338,6 +339,10 @@ class KnowledgeFallbackSettings(_Section):
     synthesis: bool = False
     """Write the answer from the passages with the KNOWLEDGE_SYNTHESIS call site (needs an LLM);
     otherwise the best passage is the answer."""
+    query_turns: int = Field(0, ge=0, le=10)
+    """Conversation-aware search for follow-ups ("and how long does that take?"): when the message
+    alone finds nothing at ``min_score``, search again with this many earlier user messages before
+    it. 0: the message alone (or the dialogue-act LLM's standalone query, when it wrote one)."""
 
 
 class ConversationMemorySettings(_Section):
@@ -372,6 +377,23 @@ class KnowledgeIngestSettings(_Section):
     extracting its text); checked before any text is extracted."""
     max_pdf_memory_mb: int = Field(1024, ge=64)
     """Memory the process reading one PDF may take (on systems that can limit it)."""
+    chunk_size: int = Field(800, ge=50, le=100_000)
+    """Longest passage, in characters: text is cut at paragraph, sentence or word boundaries to fit."""
+    chunk_overlap: int = Field(100, ge=0, le=50_000)
+    """Characters a passage repeats from the one before (at most half of ``chunk_size``)."""
+    encodings: list[str] = Field(default_factory=lambda: ["utf-8", "cp1252", "latin-1"], min_length=1)
+    """Encodings tried in order for text, Markdown and HTML files (a byte-order mark wins first); the
+    first that decodes every byte is used, Latin-1 last of all (it decodes anything)."""
+
+    @field_validator("encodings")
+    @classmethod
+    def _known_encodings(cls, value: list[str]) -> list[str]:
+        for name in value:
+            try:
+                codecs.lookup(name)
+            except LookupError:
+                raise ValueError(f"unknown encoding {name!r}") from None
+        return value
 
 
 class KnowledgeSettings(_Section):

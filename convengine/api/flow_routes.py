@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from convengine.api.admission import ANSWERED_BY_STATUS
 from convengine.api.body import DepthCheckedRoute
 from convengine.api.routes import REFUSALS, AdminDep, CallerDep, ConversationId, EngineDep, error_reply
-from convengine.api.schemas import ErrorBody, MessageResponse
+from convengine.api.schemas import ErrorBody, MessageResponse, PayloadBody
 from convengine.catalog.errors import ConvEngineError, ConversationNotFoundError
 from convengine.engine import TurnResult
 
@@ -32,7 +32,7 @@ class FlowResponse(MessageResponse):
 
 def _reply(result: TurnResult) -> FlowResponse:
     return FlowResponse(success=True, conversationId=result.conversation_id, intent=result.intent, state=result.state,
-                        payload={"type": result.payload.type, "value": result.payload.value},
+                        payload=PayloadBody.of(result.payload),
                         context=json.dumps(result.context, ensure_ascii=False, default=str), status=result.status)
 
 

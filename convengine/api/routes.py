@@ -27,6 +27,7 @@ from convengine.api.schemas import (
     HealthBody,
     MessageRequest,
     MessageResponse,
+    PayloadBody,
     ReadyBody,
 )
 from convengine.api.streams import Lease, StreamRegistry, Watch
@@ -117,7 +118,7 @@ async def post_message(body: MessageRequest, request: Request, engine: EngineDep
             raise  # the caller's mistake (4xx), or a full server (503 SERVER_BUSY)
         return error_reply(exc.details.get("conversationId") or body.conversationId, exc)
     return MessageResponse(success=True, conversationId=result.conversation_id, intent=result.intent,
-                           state=result.state, payload={"type": result.payload.type, "value": result.payload.value},
+                           state=result.state, payload=PayloadBody.of(result.payload),
                            context=json.dumps(result.context, ensure_ascii=False, default=str))
 
 

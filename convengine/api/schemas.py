@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 
+from convengine.engine.results import Payload
 from convengine.security.users import user_id_pattern
 
 UUID_TEXT: dict[str, Any] = {"format": "uuid"}
@@ -67,9 +68,33 @@ class MessageRequest(BaseModel):
                                "characters.", json_schema_extra=_user_id_schema)
 
 
+SOURCES_SCHEMA: dict[str, Any] = {
+    "type": "array", "description": "Only on an answer from knowledge bases (the fallback or a flow's knowledge "
+    "node): the passages it came from, best first. Absent otherwise (ConvEngine's payload is {type, value}).",
+    "items": {"type": "object", "required": ["kb", "source", "score"], "properties": {
+        "kb": {"type": "string"}, "source": {"type": "string", "description": "The document (its stable id)."},
+        "title": {"type": ["string", "null"]}, "position": {"type": ["integer", "null"]},
+        "score": {"type": "number"}}}}
+
+
+def _sources_schema(schema: dict[str, Any]) -> None:
+    schema.setdefault("properties", {})["sources"] = SOURCES_SCHEMA
+
+
 class PayloadBody(BaseModel):
+    """The answer; ``sources`` is added (only) to an answer from knowledge bases."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra=_sources_schema)
+
     type: str
     value: Any
+
+    @classmethod
+    def of(cls, payload: Payload) -> PayloadBody:
+        """The HTTP form of a turn's :class:`~convengine.engine.results.Payload`."""
+        if payload.sources:
+            return cls(type=payload.type, value=payload.value, sources=[dict(s) for s in payload.sources])
+        return cls(type=payload.type, value=payload.value)
 
 
 class MessageResponse(BaseModel):

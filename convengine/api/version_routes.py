@@ -21,7 +21,7 @@ from convengine.api.admission import ANSWERED_BY_STATUS
 from convengine.api.body import DepthCheckedRoute
 from convengine.api.refusals import error_response
 from convengine.api.routes import REFUSALS, AdminDep, EngineDep, error_reply
-from convengine.api.schemas import UUID_TEXT, ErrorBody, MessageResponse, ResetFlag
+from convengine.api.schemas import UUID_TEXT, ErrorBody, MessageResponse, PayloadBody, ResetFlag
 from convengine.catalog.errors import ConfigError, ConfigValidationError, ConvEngineError
 from convengine.config_loader.packs import redact_pack
 from convengine.engine.results import TurnResult
@@ -223,5 +223,5 @@ async def _simulated(turn: Awaitable[TurnResult], conversation_id: str | None) -
             raise
         return error_reply(exc.details.get("conversationId") or conversation_id, exc)
     return MessageResponse(success=True, conversationId=result.conversation_id, intent=result.intent,
-                           state=result.state, payload={"type": result.payload.type, "value": result.payload.value},
+                           state=result.state, payload=PayloadBody.of(result.payload),
                            context=json.dumps(result.context, ensure_ascii=False, default=str))

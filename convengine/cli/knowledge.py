@@ -64,22 +64,30 @@ def ingest(
     embeddings: EmbeddingsOption = "none",
     prune: Annotated[bool, typer.Option("--prune", help="Remove documents no longer found under PATHS")] = False,
     description: Annotated[str | None, typer.Option("--description", help="What the base is about")] = None,
+    root: Annotated[Path | None, typer.Option("--root", help="Name documents by their path relative to this "
+                                              "folder (default: relative to each folder given)")] = None,
+    reembed: Annotated[bool, typer.Option("--reembed", help="The base was embedded with another model: embed "
+                                          "every passage again with this one")] = False,
 ) -> None:
     """Read documents into a knowledge base; unchanged ones are skipped, changed ones replaced.
 
-    Links leaving a folder and what is not a regular file are skipped; a document that cannot be read
-    within the limits (knowledge.ingest.*) fails alone. Each is listed with the reason; exits 1 if any failed."""
+    Documents are named by their path relative to the folder given (or --root), so the same folder
+    reached by another path is the same documents. Links leaving a folder and what is not a regular
+    file are skipped; a document that cannot be read within the limits (knowledge.ingest.*) fails
+    alone. Each is listed with the reason; exits 1 if any failed."""
     from convengine.knowledge.chunking import discover_files
     from convengine.knowledge.store import check_name
 
     check_name(kb)
     knowledge = _open(url, embeddings)
-    files, _ = discover_files(list(paths))
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err) as bar:
-        task = bar.add_task(f"ingesting into {kb}", total=len(files))
-        report = knowledge.ingest(kb, paths, description=description, prune=prune,
-                                  progress=lambda source, outcome: bar.advance(task))
-    knowledge.close()
+    try:
+        files, _ = discover_files(list(paths), root)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err) as bar:
+            task = bar.add_task(f"ingesting into {kb}", total=len(files))
+            report = knowledge.ingest(kb, paths, description=description, prune=prune, root=root, reembed=reembed,
+                                      progress=lambda source, outcome: bar.advance(task))
+    finally:
+        knowledge.close()
     for label, problems in (("skipped", report.skipped), ("failed", report.failed)):
         for problem in problems:
             err.print(Text.assemble((label, "yellow" if label == "skipped" else "red"), " ", inert(str(problem))),

@@ -5,6 +5,8 @@
     pack: ../examples/support_desk.yaml      # relative to this file
     tasks: ../examples/support_desk_tasks.py # optional (default: <pack>_tasks.py next to the pack)
     settings: {flow: {dialogue-act: {resolute: REGEX_ONLY}}}   # optional EngineSettings
+    knowledge: {faq: [../examples/faq]}      # optional: bases ingested before the tests (relative paths)
+    embeddings: hashing                      # optional: none (default) or hashing (offline, deterministic)
     tests:
       - name: cancel an order
         context: {customer_id: C1}           # optional fixtures
@@ -21,6 +23,7 @@
               intent: CANCEL_ORDER
               state: ASK_REASON
               payload: {contains: "Why would you like to cancel"}   # or a string (equals), or {regex: ...}
+                                                                      # {source: faq.md}: the best of payload.sources
               context: {cancel_reason: null}  # dotted paths
               stages: [USER_INPUT, INTENT_CLASSIFICATION_MATCHED]   # in this order, others may sit between
               absent_stages: [POLICY_BLOCK]
@@ -51,6 +54,8 @@ class PayloadExpectation(_Strict):
     contains: str | None = None
     regex: str | None = None
     type: str | None = None
+    source: str | None = None
+    """The first (best) of the payload's ``sources`` (a knowledge answer) is this document."""
 
 
 class FlowExpectation(_Strict):
@@ -115,6 +120,10 @@ class TestFile(_Strict):
     pack: str
     tasks: str | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
+    knowledge: dict[str, list[str]] = Field(default_factory=dict)
+    """Knowledge bases ingested into the test database first: name -> files or folders (relative to this file)."""
+    embeddings: Literal["none", "hashing"] = "none"
+    """The engine's embeddings model: none (full-text search only) or the offline HashingEmbeddings."""
     tests: list[ConversationTest]
     path: Path | None = None
 

@@ -17,7 +17,7 @@ from convengine.audit.events import AuditEvent
 from convengine.audit.turns import last_turn, turn_steps
 from convengine.catalog import stages as audit_stages
 from convengine.catalog import state as keys
-from convengine.catalog.errors import ConvEngineError, ToolError
+from convengine.catalog.errors import ConfigError, ConvEngineError, ToolError
 from convengine.config_loader.companions import pack_options
 from convengine.engine.conversation_specs import (
     ConversationTest,
@@ -28,6 +28,7 @@ from convengine.engine.conversation_specs import (
     load_test_file,
 )
 from convengine.engine.results import TurnResult
+from convengine.knowledge import HashingEmbeddings, Knowledge
 from convengine.llm.scripted import ScriptedLLM
 
 _MISSING = object()
@@ -124,6 +125,9 @@ class RunnableEngine(Protocol):
 
     def audit(self, conversation_id: str) -> list[AuditEvent]: ...
 
+    @property
+    def knowledge(self) -> Knowledge: ...
+
     def close(self) -> None: ...
 
 
@@ -151,8 +155,19 @@ class FileRun:
         options["tools"] = {**dict(options.get("tools") or {}), **{c: self.stubs.handler(c) for c in codes}}
         if any(test.llm or test.llm_default is not None for test in self.spec.tests):
             options["llm"] = self.llm
+        if self.spec.embeddings == "hashing":
+            options["embeddings"] = HashingEmbeddings()
         url = self.url or f"sqlite:///{workdir / 'conversation-tests.db'}"
-        return self.open_engine(url, **options, **self.spec.settings)
+        engine = self.open_engine(url, **options, **self.spec.settings)
+        try:
+            for kb, paths in self.spec.knowledge.items():
+                report = engine.knowledge.ingest(kb, [self.spec.resolve(p) for p in paths])
+                if not report.ok:
+                    raise ConfigError(f"knowledge base {kb}: " + "; ".join(str(p) for p in report.failed))
+        except BaseException:
+            engine.close()
+            raise
+        return engine
 
     def run(self) -> list[TestOutcome]:
         with tempfile.TemporaryDirectory(prefix="convengine-tests-") as workdir:
@@ -285,6 +300,10 @@ def _payload(expect: Expect, result: TurnResult) -> list[str]:
         failures.append(f"payload: expected it to contain {p.contains!r}, got {text!r}")
     if p.regex is not None and not re.search(p.regex, text):
         failures.append(f"payload: expected it to match /{p.regex}/, got {text!r}")
+    if p.source is not None:
+        best = result.payload.sources[0].get("source") if result.payload.sources else None
+        if best != p.source:
+            failures.append(f"payload source: expected {p.source!r}, got {best!r}")
     return failures
 
 

@@ -14,7 +14,7 @@ from convengine.catalog.errors import ConvEngineError
 from convengine.config.flows import Flow
 from convengine.config.records import FlowNodeRecord
 from convengine.flows.walk_state import NEXT, FlowError, Result, Walk
-from convengine.nodes.knowledge import synthesise
+from convengine.nodes.knowledge import source_of, synthesise
 from convengine.rules.jsonpath import compile_jsonpath
 from convengine.security.env_refs import pack_may_read, refused_reason
 from convengine.security.redact import ENV_REF, redact_text, remember_secret
@@ -143,9 +143,9 @@ async def answer_from_knowledge(walk: Walk, flow: Flow, node: FlowNodeRecord, co
     answer = None
     if config.get("synthesis"):
         answer = await synthesise(walk.turn, query, [h for h in hits if h.score >= min_score])
+    sources = [source_of(h) for h in hits if h.score >= min_score]
     walk.variables[str(config.get("variable", "knowledge_answer"))] = answer or best.text
-    walk.variables[str(config.get("sources_variable", "knowledge_sources"))] = [
-        {"kb": h.kb_name, "source": h.source, "title": h.title, "score": h.score} for h in hits if h.score >= min_score]
+    walk.variables[str(config.get("sources_variable", "knowledge_sources"))] = sources
     if config.get("say", True):
-        walk.say(answer or best.text)
+        walk.say(answer or best.text, sources=sources)
     return Result("next", vocab.FOUND)

@@ -54,6 +54,8 @@ class Walk:
     steps: int = 0
     last_service: Any = None
     trace: list[dict[str, Any]] = field(default_factory=list)
+    sources: list[dict[str, Any]] = field(default_factory=list)
+    """Passages the turn's answer came from (knowledge nodes that said their answer)."""
 
     # --- position -----------------------------------------------------------------------
 
@@ -93,18 +95,23 @@ class Walk:
 
     # --- output -------------------------------------------------------------------------
 
-    def say(self, text: str, blocks: object = None) -> None:
+    def say(self, text: str, blocks: object = None, sources: list[dict[str, Any]] | None = None) -> None:
         message: dict[str, Any] = {"text": text}
         if blocks:
             message["blocks"] = blocks
         self.messages.append(message)
+        self.sources.extend(sources or ())
 
     def payload(self) -> dict[str, Any] | None:
         if not self.messages:
             return None
         if any("blocks" in m for m in self.messages):
-            return {"type": "JSON", "value": {"messages": self.messages}}
-        return {"type": "TEXT", "value": "\n".join(m["text"] for m in self.messages if m["text"])}
+            payload: dict[str, Any] = {"type": "JSON", "value": {"messages": self.messages}}
+        else:
+            payload = {"type": "TEXT", "value": "\n".join(m["text"] for m in self.messages if m["text"])}
+        if self.sources:
+            payload["sources"] = list(self.sources)
+        return payload
 
     # --- variables ----------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 >>> kb = Knowledge.open("sqlite:///faq.db", embeddings=HashingEmbeddings())
 >>> kb.ingest("faq", ["docs/faq"])                 # text, Markdown, HTML, PDF; again = only changes
+>>> kb.ingest("faq", ["docs/faq"], reembed=True)   # after changing the embeddings model
 >>> kb.search("faq", "how do I return an item")    # [SearchHit(score=..., source=..., text=...)]
 
 The engine answers from them when no intent matches (``knowledge.fallback``) and the
@@ -10,6 +11,7 @@ The engine answers from them when no intent matches (``knowledge.fallback``) and
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,10 +20,18 @@ from typing import Any, TypedDict, Unpack
 import sqlalchemy as sa
 from langchain_core.embeddings import Embeddings
 
-from convengine.catalog.errors import ConvEngineError
+from convengine.catalog.errors import ConfigError, ConvEngineError, ErrorCode
 from convengine.db import create_sync_engine, parse_database_url, upgrade
 from convengine.knowledge import store
-from convengine.knowledge.chunking import Document, Found, Skipped, discover_files, read_document, split
+from convengine.knowledge.chunking import (
+    Document,
+    Found,
+    Passage,
+    Skipped,
+    discover_files,
+    read_document,
+    split,
+)
 from convengine.knowledge.embeddings import HashingEmbeddings, model_name, pack
 from convengine.knowledge.search import Retriever, SearchHit, SearchSettings
 from convengine.settings import KnowledgeIngestSettings
@@ -30,6 +40,14 @@ __all__ = ["Document", "HashingEmbeddings", "IngestReport", "Knowledge", "Retrie
            "Skipped"]
 
 EMBED_BATCH = 64
+NO_MODEL = "no embeddings model"
+SPLITTER_VERSION = 2
+"""Part of every stored document's fingerprint: a change in how text is cut re-cuts on the next ingest."""
+
+
+def _embedded_text(passage: Passage, document: Document) -> str:
+    title = passage.title or document.title
+    return f"{title}\n{passage.text}" if title else passage.text
 
 
 @dataclass(slots=True)
@@ -40,6 +58,8 @@ class IngestReport:
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    reembedded: list[str] = field(default_factory=list)
+    """Unchanged documents embedded again with this model (``reembed``), from their stored passages."""
     chunks: int = 0
     skipped: list[Skipped] = field(default_factory=list)
     """What was found but not read: links leaving the folder, FIFOs, devices... with the reason."""
@@ -50,8 +70,14 @@ class IngestReport:
     def __str__(self) -> str:
         problems = "".join(f", {len(items)} {name}" for name, items in (("skipped", self.skipped),
                                                                         ("failed", self.failed)) if items)
+        again = f", {len(self.reembedded)} re-embedded" if self.reembedded else ""
         return (f"{len(self.added)} added, {len(self.updated)} updated, {len(self.unchanged)} unchanged, "
-                f"{len(self.removed)} removed{problems} ({self.chunks} passages written)")
+                f"{len(self.removed)} removed{again}{problems} ({self.chunks} passages written)")
+
+    @property
+    def ok(self) -> bool:
+        """Every document found was read (none in ``failed``)."""
+        return not self.failed
 
 
 class _Failed:
@@ -66,7 +92,7 @@ class KnowledgeOptions(TypedDict, total=False):
 
     settings: SearchSettings | None
     retriever: Retriever | None
-    max_chars: int
+    max_chars: int | None
     limits: KnowledgeIngestSettings | None
 
 
@@ -75,13 +101,15 @@ class Knowledge:
 
     def __init__(self, engine: sa.Engine, *, embeddings: Embeddings | None = None,
                  settings: SearchSettings | None = None, retriever: Retriever | None = None,
-                 max_chars: int = 800, owns_engine: bool = False,
+                 max_chars: int | None = None, owns_engine: bool = False,
                  limits: KnowledgeIngestSettings | None = None) -> None:
         self.engine = engine
         self.limits = limits or KnowledgeIngestSettings()
         self.embeddings = embeddings
         self.retriever = retriever or Retriever(embeddings, settings)
-        self.max_chars = max_chars
+        self.max_chars = max_chars or self.limits.chunk_size
+        """Longest passage (``knowledge.ingest.chunk_size`` unless given)."""
+        self.model = model_name(embeddings) if embeddings is not None else None
         self._owns_engine = owns_engine
 
     @classmethod
@@ -98,17 +126,26 @@ class Knowledge:
             self.engine.dispose()
 
     def ingest(self, kb: str, paths: Iterable[str | Path], *, description: str | None = None, prune: bool = False,
-               progress: Callable[[str, str], None] | None = None) -> IngestReport:
+               progress: Callable[[str, str], None] | None = None, root: str | Path | None = None,
+               reembed: bool = False) -> IngestReport:
         """Read every document under ``paths`` into ``kb``; unchanged documents are skipped, changed
         ones replaced. With ``prune``, documents of ``kb`` no longer found under ``paths`` are removed.
         ``progress(source, outcome)`` is called once per document.
 
-        A document that cannot be read within :attr:`limits` is reported in ``failed`` (the others are
-        still ingested); links leaving a folder and anything not a regular file are in ``skipped``."""
-        files, skipped = discover_files([Path(p) for p in paths])
+        A document is named by its path relative to ``root`` when given, else to the folder given (a
+        file given alone: by its name): the same folder ingested again by another path is the same
+        documents. A document that cannot be read within :attr:`limits` is reported in ``failed`` (the
+        others are still ingested); links leaving a folder and anything not a regular file are in
+        ``skipped``. See :meth:`add_documents` for ``reembed``.
+
+        Raises:
+            ConfigError: a path does not exist (or lies outside ``root``), or ``kb`` holds vectors of
+                another embeddings model and ``reembed`` is false.
+        """
+        files, skipped = discover_files([Path(p) for p in paths], Path(root) if root is not None else None)
         report = IngestReport(skipped=list(skipped))
         self._add(kb, (self._read(f) for f in files), report, description=description, prune=prune,
-                  progress=progress)
+                  progress=progress, reembed=reembed)
         return report
 
     def _read(self, item: Found) -> Document | _Failed:
@@ -124,15 +161,33 @@ class Knowledge:
         return self.add_documents(kb, [Document(source, text, title, dict(metadata or {}))])
 
     def add_documents(self, kb: str, documents: Iterable[Document], *, description: str | None = None,
-                      prune: bool = False, progress: Callable[[str, str], None] | None = None) -> IngestReport:
+                      prune: bool = False, progress: Callable[[str, str], None] | None = None,
+                      reembed: bool = False) -> IngestReport:
+        """Add (or replace) documents, each identified by its ``source`` (your own stable id, as
+        LangChain's indexing API takes one): the same id again replaces that document, or skips it
+        when its text is unchanged.
+
+        A base remembers the embeddings model of its passages. Adding with another model (or with
+        none to a base that has vectors) is refused, naming both, unless ``reembed``: then every
+        passage of the base is embedded again with this model first (from the stored text, so
+        documents not given here are covered too) and listed in ``reembedded``.
+
+        Raises:
+            ConfigError: the base holds vectors of another model and ``reembed`` is false.
+        """
         report = IngestReport()
-        self._add(kb, documents, report, description=description, prune=prune, progress=progress)
+        self._add(kb, documents, report, description=description, prune=prune, progress=progress, reembed=reembed)
         return report
 
     def _add(self, kb: str, documents: Iterable[Document | _Failed], report: IngestReport, *,
-             description: str | None, prune: bool, progress: Callable[[str, str], None] | None) -> None:
+             description: str | None, prune: bool, progress: Callable[[str, str], None] | None,
+             reembed: bool = False) -> None:
         with self.engine.begin() as conn:
             store.ensure_base(conn, kb, description)
+            models = store.embedding_models(conn, kb)
+        self._check_model(kb, models, reembed)
+        if reembed and set(models) != {self.model}:
+            self._reembed(kb, report)
         seen: list[str] = []
         for document in documents:
             if isinstance(document, _Failed):  # kept as it was: prune must not drop it
@@ -152,17 +207,46 @@ class Knowledge:
                 if gone:
                     store.bump(conn, kb)
 
+    def _check_model(self, kb: str, models: dict[str | None, int], reembed: bool) -> None:
+        others = sorted(m or NO_MODEL for m in models if m != self.model)
+        if not others or reembed:
+            return
+        now = self.model or NO_MODEL
+        hint = "add reembed=True (CLI: --reembed) to embed every passage again with it" if self.model else \
+            f"open it with {others[0]} to keep its vectors, or add reembed=True (CLI: --reembed) to drop them"
+        raise ConfigError(f"knowledge base {kb!r} was embedded with {', '.join(others)}, not {now}: {hint}",
+                          code=ErrorCode.CONFIG_INVALID)
+
+    def _reembed(self, kb: str, report: IngestReport) -> None:
+        """Every stored passage of ``kb`` embedded again with this model (lexical only without one)."""
+        with self.engine.connect() as conn:
+            stored = store.stored_documents(conn, kb)
+        for document, content_hash, passages in stored:
+            vectors = self._vectors([_embedded_text(p, document) for p in passages])
+            with self.engine.begin() as conn:
+                store.replace_document(conn, kb, document, passages, vectors, self.model, content_hash)
+            report.reembedded.append(document.source)
+        if stored:
+            with self.engine.begin() as conn:
+                store.bump(conn, kb)
+
+    def _fingerprint(self, document: Document) -> str:
+        """What an unchanged document has in common with its stored self: its text, and how it is cut."""
+        limits = self.limits
+        return hashlib.sha256(f"{document.content_hash}|{SPLITTER_VERSION}|{self.max_chars}|{limits.chunk_overlap}"
+                              .encode()).hexdigest()
+
     def _one(self, kb: str, document: Document, report: IngestReport) -> str:
+        fingerprint = self._fingerprint(document)
         with self.engine.connect() as conn:
             previous = store.stored_hash(conn, kb, document.source)
-        if previous == document.content_hash:
+        if previous == fingerprint:
             report.unchanged.append(document.source)
             return "unchanged"
-        passages = split(document.text, max_chars=self.max_chars)
-        vectors = self._vectors([p.text if not p.title else f"{p.title}\n{p.text}" for p in passages])
+        passages = split(document.text, max_chars=self.max_chars, overlap=self.limits.chunk_overlap)
+        vectors = self._vectors([_embedded_text(p, document) for p in passages])
         with self.engine.begin() as conn:
-            store.replace_document(conn, kb, document, passages, vectors,
-                                   model_name(self.embeddings) if self.embeddings is not None else None)
+            store.replace_document(conn, kb, document, passages, vectors, self.model, fingerprint)
             store.bump(conn, kb)
         (report.added if previous is None else report.updated).append(document.source)
         report.chunks += len(passages)

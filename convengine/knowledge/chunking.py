@@ -25,6 +25,7 @@ from convengine.knowledge.files import (
     read_bounded,
 )
 from convengine.knowledge.pdf import pdf_text
+from convengine.knowledge.text import decode, reflow, splitter
 from convengine.settings import KnowledgeIngestSettings
 
 __all__ = ["SUFFIXES", "Document", "Found", "Passage", "Skipped", "discover", "discover_files", "read_document",
@@ -85,17 +86,18 @@ def read_document(item: Found | Path, source: str | None = None, *,
                           f"{', '.join(sorted(SUFFIXES))}", code=ErrorCode.INVALID_INPUT)
     deadline = time.monotonic() + limits.max_seconds
     data = read_bounded(item, limits.max_file_bytes)
-    if suffix in HTML_SUFFIXES:
-        title, text = _html_text(data.decode("utf-8", errors="replace"), name, limits, deadline)
-    elif suffix in PDF_SUFFIXES:
+    metadata: dict[str, Any] = {"type": suffix.lstrip(".")}
+    if suffix in PDF_SUFFIXES:
         title, text = None, pdf_text(data, name, limits)
     else:
-        text = data.decode("utf-8", errors="replace")
-        title = _first_heading(text)
+        text, metadata["encoding"] = decode(data, limits.encodings)
+        if suffix in HTML_SUFFIXES:
+            title, text = _html_text(text, name, limits, deadline)
+        else:
+            title = _first_heading(text)
     _check_size(name, len(text), limits)
     stem = Path(name).stem.replace("_", " ").replace("-", " ")
-    return Document(name, text, (title or stem)[:MAX_TITLE_CHARS],
-                    {"path": str(item.path), "type": suffix.lstrip(".")})
+    return Document(name, text, (title or stem)[:MAX_TITLE_CHARS], metadata)
 
 
 def _check_size(name: str, chars: int, limits: KnowledgeIngestSettings) -> None:
@@ -105,52 +107,32 @@ def _check_size(name: str, chars: int, limits: KnowledgeIngestSettings) -> None:
 
 
 def split(text: str, *, max_chars: int = 800, overlap: int = 100) -> list[Passage]:
-    """Paragraphs packed into passages of at most ``max_chars``, each under its latest Markdown
-    heading; a paragraph longer than that is cut on sentence or word boundaries with ``overlap``."""
+    """Passages of at most ``max_chars`` characters, each under its latest Markdown heading, cut at
+    paragraph, sentence or word boundaries and repeating up to ``overlap`` characters of the one
+    before (see :mod:`.text`); lines inside a paragraph are joined (no hard breaks mid-sentence)."""
+    cutter = splitter(max_chars, overlap)
     passages: list[Passage] = []
-    title: str | None = None
-    buffer: list[str] = []
+    for title, body in _sections(text):
+        passages.extend(Passage(len(passages) + i, title, piece) for i, piece in enumerate(cutter.split_text(body)))
+    return passages
 
-    def flush() -> None:
-        if buffer:
-            passages.append(Passage(len(passages), title, "\n\n".join(buffer)))
-            buffer.clear()
 
+def _sections(text: str) -> list[tuple[str | None, str]]:
+    """The text's sections: (the Markdown heading above it, its reflowed paragraphs)."""
+    sections: list[tuple[str | None, list[str]]] = [(None, [])]
     for paragraph in _paragraphs(text):
         heading = _HEADING.match(paragraph.splitlines()[0])
         if heading:
-            flush()
-            title = heading.group(2).rstrip()[:MAX_TITLE_CHARS]
+            sections.append((heading.group(2).rstrip()[:MAX_TITLE_CHARS], []))
             paragraph = "\n".join(paragraph.splitlines()[1:]).strip()
             if not paragraph:
                 continue
-        for piece in _cut(paragraph, max_chars, overlap):
-            if buffer and sum(len(b) + 2 for b in buffer) + len(piece) > max_chars:
-                flush()
-            buffer.append(piece)
-    flush()
-    return passages
+        sections[-1][1].append(reflow(paragraph))
+    return [(title, "\n\n".join(body)) for title, body in sections if body]
 
 
 def _paragraphs(text: str) -> list[str]:
     return [p.strip() for p in re.split(r"\n\s*\n", text.replace("\r\n", "\n")) if p.strip()]
-
-
-def _cut(paragraph: str, max_chars: int, overlap: int) -> list[str]:
-    if len(paragraph) <= max_chars:
-        return [paragraph]
-    pieces: list[str] = []
-    start = 0
-    while start < len(paragraph):
-        end = min(len(paragraph), start + max_chars)
-        if end < len(paragraph):
-            cut = max(paragraph.rfind(". ", start, end), paragraph.rfind(" ", start, end))
-            end = cut + 1 if cut > start + max_chars // 2 else end
-        pieces.append(paragraph[start:end].strip())
-        if end >= len(paragraph):
-            break
-        start = max(end - overlap, start + 1)
-    return [p for p in pieces if p]
 
 
 def _first_heading(text: str) -> str | None:

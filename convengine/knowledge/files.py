@@ -26,7 +26,8 @@ _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLO
 
 @dataclass(frozen=True, slots=True)
 class Found:
-    """A document to read: its source name (the path as found), the file to open, and that file's identity."""
+    """A document to read: its source name (its path relative to the folder ingested, or to the root
+    given), the file to open, and that file's identity."""
 
     source: str
     path: Path
@@ -44,38 +45,57 @@ class Skipped:
         return f"{self.source}: {self.reason}"
 
 
-def discover_files(paths: list[Path]) -> tuple[list[Found], list[Skipped]]:
+def discover_files(paths: list[Path], root: Path | None = None) -> tuple[list[Found], list[Skipped]]:
     """Every document under ``paths`` (files as given, folders recursively, sorted) and what was skipped.
 
+    A document's source is its path relative to ``root`` when given, else relative to the folder
+    given (a file given alone: its name), so the same folder reached by another path (absolute,
+    relative, through a link) names its documents the same.
+
     Raises:
-        ConfigError: a path given does not exist.
+        ConfigError: a path given does not exist, or lies outside ``root``.
     """
     found: list[Found] = []
     skipped: list[Skipped] = []
+    base = Path(os.path.realpath(root)) if root is not None else None
     for path in paths:
         if not os.path.lexists(path):
             raise ConfigError(f"{path}: no such file or folder", code=ErrorCode.INVALID_INPUT)
+        real = Path(os.path.realpath(path))
+        if base is not None and not _inside(real, base):
+            raise ConfigError(f"{path}: not inside the root {root}", code=ErrorCode.INVALID_INPUT)
         if path.is_dir():  # a folder given (even through a link) is the operator's choice
-            _walk(path, found, skipped)
+            _walk(path, base or real, found, skipped)
         else:
-            _consider(path, Path(os.path.realpath(path.parent)), found, skipped, explicit=True)
+            _consider(path, Path(os.path.realpath(path.parent)), found, skipped, explicit=True,
+                      source=_relative(real, base) if base is not None else path.name)
     return found, skipped
 
 
-def _walk(folder: Path, found: list[Found], skipped: list[Skipped]) -> None:
+def _relative(path: Path, base: Path) -> str:
+    return path.relative_to(base).as_posix()
+
+
+def _walk(folder: Path, base: Path, found: list[Found], skipped: list[Skipped]) -> None:
     root = Path(os.path.realpath(folder))
+    prefix = _relative(root, base)
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
         dirnames.sort()
+        inner = Path(dirpath).relative_to(folder)
         for name in list(dirnames):
             if os.path.islink(os.path.join(dirpath, name)):  # os.walk lists a link to a folder as a folder
                 dirnames.remove(name)
-                skipped.append(Skipped(Path(dirpath, name).as_posix(), "a symbolic link to a folder is not followed"))
+                skipped.append(Skipped(_name(prefix, inner, name), "a symbolic link to a folder is not followed"))
         for name in sorted(filenames):
-            _consider(Path(dirpath, name), root, found, skipped, explicit=False)
+            _consider(Path(dirpath, name), root, found, skipped, explicit=False, source=_name(prefix, inner, name))
 
 
-def _consider(path: Path, root: Path, found: list[Found], skipped: list[Skipped], *, explicit: bool) -> None:
-    source = path.as_posix()
+def _name(prefix: str, inner: Path, name: str) -> str:
+    return Path(prefix, inner, name).as_posix().removeprefix("./")
+
+
+def _consider(path: Path, root: Path, found: list[Found], skipped: list[Skipped], *, explicit: bool,
+              source: str) -> None:
     target = path
     if path.is_symlink():
         target = Path(os.path.realpath(path))

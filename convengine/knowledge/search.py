@@ -2,7 +2,7 @@
 
 Scores are absolute, so a threshold means the same on every query and both backends:
 
-- ``lexical``: the share of the query's content words (stop words dropped, light stemming) that
+- ``lexical``: the share of the query's content words (stop words and question frames dropped, Snowball stems) that
   the passage contains, 0..1. The backend's full-text rank only picks and orders candidates.
 - ``vector``: the cosine similarity of the query and passage embeddings, clipped to 0..1.
 - ``score``: ``(lexical_weight * lexical + vector_weight * vector) / (sum of weights)`` when the
@@ -21,6 +21,7 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
+import snowballstemmer
 import sqlalchemy as sa
 from langchain_core.embeddings import Embeddings
 
@@ -32,13 +33,20 @@ MAX_TOKEN_CHARS = 64
 _WORD = re.compile(r"\w+", re.UNICODE)
 STOP_WORDS = frozenset(
     [
-        "a", "an", "and", "are", "as", "at", "be", "but", "by", "can", "could", "do", "does", "for", "from",
-        "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "no", "not",
-        "of", "on", "or", "our", "please", "should", "so", "than", "that", "the", "their", "them", "then",
-        "there", "these", "they", "this", "to", "was", "we", "were", "what", "when", "where", "which",
-        "who", "why", "will", "with", "would", "you", "your",
+        "a", "about", "am", "an", "and", "any", "anything", "are", "as", "at", "be", "been", "but", "by", "can",
+        "could", "did", "do", "does", "for", "from", "had", "has", "have", "how", "i", "if", "in", "into", "is",
+        "it", "its", "me", "my", "no", "not", "of", "on", "or", "our", "please", "should", "so", "some",
+        "something", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "to",
+        "was", "we", "were", "what", "when", "where", "which", "who", "why", "will", "with", "would", "you",
+        "your",
+        # the frame of a question, not its topic: "how long does it take", "I want to know", "tell me"
+        "get", "go", "know", "need", "take", "tell", "want",
     ]
 )
+_QUESTION_FRAME = re.compile(r"\bhow\s+(?:long|much|many|often|soon|far)\b", re.IGNORECASE)
+"""``how long``/``how much``...: the kind of answer asked for (a duration, a price), never the topic."""
+_STEMMER = snowballstemmer.stemmer("english")
+_STEMMER_LOCK = threading.Lock()  # a Snowball stemmer object keeps state while it stems
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,9 +80,10 @@ class SearchSettings:
 
 
 def query_tokens(text: str) -> list[str]:
-    """The query's distinct words, lower-cased, at most 32 of at most 64 characters."""
+    """The query's distinct words, lower-cased, at most 32 of at most 64 characters (without the
+    modifier of ``how long``, ``how much``...)."""
     seen: dict[str, None] = {}
-    for word in _WORD.findall(text.lower()):
+    for word in _WORD.findall(_QUESTION_FRAME.sub("how", text.lower())):
         if len(word) <= MAX_TOKEN_CHARS:
             seen.setdefault(word, None)
         if len(seen) >= MAX_QUERY_TOKENS:
@@ -84,13 +93,9 @@ def query_tokens(text: str) -> list[str]:
 
 @lru_cache(maxsize=65_536)
 def stem(word: str) -> str:
-    """A light English stemmer: enough to match plurals and simple verb forms."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    for suffix in ("ing", "ed", "es", "s"):
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
+    """The English Snowball (Porter 2) stem of a lower-case word: ``takes``/``take``, ``refunds``/``refund``."""
+    with _STEMMER_LOCK:
+        return str(_STEMMER.stemWord(word))
 
 
 def coverage(query: Sequence[str], text: str) -> float:

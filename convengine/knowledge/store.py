@@ -73,11 +73,12 @@ def stored_hash(conn: sa.Connection, kb: str, source: str) -> str | None:
 
 
 def replace_document(conn: sa.Connection, kb: str, document: Document, passages: Sequence[Passage],
-                     vectors: Sequence[bytes | None], model: str | None) -> None:
-    """Store ``document`` with ``passages`` (and their vectors), replacing what ``source`` held."""
+                     vectors: Sequence[bytes | None], model: str | None, content_hash: str | None = None) -> None:
+    """Store ``document`` with ``passages`` (and their vectors), replacing what ``source`` held;
+    ``content_hash`` (default the document's) is what a later ingest compares to skip it."""
     conn.execute(DOCUMENT.delete().where(DOCUMENT.c.kb_name == kb, DOCUMENT.c.source == document.source))
     document_id = conn.execute(DOCUMENT.insert().values(
-        kb_name=kb, source=document.source, title=document.title, content_hash=document.content_hash,
+        kb_name=kb, source=document.source, title=document.title, content_hash=content_hash or document.content_hash,
         chunk_count=len(passages), metadata_json=document.metadata or None,
     ).returning(DOCUMENT.c.document_id)).scalar_one()
     if passages:
@@ -150,3 +151,27 @@ def chunks(conn: sa.Connection, ids: Sequence[int]) -> dict[int, StoredChunk]:
                         .where(CHUNK.c.chunk_id.in_(list(ids))))
     return {int(r.chunk_id): StoredChunk(int(r.chunk_id), r.kb_name, r.source, r.document_title, int(r.position),
                                          r.title, r.text, dict(r.metadata_json or {})) for r in rows}
+
+
+def embedding_models(conn: sa.Connection, kb: str) -> dict[str | None, int]:
+    """How many passages of ``kb`` each embeddings model embedded (None: passages without a vector)."""
+    rows = conn.execute(sa.select(CHUNK.c.embedding_model, sa.func.count()).where(CHUNK.c.kb_name == kb)
+                        .group_by(CHUNK.c.embedding_model))
+    return {model: int(count) for model, count in rows}
+
+
+def stored_documents(conn: sa.Connection, kb: str) -> list[tuple[Document, str, list[Passage]]]:
+    """Every document of ``kb`` as stored (text rebuilt from its passages), its hash, and its passages."""
+    documents = conn.execute(sa.select(DOCUMENT.c.document_id, DOCUMENT.c.source, DOCUMENT.c.title,
+                                       DOCUMENT.c.content_hash, DOCUMENT.c.metadata_json)
+                             .where(DOCUMENT.c.kb_name == kb).order_by(DOCUMENT.c.document_id)).all()
+    passages: dict[int, list[Passage]] = {}
+    for row in conn.execute(sa.select(CHUNK.c.document_id, CHUNK.c.position, CHUNK.c.title, CHUNK.c.text)
+                            .where(CHUNK.c.kb_name == kb).order_by(CHUNK.c.document_id, CHUNK.c.position)):
+        passages.setdefault(int(row.document_id), []).append(Passage(int(row.position), row.title, row.text))
+    out = []
+    for d in documents:
+        own = passages.get(int(d.document_id), [])
+        out.append((Document(d.source, "\n\n".join(p.text for p in own), d.title, dict(d.metadata_json or {})),
+                    str(d.content_hash), own))
+    return out

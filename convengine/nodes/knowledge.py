@@ -8,6 +8,9 @@ The best passage must score at least ``knowledge.fallback.min_score``; then it i
 the KNOWLEDGE_SYNTHESIS call writes one from the top passages, citing them), the payload carries
 the sources, and response resolution is skipped. Below the score the turn goes on to the fallback
 response as before. Either way the query, the candidates and their scores are audited.
+
+With ``knowledge.fallback.query_turns``, a message that finds nothing alone is searched again after
+the last user messages (a follow-up keeps its topic); the audit then names both.
 """
 
 from __future__ import annotations
@@ -35,22 +38,43 @@ ANSWER_ACTS = frozenset({"AFFIRM", "NEGATE", "EDIT", "RESET"})
 
 async def knowledge_fallback(turn: Turn) -> None:
     settings = turn.settings.knowledge.fallback
+    kbs = settings.knowledge_bases or None
     query = (turn.standalone_query or turn.user_text)[:MAX_QUERY_CHARS]
-    hits = await _search(turn, query, settings.knowledge_bases or None, settings.top_k)
+    hits = await _search(turn, query, kbs, settings.top_k)
+    alone = query
+    contextual = _with_earlier_turns(turn, query, settings.query_turns) if not turn.standalone_query else None
+    if contextual and (not hits or hits[0].score < settings.min_score):
+        more = await _search(turn, contextual, kbs, settings.top_k)
+        if more and (not hits or more[0].score > hits[0].score):
+            query, hits = contextual, more
     audit = {"query": query, "minScore": settings.min_score, "knowledgeBases": settings.knowledge_bases or "ALL",
              "candidates": [_candidate(h) for h in hits]}
+    if query != alone:
+        audit["message"] = alone
     if not hits or hits[0].score < settings.min_score:
         turn.audit(stages.KNOWLEDGE_FALLBACK_NO_MATCH, audit)
         return
     kept = [h for h in hits if h.score >= settings.min_score]
     answer = await synthesise(turn, query, kept) if settings.synthesis else None
-    payload = {"type": "TEXT", "value": answer or kept[0].text, "sources": [_source(h) for h in kept]}
+    payload = {"type": "TEXT", "value": answer or kept[0].text, "sources": [source_of(h) for h in kept]}
     turn.set(keys.PAYLOAD, payload)
     turn.audit(stages.KNOWLEDGE_FALLBACK_ANSWERED, {**audit, "synthesised": answer is not None,
                                                "sources": payload["sources"]})
     turn.audit(stages.ASSISTANT_OUTPUT, {"output": payload["value"], "outputFormat": "TEXT", "responseType": "KNOWLEDGE",
                                     "intent": turn.intent, "state": turn.state})
     turn.route_to(names.POST_RESPONSE_RULES)
+
+
+def _with_earlier_turns(turn: Turn, query: str, count: int) -> str | None:
+    """``query`` after the last ``count`` user messages (None when there are none to add)."""
+    if count <= 0:
+        return None
+    earlier = [str(t.get("user") or "").strip() for t in (turn.get(keys.RECENT_TURNS) or [])[-count:]]
+    context = " ".join(t for t in earlier if t)
+    if not context:
+        return None
+    room = MAX_QUERY_CHARS - len(query) - 1
+    return f"{context[-room:]} {query}" if room > 0 else None
 
 
 async def _search(turn: Turn, query: str, kbs: list[str] | None, k: int) -> list[SearchHit]:
@@ -129,7 +153,8 @@ def _candidate(hit: SearchHit) -> dict[str, Any]:
             "vectorRank": hit.vector_rank}
 
 
-def _source(hit: SearchHit) -> dict[str, Any]:
+def source_of(hit: SearchHit) -> dict[str, Any]:
+    """A passage as a payload's ``sources`` lists it."""
     return {"kb": hit.kb_name, "source": hit.source, "title": hit.title, "position": hit.position,
             "score": hit.score}
 

@@ -124,10 +124,13 @@ async def test_knowledge_node_found_and_not_found(db_url: str) -> None:
         cid = (await engine.aprocess("hello")).conversation_id
         found = await engine.aprocess("when does the branch open", cid)
         assert "opens at nine" in found.text
+        [source] = found.payload.sources  # the node's reply names its passage, as the fallback's does
+        assert (source["kb"], source["source"], source["position"]) == ("faq", "hours.md", 0)
+        assert source["score"] >= 0.5
         assert payload_of(await turn_events(engine, cid), "FLOW_KNOWLEDGE")["found"] is True
         cid2 = (await engine.aprocess("hello")).conversation_id
         missing = await engine.aprocess("quantum chromodynamics", cid2)
-        assert missing.text == "I could not find that."
+        assert missing.text == "I could not find that." and missing.payload.sources is None
 
 
 async def test_agent_node_uses_its_tools_and_remembers(db_url: str) -> None:
