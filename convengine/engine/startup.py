@@ -94,7 +94,8 @@ def _build_semantic(embeddings: Embeddings, live: SemanticIndex | None, snapshot
 def _retriever(embeddings: Embeddings | None, settings: EngineSettings) -> Retriever:
     knowledge = settings.knowledge
     return Retriever(embeddings, SearchSettings(knowledge.lexical_weight, knowledge.vector_weight,
-                                                knowledge.candidates))
+                                                knowledge.candidates, knowledge.fusion, knowledge.rrf_k,
+                                                knowledge.vector_index))
 
 
 def tool_runner(registries: Registries, sync_engine: sa.Engine, settings: EngineSettings) -> ToolRunner:

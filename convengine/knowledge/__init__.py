@@ -23,11 +23,13 @@ from convengine.db import create_sync_engine, parse_database_url, upgrade
 from convengine.knowledge import store
 from convengine.knowledge.chunking import Document, Found, Skipped, discover_files, read_document, split
 from convengine.knowledge.embeddings import HashingEmbeddings, model_name, pack
-from convengine.knowledge.search import Retriever, SearchHit, SearchSettings
+from convengine.knowledge.index import IndexInfo
+from convengine.knowledge.search import Fusion, Retriever, SearchHit, SearchOptions, SearchSettings
+from convengine.knowledge.store import Filters
 from convengine.settings import KnowledgeIngestSettings
 
-__all__ = ["Document", "HashingEmbeddings", "IngestReport", "Knowledge", "Retriever", "SearchHit", "SearchSettings",
-           "Skipped"]
+__all__ = ["Document", "Filters", "HashingEmbeddings", "IndexInfo", "IngestReport", "Knowledge", "Retriever", "SearchHit",
+           "SearchOptions", "SearchSettings", "Skipped"]
 
 EMBED_BATCH = 64
 
@@ -80,6 +82,7 @@ class Knowledge:
         self.engine = engine
         self.limits = limits or KnowledgeIngestSettings()
         self.embeddings = embeddings
+        self._owns_retriever = retriever is None
         self.retriever = retriever or Retriever(embeddings, settings)
         self.max_chars = max_chars
         self._owns_engine = owns_engine
@@ -93,7 +96,9 @@ class Knowledge:
         return cls(engine, embeddings=embeddings, owns_engine=True, **kwargs)
 
     def close(self) -> None:
-        """Release the database connections (only those :meth:`open` created)."""
+        """Release the database connections (only those :meth:`open` created) and the vector index."""
+        if self._owns_retriever:
+            self.retriever.close()
         if self._owns_engine:
             self.engine.dispose()
 
@@ -176,12 +181,24 @@ class Knowledge:
             out.extend(pack(v) for v in self.embeddings.embed_documents(list(texts[start:start + EMBED_BATCH])))
         return out
 
-    def search(self, kb: str | Sequence[str] | None, query: str, k: int = 5) -> list[SearchHit]:
-        """The ``k`` best passages for ``query`` in ``kb`` (a name, several, or None for all)."""
+    def search(self, kb: str | Sequence[str] | None, query: str, k: int = 5, *, filters: Filters | None = None,
+               fusion: Fusion | None = None, mmr: float | None = None, dedupe: bool = True) -> list[SearchHit]:
+        """The ``k`` best passages for ``query`` in ``kb`` (a name, several, or None for all).
+
+        ``filters``: document metadata the passages must have; ``fusion``: ``weighted`` or ``rrf``;
+        ``mmr``: 0..1 to diversify (1 = relevance alone); ``dedupe``: drop repeated texts
+        (see :class:`SearchOptions`)."""
+        options = SearchOptions(filters=filters, fusion=fusion, mmr=mmr, dedupe=dedupe)
         kbs = [kb] if isinstance(kb, str) else (list(kb) if kb is not None else None)
         vector = self.retriever.embed(query)
         with self.engine.connect() as conn:
-            return self.retriever.search(conn, kbs, query, k, vector)
+            return self.retriever.search(conn, kbs, query, k, vector, options)
+
+    @property
+    def vector_index(self) -> IndexInfo:
+        """Which vector index searches use here (``sqlite-vec`` or ``brute-force``) and why."""
+        with self.engine.connect() as conn:
+            return self.retriever.index_info(conn)
 
     def list(self) -> list[dict[str, Any]]:
         """Every base with its description, revision, document and passage counts."""
