@@ -10,7 +10,7 @@ The engine answers from them when no intent matches (``knowledge.fallback``) and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
@@ -21,15 +21,17 @@ from langchain_core.embeddings import Embeddings
 from convengine.catalog.errors import ConvEngineError
 from convengine.db import create_sync_engine, parse_database_url, upgrade
 from convengine.knowledge import store
+from convengine.knowledge.adapters import KnowledgeRetriever
 from convengine.knowledge.chunking import Document, Found, Skipped, discover_files, read_document, split
 from convengine.knowledge.embeddings import HashingEmbeddings, model_name, pack
+from convengine.knowledge.evaluation import EvalReport, LabelledQuestion, evaluate, load_questions
 from convengine.knowledge.index import IndexInfo
 from convengine.knowledge.search import Fusion, Retriever, SearchHit, SearchOptions, SearchSettings
 from convengine.knowledge.store import Filters
 from convengine.settings import KnowledgeIngestSettings
 
-__all__ = ["Document", "Filters", "HashingEmbeddings", "IndexInfo", "IngestReport", "Knowledge", "Retriever", "SearchHit",
-           "SearchOptions", "SearchSettings", "Skipped"]
+__all__ = ["Document", "EvalReport", "Filters", "HashingEmbeddings", "IndexInfo", "IngestReport", "Knowledge", "KnowledgeRetriever",
+           "LabelledQuestion", "Retriever", "SearchHit", "SearchOptions", "SearchSettings", "Skipped"]
 
 EMBED_BATCH = 64
 
@@ -70,6 +72,7 @@ class KnowledgeOptions(TypedDict, total=False):
     retriever: Retriever | None
     max_chars: int
     limits: KnowledgeIngestSettings | None
+    knowledge_bases: Mapping[str, Any] | None
 
 
 class Knowledge:
@@ -78,12 +81,13 @@ class Knowledge:
     def __init__(self, engine: sa.Engine, *, embeddings: Embeddings | None = None,
                  settings: SearchSettings | None = None, retriever: Retriever | None = None,
                  max_chars: int = 800, owns_engine: bool = False,
-                 limits: KnowledgeIngestSettings | None = None) -> None:
+                 limits: KnowledgeIngestSettings | None = None,
+                 knowledge_bases: Mapping[str, Any] | None = None) -> None:
         self.engine = engine
         self.limits = limits or KnowledgeIngestSettings()
         self.embeddings = embeddings
         self._owns_retriever = retriever is None
-        self.retriever = retriever or Retriever(embeddings, settings)
+        self.retriever = retriever or Retriever(embeddings, settings, knowledge_bases)
         self.max_chars = max_chars
         self._owns_engine = owns_engine
 
@@ -193,6 +197,13 @@ class Knowledge:
         vector = self.retriever.embed(query)
         with self.engine.connect() as conn:
             return self.retriever.search(conn, kbs, query, k, vector, options)
+
+    def evaluate(self, kb: str | Sequence[str] | None, questions: str | Path | Sequence[LabelledQuestion],
+                 k: int = 5, **options: Any) -> EvalReport:
+        """recall@k and MRR of searches of ``kb`` on labelled questions (a YAML/JSONL file or a list);
+        ``options`` are :meth:`search`'s (filters, fusion, mmr, dedupe)."""
+        labelled = load_questions(questions) if isinstance(questions, (str, Path)) else list(questions)
+        return evaluate(lambda question, n: self.search(kb, question, n, **options), labelled, k)
 
     @property
     def vector_index(self) -> IndexInfo:

@@ -16,9 +16,10 @@ leg runs on the database's vector index (:mod:`convengine.knowledge.index`).
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from typing import Any, Literal
@@ -30,6 +31,7 @@ from langchain_core.embeddings import Embeddings
 from convengine.catalog.errors import ErrorCode, InvalidInputError
 from convengine.knowledge import store
 from convengine.knowledge.embeddings import model_name, normalised
+from convengine.knowledge.external import ExternalBase, Found, external_bases, search_external
 from convengine.knowledge.index import IndexChoice, IndexInfo, VectorIndex, choose, stack, top
 
 MAX_QUERY_TOKENS = 32
@@ -184,9 +186,13 @@ def _relevance(hit: SearchHit) -> float:
 class Retriever:
     """Searches knowledge bases; one per engine (it keeps one vector index per database)."""
 
-    def __init__(self, embeddings: Embeddings | None, settings: SearchSettings | None = None) -> None:
+    def __init__(self, embeddings: Embeddings | None, settings: SearchSettings | None = None,
+                 knowledge_bases: Mapping[str, Any] | None = None) -> None:
         self.embeddings = embeddings
         self.settings = settings or SearchSettings()
+        self.external: dict[str, ExternalBase] = external_bases(knowledge_bases)
+        """LangChain retrievers and vector stores searched as bases of these names (they shadow stored
+        bases of the same name)."""
         self._model = model_name(embeddings) if embeddings is not None else None
         self._indexes: dict[str, VectorIndex] = {}
         self._lock = threading.Lock()
@@ -224,9 +230,10 @@ class Retriever:
                query_vector: np.ndarray | None, options: SearchOptions | None = None) -> list[SearchHit]:
         """The ``k`` best passages of ``kbs`` (all bases when None) for ``query``."""
         options = options or SearchOptions()
-        stamps = store.stamps(conn, kbs)
+        stamps = {kb: stamp for kb, stamp in store.stamps(conn, kbs).items() if kb not in self.external}
         names = sorted(stamps)
         tokens = query_tokens(query)
+        external = [base for name, base in sorted(self.external.items()) if kbs is None or name in kbs]
         lexical = store.lexical(conn, names, tokens, self.settings.candidates, options.filters)
         vector = self._vector_candidates(conn, stamps, query_vector, options.filters)
         ids = list(dict.fromkeys([cid for cid, _ in lexical] + [cid for cid, _ in vector]))
@@ -236,6 +243,8 @@ class Retriever:
         cosines = dict(vector)
         hits = [self._hit(stored[cid], tokens, cosines.get(cid) if vector else None, lexical_rank.get(cid),
                           vector_rank.get(cid)) for cid in ids if cid in stored]
+        hits += self._external_hits(search_external(external, query, self.settings.candidates, options.filters),
+                                    tokens)
         if (options.fusion or self.settings.fusion) == "rrf":
             hits = [replace(h, fused=round(self._rrf(h), 6)) for h in hits]
         hits.sort(key=lambda h: (-_relevance(h), h.lexical_rank or 10**9, h.chunk_id))
@@ -259,6 +268,20 @@ class Retriever:
         return SearchHit(chunk.kb_name, chunk.source, chunk.title or chunk.document_title, chunk.position,
                          chunk.text, round(score, 6), round(lexical, 6), None if cosine is None else round(cosine, 6),
                          lexical_rank, vector_rank, chunk.chunk_id, chunk.metadata)
+
+    def _external_hits(self, found: Sequence[Found], tokens: list[str]) -> list[SearchHit]:
+        """Hits for what registered bases returned: ranked in their own order (their ``vector_rank``);
+        their ``chunk_id`` is negative, unique in this search."""
+        ids = itertools.count(-1, -1)
+        hits = []
+        for item in found:
+            doc = item.document
+            source = str(doc.metadata.get("source") or doc.id or f"{item.kb_name}#{item.rank}")
+            title = doc.metadata.get("title")
+            chunk = store.StoredChunk(next(ids), item.kb_name, source, None, item.rank - 1,
+                                      title if isinstance(title, str) else None, doc.page_content, dict(doc.metadata))
+            hits.append(self._hit(chunk, tokens, item.relevance, None, item.rank))
+        return hits
 
     def _vector_candidates(self, conn: sa.Connection, stamps: dict[str, str], query_vector: np.ndarray | None,
                            filters: store.Filters | None) -> list[tuple[int, float]]:
