@@ -37,7 +37,8 @@ class ExternalBase:
 
     Its documents are scored like stored passages: ``lexical`` is computed on their text; ``vector`` is
     the store's own relevance (``similarity_search_with_relevance_scores``) or a 0..1 ``relevance_score``
-    / ``score`` the retriever put in their metadata, else None (then ``score`` is ``lexical``)."""
+    / ``score`` the retriever put in their metadata, else the cosine of the query and the document's text
+    with the searching engine's embeddings model, else None (then ``score`` is ``lexical``)."""
 
     def __init__(self, name: str, source: BaseRetriever | VectorStore) -> None:
         if not isinstance(source, (BaseRetriever, VectorStore)):

@@ -244,7 +244,7 @@ class Retriever:
         hits = [self._hit(stored[cid], tokens, cosines.get(cid) if vector else None, lexical_rank.get(cid),
                           vector_rank.get(cid)) for cid in ids if cid in stored]
         hits += self._external_hits(search_external(external, query, self.settings.candidates, options.filters),
-                                    tokens)
+                                    tokens, query_vector)
         if (options.fusion or self.settings.fusion) == "rrf":
             hits = [replace(h, fused=round(self._rrf(h), 6)) for h in hits]
         hits.sort(key=lambda h: (-_relevance(h), h.lexical_rank or 10**9, h.chunk_id))
@@ -269,18 +269,29 @@ class Retriever:
                          chunk.text, round(score, 6), round(lexical, 6), None if cosine is None else round(cosine, 6),
                          lexical_rank, vector_rank, chunk.chunk_id, chunk.metadata)
 
-    def _external_hits(self, found: Sequence[Found], tokens: list[str]) -> list[SearchHit]:
+    def _external_hits(self, found: Sequence[Found], tokens: list[str],
+                       query_vector: np.ndarray | None) -> list[SearchHit]:
         """Hits for what registered bases returned: ranked in their own order (their ``vector_rank``);
-        their ``chunk_id`` is negative, unique in this search."""
+        their ``chunk_id`` is negative, unique in this search. A document its base gave no relevance for
+        gets the cosine of its text with the query (with this retriever's embeddings model, if any)."""
         ids = itertools.count(-1, -1)
         hits = []
-        for item in found:
+        unscored = [i for i, item in enumerate(found) if item.relevance is None]
+        cosines: dict[int, float] = {}
+        if unscored and query_vector is not None and self.embeddings is not None:
+            matrix = normalised(np.asarray(self.embeddings.embed_documents(
+                [found[i].document.page_content for i in unscored]), dtype=np.float32))
+            if matrix.shape[1:] == query_vector.shape:
+                cosines = dict(zip(unscored, np.clip(matrix @ normalised(query_vector), 0.0, 1.0).tolist(),
+                                   strict=True))
+        for position, item in enumerate(found):
             doc = item.document
             source = str(doc.metadata.get("source") or doc.id or f"{item.kb_name}#{item.rank}")
             title = doc.metadata.get("title")
             chunk = store.StoredChunk(next(ids), item.kb_name, source, None, item.rank - 1,
                                       title if isinstance(title, str) else None, doc.page_content, dict(doc.metadata))
-            hits.append(self._hit(chunk, tokens, item.relevance, None, item.rank))
+            relevance = item.relevance if item.relevance is not None else cosines.get(position)
+            hits.append(self._hit(chunk, tokens, relevance, None, item.rank))
         return hits
 
     def _vector_candidates(self, conn: sa.Connection, stamps: dict[str, str], query_vector: np.ndarray | None,

@@ -21,6 +21,7 @@ BASE = CeKnowledgeBase.__table__
 DOCUMENT = CeKnowledgeDocument.__table__
 CHUNK = CeKnowledgeChunk.__table__
 KB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+FILTER_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 
 FTS = sa.table("ce_knowledge_fts", sa.column("rowid"))
 TSV: sa.ColumnClause[Any] = sa.literal_column("ce_knowledge_chunk.tsv")
@@ -147,9 +148,9 @@ def filtered_documents(filters: Filters) -> sa.Select[tuple[int]]:
     for key, wanted in filters.items():
         values: list[FilterValue] = (list(wanted) if isinstance(wanted, (list, tuple, set, frozenset))
                                      else [wanted])  # type: ignore[list-item]
-        if not isinstance(key, str) or not key or not values:
-            raise InvalidInputError(f"metadata filter {key!r}: a key needs a non-empty name and at least one value",
-                                    code=ErrorCode.INVALID_INPUT)
+        if not isinstance(key, str) or not FILTER_KEY.match(key) or not values:
+            raise InvalidInputError(f"metadata filter {key!r}: a key is 1-64 letters, digits, '_', '.' or '-' "
+                                    "and needs at least one value", code=ErrorCode.INVALID_INPUT)
         conditions.append(sa.or_(*(_matches(key, v) for v in values)))
     return sa.select(DOCUMENT.c.document_id).where(*conditions)
 
