@@ -105,7 +105,7 @@ def search_in_process(url: str, chunks: int, hybrid: bool, index: str, count: in
     knowledge = Knowledge.open(url, embeddings=HashingEmbeddings() if hybrid else None, settings=settings,
                                migrate=False)
     try:
-        chosen = knowledge.vector_index
+        chosen = knowledge.vector_index if hybrid else None
         before = rss_mb()
         began = time.perf_counter()
         knowledge.search("bench", "warm up the cache")  # loads the matrix or builds the index, once
@@ -120,7 +120,8 @@ def search_in_process(url: str, chunks: int, hybrid: bool, index: str, count: in
     finally:
         knowledge.close()
     samples.sort()
-    return {"index": chosen.kind if hybrid else "-", "index_reason": chosen.reason, "first_search_s": first_s,
+    return {"index": chosen.kind if chosen else "-", "index_reason": chosen.reason if chosen else "no vectors searched",
+            "first_search_s": first_s,
             "search_p50_ms": samples[len(samples) // 2] * 1000,
             "search_p99_ms": samples[min(len(samples) - 1, int(len(samples) * 0.99))] * 1000,
             "recall_at_5": found / count, "held_mb": after - before, "rss_mb": after}
