@@ -54,13 +54,15 @@ class VectorIndex(Protocol):
 
 
 def top(ids: np.ndarray, cosines: np.ndarray, n: int) -> Candidates:
-    """The ``n`` best (id, cosine) pairs, best first, cosines clipped to 0..1."""
+    """The ``n`` best (id, cosine) pairs, best first, cosines clipped to 0..1 (NaN, from a corrupt
+    stored vector, counts as 0: it must never pass for a perfect match)."""
+    cosines = np.clip(np.nan_to_num(cosines, nan=0.0, posinf=0.0, neginf=0.0), 0.0, 1.0)
     n = min(n, len(cosines))
     if n <= 0:
         return []
     best = np.argpartition(-cosines, n - 1)[:n]
     order = best[np.argsort(-cosines[best], kind="stable")]
-    return [(int(ids[i]), float(max(0.0, min(1.0, cosines[i])))) for i in order]
+    return [(int(ids[i]), float(cosines[i])) for i in order]
 
 
 class BruteForceIndex:
@@ -133,7 +135,9 @@ class SqliteVecIndex:
                 self._sync(table, width, part, kb, model, stamp)
                 rows = self._db.execute(f"SELECT rowid, distance FROM {table} WHERE embedding MATCH ? AND k = ? "
                                         "AND part = ?", (blob, n, part)).fetchall()
-                found.extend((int(r[0]), 1.0 - float(r[1])) for r in rows)  # type: ignore[arg-type]
+                # distance is NULL where a cosine is undefined (a zero vector): no similarity
+                found.extend((int(r[0]), 0.0 if r[1] is None else 1.0 - float(r[1]))  # type: ignore[arg-type]
+                             for r in rows)
         if not found:
             return []
         return top(np.asarray([i for i, _ in found], dtype=np.int64), np.asarray([c for _, c in found]), n)

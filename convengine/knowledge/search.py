@@ -282,8 +282,8 @@ class Retriever:
             matrix = normalised(np.asarray(self.embeddings.embed_documents(
                 [found[i].document.page_content for i in unscored]), dtype=np.float32))
             if matrix.shape[1:] == query_vector.shape:
-                cosines = dict(zip(unscored, np.clip(matrix @ normalised(query_vector), 0.0, 1.0).tolist(),
-                                   strict=True))
+                cosines = dict(zip(unscored, np.clip(np.nan_to_num(matrix @ normalised(query_vector)), 0.0, 1.0)
+                                   .tolist(), strict=True))
         for position, item in enumerate(found):
             doc = item.document
             source = str(doc.metadata.get("source") or doc.id or f"{item.kb_name}#{item.rank}")
@@ -296,8 +296,8 @@ class Retriever:
 
     def _vector_candidates(self, conn: sa.Connection, stamps: dict[str, str], query_vector: np.ndarray | None,
                            filters: store.Filters | None) -> list[tuple[int, float]]:
-        if query_vector is None or not stamps or self._model is None:
-            return []
+        if query_vector is None or not stamps or self._model is None or not np.any(query_vector):
+            return []  # a zero query (no words) is like no other vector
         query = normalised(query_vector)
         if filters:  # the filter narrows first; the passages left are scored exactly
             ids, matrix = stack([(cid, data) for cid, model, data in store.vectors(conn, sorted(stamps), filters)

@@ -137,6 +137,9 @@ def _matches(key: str, value: FilterValue) -> sa.ColumnElement[bool]:
     if isinstance(value, float):
         return field.as_float() == value
     if isinstance(value, str):
+        if "\x00" in value:
+            raise InvalidInputError(f"metadata filter {key!r}: a text value cannot hold a NUL character",
+                                    code=ErrorCode.INVALID_INPUT)
         return field.as_string() == value
     raise InvalidInputError(f"metadata filter {key!r}: {type(value).__name__} values cannot be matched "
                             "(use text, numbers, booleans or a list of them)", code=ErrorCode.INVALID_INPUT)
