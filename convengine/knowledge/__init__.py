@@ -3,6 +3,10 @@
 >>> kb = Knowledge.open("sqlite:///faq.db", embeddings=HashingEmbeddings())
 >>> kb.ingest("faq", ["docs/faq"])                 # text, Markdown, HTML, PDF; again = only changes
 >>> kb.search("faq", "how do I return an item")    # [SearchHit(score=..., source=..., text=...)]
+>>> kb.search("faq", "refunds", filters={"lang": "en"}, fusion="rrf", mmr=0.5)
+>>> kb.vector_index                                 # IndexInfo(kind='sqlite-vec', reason=...)
+>>> kb.evaluate("faq", "questions.yaml", k=5)       # EvalReport: recall@k, MRR
+>>> KnowledgeRetriever(knowledge=kb, knowledge_bases=["faq"])   # a LangChain BaseRetriever
 
 The engine answers from them when no intent matches (``knowledge.fallback``) and the
 ``SEMANTIC`` intent classifier matches by embedding similarity (see docs/knowledge.md).
@@ -63,6 +67,15 @@ class _Failed:
 
     def __init__(self, problem: Skipped) -> None:
         self.problem = problem
+
+
+class SearchKeywords(TypedDict, total=False):
+    """The options :meth:`Knowledge.search` takes besides the query (see :class:`SearchOptions`)."""
+
+    filters: Filters | None
+    fusion: Fusion | None
+    mmr: float | None
+    dedupe: bool
 
 
 class KnowledgeOptions(TypedDict, total=False):
@@ -199,7 +212,7 @@ class Knowledge:
             return self.retriever.search(conn, kbs, query, k, vector, options)
 
     def evaluate(self, kb: str | Sequence[str] | None, questions: str | Path | Sequence[LabelledQuestion],
-                 k: int = 5, **options: Any) -> EvalReport:
+                 k: int = 5, **options: Unpack[SearchKeywords]) -> EvalReport:
         """recall@k and MRR of searches of ``kb`` on labelled questions (a YAML/JSONL file or a list);
         ``options`` are :meth:`search`'s (filters, fusion, mmr, dedupe)."""
         labelled = load_questions(questions) if isinstance(questions, (str, Path)) else list(questions)

@@ -16,12 +16,13 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 
 from convengine.knowledge.search import Fusion, SearchHit
+from convengine.knowledge.store import Filters
 
 
 class Searchable(Protocol):
     """What the retriever needs of :class:`~convengine.knowledge.Knowledge`."""
 
-    def search(self, kb: str | Sequence[str] | None, query: str, k: int = 5, *, filters: Any = None,
+    def search(self, kb: str | Sequence[str] | None, query: str, k: int = 5, *, filters: Filters | None = None,
                fusion: Fusion | None = None, mmr: float | None = None, dedupe: bool = True) -> list[SearchHit]: ...
 
 

@@ -17,7 +17,6 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -61,15 +60,15 @@ class EvalReport:
         return f"{len(self.results)} questions: recall@{self.k} {self.recall_at_k:.3f}, MRR {self.mrr:.3f}"
 
 
-def _entry(item: Any, where: str) -> LabelledQuestion:
+def _entry(item: object, where: str) -> LabelledQuestion:
     if not isinstance(item, dict) or not isinstance(item.get("question"), str) or not item["question"].strip():
         raise InvalidInputError(f"{where}: needs a non-empty 'question' text", code=ErrorCode.INVALID_INPUT)
-    expected = item.get("expected")
-    expected = [expected] if isinstance(expected, str) else expected
+    given = item.get("expected")
+    expected = [given] if isinstance(given, str) else given
     if not isinstance(expected, list) or not expected or not all(isinstance(e, str) and e for e in expected):
         raise InvalidInputError(f"{where}: 'expected' must be a document id or a non-empty list of them",
                                 code=ErrorCode.INVALID_INPUT)
-    return LabelledQuestion(item["question"], tuple(expected))
+    return LabelledQuestion(item["question"], tuple(str(e) for e in expected))
 
 
 def load_questions(path: str | Path) -> list[LabelledQuestion]:
