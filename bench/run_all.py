@@ -59,7 +59,7 @@ def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
 async def run(args: argparse.Namespace, pg_url: str | None, folder: Path) -> list[tuple[str, list[str], list[list[Any]]]]:
     sizes = {"turns": 100, "growth": 300, "window": 50, "seconds": 2.0, "conversations": 5, "chunks": 2000,
              "queries": 50, "bytes_turns": 12} if args.quick else \
-            {"turns": 300, "growth": 1000, "window": 100, "seconds": 5.0, "conversations": 20, "chunks": 10_000,
+            {"turns": 300, "growth": 1000, "window": 100, "seconds": 5.0, "conversations": 20, "chunks": 100_000,
              "queries": 200, "bytes_turns": 23}
     tables = []
     steps: list[tuple[str, Any, list[str], str]] = [

@@ -401,6 +401,15 @@ class KnowledgeSettings(_Section):
     vector_weight: float = Field(0.5, ge=0.0)
     candidates: int = Field(50, ge=1, le=1000)
     """Candidates taken from each leg (full-text and vector) before fusion."""
+    fusion: Literal["weighted", "rrf"] = "weighted"
+    """How passages are ordered: by the weighted score, or by reciprocal-rank fusion of the two legs'
+    ranks (``score`` keeps its absolute meaning either way, so thresholds do not change)."""
+    rrf_k: int = Field(60, ge=1, le=10_000)
+    """The constant of reciprocal-rank fusion: ``1 / (rrf_k + rank)`` per leg."""
+    vector_index: Literal["auto", "sqlite-vec", "brute-force"] = "auto"
+    """Where the vector leg searches: ``sqlite-vec`` (vec0 tables in the SQLite file, needs
+    ``convengine[vector]``), ``brute-force`` (every vector in each process's memory), or ``auto``
+    (sqlite-vec when available, else brute force; ``convengine knowledge list`` says which and why)."""
     semantic_threshold: float = Field(0.75, ge=0.0, le=1.0)
     """Default similarity a SEMANTIC intent classifier needs (a row may set its own)."""
     fallback: KnowledgeFallbackSettings = Field(default_factory=KnowledgeFallbackSettings)

@@ -27,7 +27,7 @@ PROJECT = ROOT.parent
 # Imports inside functions are for optional dependencies (and modules some platforms lack) only.
 OPTIONAL = ("psycopg", "psycopg_pool", "langgraph.checkpoint.postgres", "langgraph.store.postgres",
             "langchain_openai", "mcp", "pypdf", "uvicorn", "fastapi", "fastapi_offline", "readline", "resource",
-            "pyseccomp")  # pyseccomp loads libseccomp.so.2 when imported, which a host may lack
+            "pyseccomp", "apsw", "sqlite_vec")  # pyseccomp loads libseccomp.so.2 when imported, which a host may lack
 LAZY_ALLOWED = {
     "cli/__init__.py",  # the console entry point: importing convengine.cli must not build the typer app
     # the CLI's commands import what they run, so `convengine --help` starts in a tenth of a second

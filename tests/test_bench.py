@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from bench import common, run_all, turn_overhead
+from bench import common, retrieval, run_all, turn_overhead
 from bench.fair_baseline import fair_turns, profile
 from convengine.db.models import CeConversationHistory
 
@@ -122,3 +122,15 @@ def test_a_quick_run_never_updates_the_docs(docs: Path, tmp_path: Path, monkeypa
     with pytest.raises(SystemExit, match="--quick"):
         run_all.main(["--update-docs", "--quick", "--results", str(tmp_path)])
     assert "old figures" in docs.read_text()
+
+
+def test_retrieval_json_has_each_mode_its_index_and_the_memory_its_process_holds(tmp_path: Path) -> None:
+    path = retrieval.main(["--chunks", "300", "--queries", "5", "--turns", "2", "--warmup", "1", "--sqlite-only",
+                           "--results", str(tmp_path)])
+    rows = json.loads(path.read_text())["retrieval"]
+    assert [(r["mode"], r["index"]) for r in rows] == [("lexical", "-"), ("hybrid", "brute-force"),
+                                                       ("hybrid", "sqlite-vec")]
+    for r in rows:
+        assert r["chunks"] == 300 and 0 <= r["recall_at_5"] <= 1 and r["rss_mb"] > 0
+        assert {"held_mb", "search_p50_ms", "search_p99_ms", "ingest_s", "index_reason", "turn_ratio"} <= set(r)
+    assert rows[2]["index_build_s"] is not None and rows[1]["index_build_s"] is None

@@ -17,7 +17,8 @@ from convengine.catalog.errors import ErrorCode, InvalidInputError
 from convengine.cli.guard import guarded
 from convengine.security.terminal import inert
 
-knowledge_app = typer.Typer(no_args_is_help=True, help="Knowledge bases: ingest documents, list, search, delete.")
+knowledge_app = typer.Typer(no_args_is_help=True,
+                            help="Knowledge bases: ingest documents, list, search, evaluate, delete.")
 err = Console(stderr=True)
 out = Console()
 
@@ -26,6 +27,22 @@ UrlOption = Annotated[str, typer.Option("--url", help="Database URL (sqlite:///F
 EmbeddingsOption = Annotated[str, typer.Option(
     "--embeddings", help="none (full-text search only), hashing (offline, deterministic), or MODULE:NAME of a "
                          "LangChain Embeddings class or instance (e.g. langchain_openai:OpenAIEmbeddings)")]
+
+WhereOption = Annotated[list[str] | None, typer.Option(
+    "--where", help="KEY=VALUE: only documents whose metadata has it (repeat for several; a key twice: any of)")]
+FusionOption = Annotated[str | None, typer.Option("--fusion", help="weighted or rrf (default: knowledge.fusion)")]
+MmrOption = Annotated[float | None, typer.Option("--mmr", help="0..1: diversify the passages (1: relevance alone)")]
+
+
+def _filters(where: list[str] | None) -> dict[str, list[str]] | None:
+    """``--where KEY=VALUE`` options as metadata filters (text values)."""
+    filters: dict[str, list[str]] = {}
+    for item in where or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InvalidInputError(f"--where {item!r}: use KEY=VALUE", code=ErrorCode.INVALID_INPUT)
+        filters.setdefault(key, []).append(value)
+    return filters or None
 
 
 def load_embeddings(spec: str) -> Any:
@@ -102,13 +119,14 @@ def ingest(
 def list_bases(url: UrlOption = DEFAULT_DATABASE_URL) -> None:
     """Every knowledge base with its documents and passages."""
     knowledge = _open(url, "none")
-    bases = knowledge.list()
+    bases, index = knowledge.list(), knowledge.vector_index
     knowledge.close()
     table = Table("knowledge base", "documents", "passages", "revision", "description")
     for base in bases:
         table.add_row(inert(base["kb_name"]), str(base["documents"]), str(base["chunks"]), str(base["revision"]),
                       inert(base["description"] or ""))
     out.print(table)
+    out.print(inert(f"vector index: {index}"), soft_wrap=True)
 
 
 @knowledge_app.command("search")
@@ -119,16 +137,53 @@ def search(
     url: UrlOption = DEFAULT_DATABASE_URL,
     embeddings: EmbeddingsOption = "none",
     k: Annotated[int, typer.Option("-k", help="How many passages")] = 5,
+    where: WhereOption = None,
+    fusion: FusionOption = None,
+    mmr: MmrOption = None,
 ) -> None:
     """The best passages for QUERY, with every score."""
     knowledge = _open(url, embeddings)
-    hits = knowledge.search(kb, query, k)
+    hits = knowledge.search(kb, query, k, filters=_filters(where), fusion=fusion, mmr=mmr)
     knowledge.close()
     for hit in hits:
         vector = "-" if hit.vector is None else f"{hit.vector:.3f}"
         out.print(Text.assemble((f"{hit.score:.3f}", "bold"), f" (lexical {hit.lexical:.3f}, vector {vector}) ",
                                 inert(f"{hit.source} #{hit.position} {hit.title or ''}")), soft_wrap=True)
         out.print(Text.assemble("  ", inert(hit.text[:200])), soft_wrap=True)
+
+
+@knowledge_app.command("eval")
+@guarded
+def eval_questions(
+    kb: Annotated[str, typer.Argument(help="Knowledge base name")],
+    questions: Annotated[Path, typer.Argument(help="Labelled questions: YAML or JSONL, each with question and "
+                                                   "expected (document ids)")],
+    url: UrlOption = DEFAULT_DATABASE_URL,
+    embeddings: EmbeddingsOption = "none",
+    k: Annotated[int, typer.Option("-k", help="Documents counted per question")] = 5,
+    where: WhereOption = None,
+    fusion: FusionOption = None,
+    mmr: MmrOption = None,
+    show: Annotated[str, typer.Option("--show", help="misses (questions under full recall), all, or none")] = "misses",
+) -> None:
+    """recall@k and MRR of searches of KB on labelled questions."""
+    from convengine.knowledge.evaluation import load_questions
+
+    if show not in ("misses", "all", "none"):
+        raise InvalidInputError(f"--show {show!r}: use misses, all or none", code=ErrorCode.INVALID_INPUT)
+    labelled = load_questions(questions)
+    knowledge = _open(url, embeddings)
+    report = knowledge.evaluate(kb, labelled, k, filters=_filters(where), fusion=fusion, mmr=mmr)
+    knowledge.close()
+    rows = [r for r in report.results if show == "all" or (show == "misses" and r.recall < 1.0)]
+    if rows:
+        table = Table("question", "expected", f"first {k} documents", "recall", "1/rank")
+        for r in rows:
+            table.add_row(inert(r.question), inert(", ".join(r.expected)), inert(", ".join(r.retrieved)),
+                          f"{r.recall:.2f}", f"{r.reciprocal_rank:.2f}")
+        out.print(table)
+    out.print(Text.assemble(inert(kb), f": {len(report.results)} questions, ",
+                            (f"recall@{k} {report.recall_at_k:.3f}", "bold"), ", ", (f"MRR {report.mrr:.3f}", "bold")))
 
 
 @knowledge_app.command("delete")

@@ -95,6 +95,8 @@ class EngineResources:
     async def close(self) -> None:
         if self.services.tools is not None:
             await self.services.tools.aclose()
+        if self.services.retriever is not None:
+            self.services.retriever.close()  # its vector index's own connection
         await self.saver_stack.aclose()
         await self.async_engine.dispose()
         self.sync_engine.dispose()

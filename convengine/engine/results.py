@@ -77,6 +77,9 @@ class EngineOptions:
     clock: Callable[[], float] | None = None
     embeddings: Embeddings | None = None
     """A LangChain ``Embeddings`` model for knowledge search and SEMANTIC classifiers."""
+    knowledge_bases: Mapping[str, Any] | None = None
+    """LangChain retrievers or vector stores searched as knowledge bases of these names (fallback,
+    flow knowledge nodes, ``engine.knowledge.search``); they shadow stored bases of the same name."""
     settings: dict[str, Any] = field(default_factory=dict)
     channel: str = LIVE_CHANNEL
     """The configuration channel new conversations get (``production``: the published version)."""

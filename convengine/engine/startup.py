@@ -62,7 +62,7 @@ def services(options: EngineOptions, snapshot: ConfigSnapshot, store: Conversati
     return Services(registries=registries,
                     rule_registry=RuleRegistry.with_custom(options.rule_types, options.rule_actions),
                     store=store, llm=llm, hooks=(*memory_scopes.HOOKS, *(options.hooks or ())), clock=options.clock,
-                    retriever=_retriever(options.embeddings, snapshot.settings),
+                    retriever=_retriever(options, snapshot.settings),
                     semantic=_semantic_index(options.embeddings, snapshot))
 
 
@@ -91,10 +91,11 @@ def _build_semantic(embeddings: Embeddings, live: SemanticIndex | None, snapshot
     return index
 
 
-def _retriever(embeddings: Embeddings | None, settings: EngineSettings) -> Retriever:
+def _retriever(options: EngineOptions, settings: EngineSettings) -> Retriever:
     knowledge = settings.knowledge
-    return Retriever(embeddings, SearchSettings(knowledge.lexical_weight, knowledge.vector_weight,
-                                                knowledge.candidates))
+    return Retriever(options.embeddings, SearchSettings(knowledge.lexical_weight, knowledge.vector_weight,
+                                                knowledge.candidates, knowledge.fusion, knowledge.rrf_k,
+                                                knowledge.vector_index), options.knowledge_bases)
 
 
 def tool_runner(registries: Registries, sync_engine: sa.Engine, settings: EngineSettings) -> ToolRunner:

@@ -4,6 +4,10 @@
 >>> kb.ingest("faq", ["docs/faq"])                 # text, Markdown, HTML, PDF; again = only changes
 >>> kb.ingest("faq", ["docs/faq"], reembed=True)   # after changing the embeddings model
 >>> kb.search("faq", "how do I return an item")    # [SearchHit(score=..., source=..., text=...)]
+>>> kb.search("faq", "refunds", filters={"lang": "en"}, fusion="rrf", mmr=0.5)
+>>> kb.vector_index                                 # IndexInfo(kind='sqlite-vec', reason=...)
+>>> kb.evaluate("faq", "questions.yaml", k=5)       # EvalReport: recall@k, MRR
+>>> KnowledgeRetriever(knowledge=kb, knowledge_bases=["faq"])   # a LangChain BaseRetriever
 
 The engine answers from them when no intent matches (``knowledge.fallback``) and the
 ``SEMANTIC`` intent classifier matches by embedding similarity (see docs/knowledge.md).
@@ -12,7 +16,7 @@ The engine answers from them when no intent matches (``knowledge.fallback``) and
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
@@ -23,6 +27,7 @@ from langchain_core.embeddings import Embeddings
 from convengine.catalog.errors import ConfigError, ConvEngineError, ErrorCode
 from convengine.db import create_sync_engine, parse_database_url, upgrade
 from convengine.knowledge import store
+from convengine.knowledge.adapters import KnowledgeRetriever
 from convengine.knowledge.chunking import (
     Document,
     Found,
@@ -33,11 +38,14 @@ from convengine.knowledge.chunking import (
     split,
 )
 from convengine.knowledge.embeddings import HashingEmbeddings, model_name, pack
-from convengine.knowledge.search import Retriever, SearchHit, SearchSettings
+from convengine.knowledge.evaluation import EvalReport, LabelledQuestion, evaluate, load_questions
+from convengine.knowledge.index import IndexInfo
+from convengine.knowledge.search import Fusion, Retriever, SearchHit, SearchOptions, SearchSettings
+from convengine.knowledge.store import Filters
 from convengine.settings import KnowledgeIngestSettings
 
-__all__ = ["Document", "HashingEmbeddings", "IngestReport", "Knowledge", "Retriever", "SearchHit", "SearchSettings",
-           "Skipped"]
+__all__ = ["Document", "EvalReport", "Filters", "HashingEmbeddings", "IndexInfo", "IngestReport", "Knowledge", "KnowledgeRetriever",
+           "LabelledQuestion", "Retriever", "SearchHit", "SearchOptions", "SearchSettings", "Skipped"]
 
 EMBED_BATCH = 64
 NO_MODEL = "no embeddings model"
@@ -87,6 +95,15 @@ class _Failed:
         self.problem = problem
 
 
+class SearchKeywords(TypedDict, total=False):
+    """The options :meth:`Knowledge.search` takes besides the query (see :class:`SearchOptions`)."""
+
+    filters: Filters | None
+    fusion: Fusion | None
+    mmr: float | None
+    dedupe: bool
+
+
 class KnowledgeOptions(TypedDict, total=False):
     """The keywords :meth:`Knowledge.open` passes on to :class:`Knowledge`."""
 
@@ -94,6 +111,7 @@ class KnowledgeOptions(TypedDict, total=False):
     retriever: Retriever | None
     max_chars: int | None
     limits: KnowledgeIngestSettings | None
+    knowledge_bases: Mapping[str, Any] | None
 
 
 class Knowledge:
@@ -102,11 +120,13 @@ class Knowledge:
     def __init__(self, engine: sa.Engine, *, embeddings: Embeddings | None = None,
                  settings: SearchSettings | None = None, retriever: Retriever | None = None,
                  max_chars: int | None = None, owns_engine: bool = False,
-                 limits: KnowledgeIngestSettings | None = None) -> None:
+                 limits: KnowledgeIngestSettings | None = None,
+                 knowledge_bases: Mapping[str, Any] | None = None) -> None:
         self.engine = engine
         self.limits = limits or KnowledgeIngestSettings()
         self.embeddings = embeddings
-        self.retriever = retriever or Retriever(embeddings, settings)
+        self._owns_retriever = retriever is None
+        self.retriever = retriever or Retriever(embeddings, settings, knowledge_bases)
         self.max_chars = max_chars or self.limits.chunk_size
         """Longest passage (``knowledge.ingest.chunk_size`` unless given)."""
         self.model = model_name(embeddings) if embeddings is not None else None
@@ -121,7 +141,9 @@ class Knowledge:
         return cls(engine, embeddings=embeddings, owns_engine=True, **kwargs)
 
     def close(self) -> None:
-        """Release the database connections (only those :meth:`open` created)."""
+        """Release the database connections (only those :meth:`open` created) and the vector index."""
+        if self._owns_retriever:
+            self.retriever.close()
         if self._owns_engine:
             self.engine.dispose()
 
@@ -260,12 +282,31 @@ class Knowledge:
             out.extend(pack(v) for v in self.embeddings.embed_documents(list(texts[start:start + EMBED_BATCH])))
         return out
 
-    def search(self, kb: str | Sequence[str] | None, query: str, k: int = 5) -> list[SearchHit]:
-        """The ``k`` best passages for ``query`` in ``kb`` (a name, several, or None for all)."""
+    def search(self, kb: str | Sequence[str] | None, query: str, k: int = 5, *, filters: Filters | None = None,
+               fusion: Fusion | None = None, mmr: float | None = None, dedupe: bool = True) -> list[SearchHit]:
+        """The ``k`` best passages for ``query`` in ``kb`` (a name, several, or None for all).
+
+        ``filters``: document metadata the passages must have; ``fusion``: ``weighted`` or ``rrf``;
+        ``mmr``: 0..1 to diversify (1 = relevance alone); ``dedupe``: drop repeated texts
+        (see :class:`SearchOptions`)."""
+        options = SearchOptions(filters=filters, fusion=fusion, mmr=mmr, dedupe=dedupe)
         kbs = [kb] if isinstance(kb, str) else (list(kb) if kb is not None else None)
         vector = self.retriever.embed(query)
         with self.engine.connect() as conn:
-            return self.retriever.search(conn, kbs, query, k, vector)
+            return self.retriever.search(conn, kbs, query, k, vector, options)
+
+    def evaluate(self, kb: str | Sequence[str] | None, questions: str | Path | Sequence[LabelledQuestion],
+                 k: int = 5, **options: Unpack[SearchKeywords]) -> EvalReport:
+        """recall@k and MRR of searches of ``kb`` on labelled questions (a YAML/JSONL file or a list);
+        ``options`` are :meth:`search`'s (filters, fusion, mmr, dedupe)."""
+        labelled = load_questions(questions) if isinstance(questions, (str, Path)) else list(questions)
+        return evaluate(lambda question, n: self.search(kb, question, n, **options), labelled, k)
+
+    @property
+    def vector_index(self) -> IndexInfo:
+        """Which vector index searches use here (``sqlite-vec`` or ``brute-force``) and why."""
+        with self.engine.connect() as conn:
+            return self.retriever.index_info(conn)
 
     def list(self) -> list[dict[str, Any]]:
         """Every base with its description, revision, document and passage counts."""

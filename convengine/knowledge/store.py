@@ -7,7 +7,7 @@ Every function takes a SQLAlchemy :class:`~sqlalchemy.Connection` (async callers
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,16 +21,14 @@ BASE = CeKnowledgeBase.__table__
 DOCUMENT = CeKnowledgeDocument.__table__
 CHUNK = CeKnowledgeChunk.__table__
 KB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+FILTER_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 
-_PG_LEXICAL = sa.text(
-    "SELECT chunk_id, ts_rank_cd(tsv, q) AS rank FROM ce_knowledge_chunk, websearch_to_tsquery('english', :q) q "
-    "WHERE kb_name IN :kbs AND tsv @@ q ORDER BY rank DESC, chunk_id LIMIT :n"
-).bindparams(sa.bindparam("kbs", expanding=True))
-_SQLITE_LEXICAL = sa.text(
-    "SELECT c.chunk_id, -bm25(ce_knowledge_fts) AS rank FROM ce_knowledge_fts "
-    "JOIN ce_knowledge_chunk c ON c.chunk_id = ce_knowledge_fts.rowid "
-    "WHERE ce_knowledge_fts MATCH :q AND c.kb_name IN :kbs ORDER BY rank DESC, c.chunk_id LIMIT :n"
-).bindparams(sa.bindparam("kbs", expanding=True))
+FTS = sa.table("ce_knowledge_fts", sa.column("rowid"))
+TSV: sa.ColumnClause[Any] = sa.literal_column("ce_knowledge_chunk.tsv")
+FTS_LANGUAGE = "english"
+FilterValue = str | int | float | bool
+Filters = Mapping[str, FilterValue | Sequence[FilterValue]]
+"""Document metadata a passage must have: ``{"lang": "en", "year": [2024, 2025]}`` (a list: any of)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,23 +120,77 @@ def revisions(conn: sa.Connection, kbs: Sequence[str] | None) -> dict[str, int]:
     return {row.kb_name: int(row.revision) for row in conn.execute(query)}
 
 
-def lexical(conn: sa.Connection, kbs: Sequence[str], tokens: Sequence[str], limit: int) -> list[tuple[int, float]]:
+def stamps(conn: sa.Connection, kbs: Sequence[str] | None) -> dict[str, str]:
+    """Each base's revision and creation time: changes whenever its passages may have (even when the
+    base was deleted and made again), so an index or cache built at a stamp is current while it holds."""
+    query = sa.select(BASE.c.kb_name, BASE.c.revision, BASE.c.created_at)
+    if kbs is not None:
+        query = query.where(BASE.c.kb_name.in_(list(kbs)))
+    return {row.kb_name: f"{row.revision}@{row.created_at}" for row in conn.execute(query)}
+
+
+def _matches(key: str, value: FilterValue) -> sa.ColumnElement[bool]:
+    field = DOCUMENT.c.metadata_json[key]
+    if isinstance(value, bool):
+        return field.as_boolean() == value
+    if isinstance(value, int):
+        return field.as_integer() == value
+    if isinstance(value, float):
+        return field.as_float() == value
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise InvalidInputError(f"metadata filter {key!r}: a text value cannot hold a NUL character",
+                                    code=ErrorCode.INVALID_INPUT)
+        return field.as_string() == value
+    raise InvalidInputError(f"metadata filter {key!r}: {type(value).__name__} values cannot be matched "
+                            "(use text, numbers, booleans or a list of them)", code=ErrorCode.INVALID_INPUT)
+
+
+def filtered_documents(filters: Filters) -> sa.Select[tuple[int]]:
+    """The ids of documents whose metadata has every ``filters`` value (any of a list's)."""
+    conditions = []
+    for key, wanted in filters.items():
+        values: list[FilterValue] = (list(wanted) if isinstance(wanted, (list, tuple, set, frozenset))
+                                     else [wanted])  # type: ignore[list-item]
+        if not isinstance(key, str) or not FILTER_KEY.match(key) or not values:
+            raise InvalidInputError(f"metadata filter {key!r}: a key is 1-64 letters, digits, '_', '.' or '-' "
+                                    "and needs at least one value", code=ErrorCode.INVALID_INPUT)
+        conditions.append(sa.or_(*(_matches(key, v) for v in values)))
+    return sa.select(DOCUMENT.c.document_id).where(*conditions)
+
+
+def lexical(conn: sa.Connection, kbs: Sequence[str], tokens: Sequence[str], limit: int,
+            filters: Filters | None = None) -> list[tuple[int, float]]:
     """Chunk ids and the backend's own rank (higher is better) for any of ``tokens``."""
     if not tokens or not kbs:
         return []
     if conn.dialect.name == "postgresql":
-        statement, query = _PG_LEXICAL, " or ".join(tokens)
+        tsquery = sa.func.websearch_to_tsquery(FTS_LANGUAGE, " or ".join(tokens))
+        rank: sa.ColumnElement[float] = sa.func.ts_rank_cd(TSV, tsquery)
+        query = sa.select(CHUNK.c.chunk_id, rank.label("rank")).where(TSV.op("@@")(tsquery))
     else:
-        statement, query = _SQLITE_LEXICAL, " OR ".join(f'"{t}"' for t in tokens)
-    rows = conn.execute(statement, {"q": query, "kbs": list(kbs), "n": limit})
+        match = " OR ".join(f'"{t}"' for t in tokens)
+        rank = -sa.func.bm25(sa.literal_column("ce_knowledge_fts"))
+        query = (sa.select(CHUNK.c.chunk_id, rank.label("rank"))
+                 .select_from(FTS.join(CHUNK, CHUNK.c.chunk_id == FTS.c.rowid))
+                 .where(sa.text("ce_knowledge_fts MATCH :match").bindparams(match=match)))
+    query = query.where(CHUNK.c.kb_name.in_(list(kbs)))
+    if filters:
+        query = query.where(CHUNK.c.document_id.in_(filtered_documents(filters)))
+    rows = conn.execute(query.order_by(sa.desc("rank"), CHUNK.c.chunk_id).limit(limit))
     return [(int(r.chunk_id), float(r.rank)) for r in rows]
 
 
-def vectors(conn: sa.Connection, kbs: Sequence[str]) -> list[tuple[int, str | None, bytes]]:
-    rows = conn.execute(sa.select(CHUNK.c.chunk_id, CHUNK.c.embedding_model, CHUNK.c.embedding)
-                        .where(CHUNK.c.kb_name.in_(list(kbs)), CHUNK.c.embedding.is_not(None))
-                        .order_by(CHUNK.c.chunk_id))
-    return [(int(r.chunk_id), r.embedding_model, bytes(r.embedding)) for r in rows]
+def vectors(conn: sa.Connection, kbs: Sequence[str], filters: Filters | None = None,
+            ids: Sequence[int] | None = None) -> list[tuple[int, str | None, bytes]]:
+    """(chunk id, model, vector bytes) of the embedded passages of ``kbs`` (only ``ids`` / matching ``filters``)."""
+    query = (sa.select(CHUNK.c.chunk_id, CHUNK.c.embedding_model, CHUNK.c.embedding)
+             .where(CHUNK.c.kb_name.in_(list(kbs)), CHUNK.c.embedding.is_not(None)).order_by(CHUNK.c.chunk_id))
+    if filters:
+        query = query.where(CHUNK.c.document_id.in_(filtered_documents(filters)))
+    if ids is not None:
+        query = query.where(CHUNK.c.chunk_id.in_(list(ids)))
+    return [(int(r.chunk_id), r.embedding_model, bytes(r.embedding)) for r in conn.execute(query)]
 
 
 def chunks(conn: sa.Connection, ids: Sequence[int]) -> dict[int, StoredChunk]:
