@@ -16,7 +16,13 @@ from typing import Any, Protocol, TypedDict, Unpack
 
 import sqlalchemy as sa
 
-from convengine.catalog.errors import ConfigError, ConfigValidationError, ErrorCode, InvalidInputError, PackError
+from convengine.catalog.errors import (
+    ConfigError,
+    ConfigValidationError,
+    ErrorCode,
+    InvalidInputError,
+    PackError,
+)
 from convengine.config_loader import ConfigSnapshot, Extensions, validate_pack
 from convengine.config_loader.loader import _replace_rows
 from convengine.config_loader.packs import pack_tables
