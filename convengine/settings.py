@@ -14,7 +14,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from convengine.catalog import ce_config
@@ -356,10 +356,22 @@ class ConversationMemorySettings(_Section):
     """States that end the conversation (lifecycle ENDED): a later message is refused unless it resets."""
     long_term: list[str] = Field(default_factory=list)
     """Context properties kept per user across conversations (LangGraph's store): loaded when a user's
-    conversation starts, saved when a turn that changed them commits."""
+    conversation starts, saved when a turn that set them commits (in the context, or as a param by a
+    rule or a task)."""
+    long_term_from_caller: list[str] = Field(default_factory=list)
+    """Long-term properties a caller's ``inputParams`` may set for its user (each one must be in
+    ``long_term``); any other long-term name a caller sends stays in the conversation and is not saved."""
     secret: list[str] = Field(default_factory=list)
     """Context/param properties usable during the turn only: never checkpointed, stored, audited or
     logged; every occurrence of their values is masked as ``***``."""
+
+    @model_validator(mode="after")
+    def _caller_names_are_long_term(self) -> ConversationMemorySettings:
+        undeclared = [name for name in self.long_term_from_caller if name not in self.long_term]
+        if undeclared:
+            raise ValueError(f"long_term_from_caller names {', '.join(undeclared)}, not in long_term "
+                             f"({', '.join(self.long_term) or 'empty'})")
+        return self
 
 
 class KnowledgeIngestSettings(_Section):

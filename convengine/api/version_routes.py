@@ -26,7 +26,7 @@ from convengine.catalog.errors import ConfigError, ConfigValidationError, ConvEn
 from convengine.config_loader.packs import redact_pack
 from convengine.engine.results import TurnResult
 from convengine.versions.content import LIVE_CHANNEL
-from convengine.versions.lifecycle import PublishRefusedError
+from convengine.versions.lifecycle import DraftNotNamedError, GateRequiredError, PublishRefusedError
 from convengine.versions.store import (
     CHANNEL_PATTERN,
     MAX_VERSION,
@@ -60,6 +60,9 @@ class PublishBody(_Body):
     channel: str = Field(LIVE_CHANNEL, json_schema_extra=TARGET_CHANNEL)
     version: int | None = Field(None, ge=1, le=MAX_VERSION,
                                 description="Publish this version instead of the draft.")
+    draft: int | None = Field(None, ge=1, le=MAX_VERSION, description=(
+        "The draft to publish (its version number): refused (409 DRAFT_NOT_NAMED) when it is not the draft "
+        "any more. Needed when the draft holds another author's edits."))
     message: str | None = None
 
 
@@ -72,6 +75,10 @@ class RollbackBody(_Body):
 class ChannelBody(_Body):
     version: int = Field(ge=1, le=MAX_VERSION)
     migration: Literal["pin", "latest"] | None = Field(None, description="pin (default) or latest.")
+    gated: bool | None = Field(None, description="Make the channel gated (true) or not (false, needs an override).")
+    override: str | None = Field(None, min_length=1, max_length=2_000, description=(
+        "Why a gated channel may serve a version that did not pass the publish gate (kept in its history "
+        "as OVERRIDE); without it such a move is refused (409 GATE_REQUIRED)."))
     message: str | None = None
 
 
@@ -101,6 +108,8 @@ async def _call(work: Callable[[], Any]) -> Any:
         details = [{"failedTest": name} for name in exc.details.get("failed", [])]
         details += [{"violation": v} for v in exc.details.get("violations", [])]
         return error_response(409, exc.code, exc.message, details=details)
+    except (GateRequiredError, DraftNotNamedError) as exc:
+        return error_response(409, exc.code, exc.message, details=[exc.details])
     except VersionNotFoundError as exc:
         return error_response(404, exc.code, exc.message)
     except ConfigValidationError as exc:
@@ -172,10 +181,11 @@ async def edit(body: EditBody, engine: EngineDep, caller: AdminDep) -> Any:
 
 @router.post("/publish", responses=ADMIN_REFUSALS)
 async def publish(body: PublishBody, engine: EngineDep, caller: AdminDep) -> Any:
-    """Publish the draft when it validates and the server's conversation tests pass (409 names the failures)."""
+    """Publish the draft when it validates and the server's conversation tests pass (409 names the failures);
+    ``draft`` names the draft published (needed when it holds another author's edits)."""
     who = caller.principal.identity
     return _dict(await _call(lambda: engine.versions.publish(channel=body.channel, version=body.version,
-                                                             author=who, message=body.message)))
+                                                             draft=body.draft, author=who, message=body.message)))
 
 
 @router.post("/rollback", responses=ADMIN_REFUSALS)
@@ -189,10 +199,12 @@ async def rollback(body: RollbackBody, engine: EngineDep, caller: AdminDep) -> A
 @router.put("/channels/{name}", responses=ADMIN_REFUSALS)
 async def point(body: ChannelBody, engine: EngineDep, caller: AdminDep,
                 name: str = Path(json_schema_extra={"pattern": TARGET_CHANNEL_PATTERN})) -> Any:
-    """Point a channel (environment) at a version, or set its migration policy."""
+    """Point a channel (environment) at a version, or set its migration policy. A gated channel
+    (``production``) takes only a version that passed the publish gate, unless ``override`` says why."""
     who = caller.principal.identity
     return _dict(await _call(lambda: engine.versions.point(name, body.version, migration=body.migration,
-                                                           author=who, message=body.message)))
+                                                           author=who, message=body.message,
+                                                           override=body.override, gated=body.gated)))
 
 
 @router.post("/simulate", response_model=MessageResponse, responses=ADMIN_REFUSALS)

@@ -141,6 +141,8 @@ class ErrorCode(str, enum.Enum):
     # Versioned configuration (convengine.versions)
     VERSION_NOT_FOUND = "VERSION_NOT_FOUND"
     PUBLISH_REFUSED = "PUBLISH_REFUSED"
+    GATE_REQUIRED = "GATE_REQUIRED"
+    DRAFT_NOT_NAMED = "DRAFT_NOT_NAMED"
     # Load: every turn slot of the process is taken and its admission queue is full (HTTP 503)
     SERVER_BUSY = "SERVER_BUSY"
     # HTTP API refusals (never raised by the engine itself)
@@ -197,6 +199,10 @@ _MESSAGES = {
     ErrorCode.CONVERSATION_ENDED: "The conversation has ended; send a reset to start it again",
     ErrorCode.VERSION_NOT_FOUND: "No such configuration version or channel",
     ErrorCode.PUBLISH_REFUSED: "The draft was not published: it failed validation or a conversation test",
+    ErrorCode.GATE_REQUIRED: "A gated channel serves only versions that passed the publish gate, unless an "
+                             "override gives a reason",
+    ErrorCode.DRAFT_NOT_NAMED: "The draft to publish is not the one named, or holds another author's edits: "
+                               "name the draft (its version number) to publish it",
     ErrorCode.SERVER_BUSY: "The server is running as many turns as it can and its queue is full; retry later",
     ErrorCode.DATABASE_UNAVAILABLE: "The database is unavailable or busy; retry later",
 }

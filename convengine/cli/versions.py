@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -27,6 +27,13 @@ ChannelOption = Annotated[str, typer.Option("--channel", help="The channel (envi
 
 def _fail(exc: ConvEngineError) -> None:
     fail(exc)
+
+
+def _refused(exc: ConvEngineError) -> NoReturn:
+    """A refusal of the gate (a failed test, an ungated version, an unnamed draft): its code and whole
+    report, exit code 1."""
+    err.print(Text.assemble((exc.code.value, "red"), " ", inert(exc.message)), soft_wrap=True)
+    raise typer.Exit(1) from None
 
 
 def _resolve(versions: object, ref: str) -> int:
@@ -108,6 +115,8 @@ def publish(
         "--tests", help="Conversation tests (*.conv.yaml files or folders) the draft must pass")] = None,
     channel: ChannelOption = LIVE_CHANNEL,
     version: Annotated[int | None, typer.Option("--version", help="Publish this version instead of the draft")] = None,
+    draft: Annotated[int | None, typer.Option(
+        "--draft", help="The draft to publish (its version number); needed when it holds another author's edits")] = None,
     author: AuthorOption = "cli",
     message: MessageOption = None,
 ) -> None:
@@ -115,15 +124,14 @@ def publish(
     from convengine.engine import Engine
     from convengine.engine.publish_gate import conversation_test_gate
     from convengine.versions import Versions
-    from convengine.versions.lifecycle import PublishRefusedError
+    from convengine.versions.lifecycle import DraftNotNamedError, PublishRefusedError
 
     try:
         with Versions.open(url, gate=conversation_test_gate(Engine.open)) as versions:
-            done = versions.publish(channel=channel, version=version, tests=tests or [], author=author,
-                                    message=message)
-    except PublishRefusedError as refused:  # the whole report: which test failed, on which turn, and why
-        err.print(Text.assemble((refused.code.value, "red"), " ", inert(refused.message)), soft_wrap=True)
-        raise typer.Exit(1) from None
+            done = versions.publish(channel=channel, version=version, draft=draft, tests=tests or [],
+                                    author=author, message=message)
+    except (PublishRefusedError, DraftNotNamedError) as refused:  # the whole report: which test failed and why
+        _refused(refused)
     except ConvEngineError as exc:
         _fail(exc)
     passed = f", {len(done.tests_passed)} conversation tests passed" if done.tests_passed else \
@@ -155,16 +163,26 @@ def channel(
     url: UrlOption = DEFAULT_DATABASE_URL,
     migration: Annotated[str | None, typer.Option(
         "--migration", help="pin (conversations keep their version) or latest (they move at their next turn)")] = None,
+    gated: Annotated[bool | None, typer.Option(
+        "--gated/--ungated", help="Serve only versions that passed the publish gate (production always does)")] = None,
+    override: Annotated[str | None, typer.Option(
+        "--override", help="Why a gated channel may take a version that did not pass the gate (audited)")] = None,
     author: AuthorOption = "cli",
     message: MessageOption = None,
 ) -> None:
-    """Point a channel (an environment such as staging) at a version (validated, not tested)."""
+    """Point a channel (an environment such as staging) at a version (validated, not tested); a gated
+    channel such as production takes only a published version, unless --override says why."""
     from convengine.versions import Versions
+    from convengine.versions.lifecycle import OVERRIDE_ACTION, GateRequiredError
 
     try:
         with Versions.open(url) as versions:
             number = _resolve(versions, version)
-            done = versions.point(name, number, migration=migration, author=author, message=message)
+            done = versions.point(name, number, migration=migration, author=author, message=message,
+                                  override=override, gated=gated)
+    except GateRequiredError as refused:
+        _refused(refused)
     except ConvEngineError as exc:
         _fail(exc)
-    out.print(inert(f"{done.channel} serves version {done.version.number}"))
+    note = " (gate overridden)" if done.action == OVERRIDE_ACTION else ""
+    out.print(inert(f"{done.channel} serves version {done.version.number}{note}"))

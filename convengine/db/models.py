@@ -610,6 +610,8 @@ class CeConfigChannel(Base):
                                             nullable=False)
     migration: Mapped[str] = mapped_column(sa.Text, nullable=False, default="pin", server_default="pin")
     """``pin``: a conversation stays on the version it started on; ``latest``: it moves at its next turn."""
+    gated: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, default=False, server_default=sa.false())
+    """Serves only versions that passed the publish gate, like ``production`` always does (migration 0012)."""
     updated_by: Mapped[str | None] = mapped_column(sa.Text)
     updated_at: Mapped[datetime | None] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from convengine.catalog import names, stages
-from convengine.catalog.state import CONVERSATION_KEYS, NEW_CONVERSATION, TURN_KEYS
+from convengine.catalog.state import CONVERSATION_KEYS, KEPT_PARAMS, NEW_CONVERSATION, TURN_INPUT, TURN_KEYS
 from convengine.nodes.context import StepHook
 from convengine.security.secrets import mask, secret_values
 
@@ -28,6 +28,21 @@ def merge_long_term(_step: str, turn: Any) -> None:
             context[name] = value
             merged.append(name)
     turn.audit(stages.LONG_TERM_PROPERTIES_LOADED, {"properties": sorted(merged)})
+
+
+def gather_long_term(_step: str, turn: Any) -> None:
+    """Before the turn is persisted: a long-term property a rule or a task set as a param this turn (or
+    the caller, where the pack allows it) joins the context, where the turn's commit saves it and where
+    the ``properties`` namespace and the user's next conversation read it."""
+    memory = turn.settings.conversation_memory
+    if not memory.long_term:
+        return
+    params = turn.read_params()
+    request = (turn.get(TURN_INPUT) or {}).get("params") or {}
+    setters = {*(turn.get(KEPT_PARAMS) or ()), *(n for n in memory.long_term_from_caller if n in request)}
+    for name in memory.long_term:
+        if name in setters and name in params and turn.read_context().get(name) != params[name]:
+            turn.context[name] = params[name]
 
 
 def strip_secrets(_step: str, turn: Any) -> None:
@@ -53,5 +68,6 @@ def strip_secrets(_step: str, turn: Any) -> None:
 
 HOOKS: tuple[StepHook, ...] = (
     StepHook(after=merge_long_term, steps=(names.LOAD_OR_CREATE_CONVERSATION,)),
+    StepHook(before=gather_long_term, steps=(names.PERSIST_CONVERSATION,)),
     StepHook(before=strip_secrets, steps=(names.PERSIST_CONVERSATION,)),
 )

@@ -29,6 +29,10 @@ class NamespaceSession(TurnView, Protocol):
     def get(self, key: str, default: object = None) -> Any: ...
 
 
+NAMESPACES: tuple[str, ...] = ("properties", "memory", "userInfo", "conversationInfo", "conversationLog")
+"""The names :func:`producers` gives every template (the load-time checks know them as the engine's)."""
+
+
 def _text(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
@@ -65,6 +69,7 @@ def conversation_log(turn: NamespaceSession) -> str:
 
 
 def producers(turn: NamespaceSession) -> dict[str, Callable[[], Any]]:
+    """What each of :data:`NAMESPACES` is, computed when a template refers to it."""
     return {
         "properties": lambda: properties(turn),
         "memory": lambda: memory(turn),

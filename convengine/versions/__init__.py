@@ -3,7 +3,12 @@ rollback, channels (environments) and conversations pinned to the version they s
 
 from convengine.versions.content import DRAFT_CHANNEL, LIVE_CHANNEL, MIGRATIONS
 from convengine.versions.diff import RowChange, TableDiff
-from convengine.versions.lifecycle import Publication, PublishRefusedError
+from convengine.versions.lifecycle import (
+    DraftNotNamedError,
+    GateRequiredError,
+    Publication,
+    PublishRefusedError,
+)
 from convengine.versions.manager import Versions
 from convengine.versions.store import Channel, VersionInfo, VersionNotFoundError
 
@@ -12,6 +17,8 @@ __all__ = [
     "LIVE_CHANNEL",
     "MIGRATIONS",
     "Channel",
+    "DraftNotNamedError",
+    "GateRequiredError",
     "Publication",
     "PublishRefusedError",
     "RowChange",

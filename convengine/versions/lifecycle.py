@@ -16,7 +16,13 @@ from typing import Any, Protocol, TypedDict, Unpack
 
 import sqlalchemy as sa
 
-from convengine.catalog.errors import ConfigError, ConfigValidationError, ErrorCode, PackError
+from convengine.catalog.errors import (
+    ConfigError,
+    ConfigValidationError,
+    ErrorCode,
+    InvalidInputError,
+    PackError,
+)
 from convengine.config_loader import ConfigSnapshot, Extensions, validate_pack
 from convengine.config_loader.loader import _replace_rows
 from convengine.config_loader.packs import pack_tables
@@ -65,6 +71,24 @@ class PublishRefusedError(ConfigError):
     """The draft failed validation or a conversation test; ``details['failed']`` names the tests."""
 
     default_code = ErrorCode.PUBLISH_REFUSED
+
+
+class GateRequiredError(ConfigError):
+    """A gated channel (``production``, or one pointed with ``gated=True``) was to serve a version that
+    did not pass the publish gate, without an override; ``details`` name the channel and the version."""
+
+    default_code = ErrorCode.GATE_REQUIRED
+
+
+class DraftNotNamedError(ConfigError):
+    """A publish named a draft that is not the draft any more, or published, without naming it, a draft
+    holding another author's edits; ``details`` name the draft and its authors."""
+
+    default_code = ErrorCode.DRAFT_NOT_NAMED
+
+
+OVERRIDE_ACTION = "OVERRIDE"
+"""A gated channel moved to a version that did not pass the gate, with the reason in its message."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,25 +201,56 @@ def build(content: Mapping[str, Any], *, settings_overrides: Mapping[str, Any] |
 
 
 def publish(engine: sa.Engine, *, channel: str = LIVE_CHANNEL, version: int | None = None,
-            tests: Sequence[str | Path] = (), author: str, message: str | None = None,
+            draft: int | None = None, tests: Sequence[str | Path] = (), author: str, message: str | None = None,
             settings_overrides: Mapping[str, Any] | None = None,
             extensions: Extensions | None = None, gate: TestGate | None = None) -> Publication:
     """Make ``channel`` serve the draft (or ``version``) when it validates and every conversation test in
     ``tests`` (files or directories of ``*.conv.yaml``) passes against it. ``gate`` runs them (see
     :func:`convengine.engine.publish_gate.conversation_test_gate`); tests without a gate are refused, never skipped.
 
+    ``draft`` names the draft to publish (its version number): it must still be the draft. Without
+    ``draft`` or ``version``, the draft is published only when ``author`` made every edit it holds since
+    the version ``channel`` last served.
+
     Raises:
         PublishRefusedError: the version is invalid (violations listed) or tests failed (named).
+        DraftNotNamedError: ``draft`` is not the draft, or the draft holds another author's edits.
         VersionNotFoundError: no such version, or no draft yet.
     """
     store.check_channel(channel)
+    if draft is not None and version is not None:
+        raise InvalidInputError("name the draft (draft=N) or a version (version=N), not both")
     with engine.connect() as conn:
-        number = version if version is not None else store.require_channel(conn, DRAFT_CHANNEL).version
+        number = version if version is not None else _named_draft(conn, channel, draft, author)
         content = store.content(conn, number)
     _validated(content, number, settings_overrides, extensions)
     passed = _tested(content, number, tests, gate)
     return _apply(engine, channel, number, content, author=author, action="PUBLISH", message=message,
                   tests_passed=passed)
+
+
+def _named_draft(conn: sa.Connection, channel: str, named: int | None, author: str) -> int:
+    """The draft a publish publishes: the one named, if it still is the draft; else the draft, if
+    ``author`` made each of its edits since what ``channel`` served."""
+    current = store.info(conn, store.require_channel(conn, DRAFT_CHANNEL).version)
+    if named is not None:
+        if named != current.number:
+            raise DraftNotNamedError(
+                f"version {named} is not the draft any more: the draft is version {current.number} (by "
+                f"{current.author}); name that one to publish it, or publish version {named} by its number",
+                details={"named": named, "draft": current.number, "draftAuthor": current.author})
+        return named
+    served = {p["version"] for p in store.publications(conn, channel)}
+    edits = store.draft_authors(conn, current.number, served)
+    others = sorted({who for _, who in edits if who != author})
+    if others:
+        raise DraftNotNamedError(
+            f"the draft (version {current.number}) holds edits by {', '.join(others)} since what {channel!r} "
+            f"served: check them (diff {channel} {current.number}), then name the draft to publish them "
+            f"(draft {current.number}: draft= in Python and HTTP, --draft on the command line)",
+            details={"draft": current.number, "authors": sorted({who for _, who in edits}),
+                     "versions": [n for n, _ in edits]})
+    return current.number
 
 
 def rollback(engine: sa.Engine, version: int, *, channel: str = LIVE_CHANNEL, author: str,
@@ -219,16 +274,61 @@ def rollback(engine: sa.Engine, version: int, *, channel: str = LIVE_CHANNEL, au
 
 
 def point(engine: sa.Engine, channel: str, version: int, *, author: str, migration: str | None = None,
-          message: str | None = None, settings_overrides: Mapping[str, Any] | None = None,
-          extensions: Extensions | None = None) -> Publication:
+          message: str | None = None, override: str | None = None, gated: bool | None = None,
+          settings_overrides: Mapping[str, Any] | None = None, extensions: Extensions | None = None) -> Publication:
     """Point a channel at a version (validated, not tested: for environments such as ``staging``), or
-    change its migration policy."""
+    change its migration policy; ``gated`` makes the channel gated (True) or not (False).
+
+    A gated channel (``production`` always) moves only to a version that passed the publish gate on a
+    gated channel, unless ``override`` gives the reason (kept in the channel's history as an
+    ``OVERRIDE``); ungating a channel needs one too. Keeping the version it serves needs none.
+
+    Raises:
+        GateRequiredError: the version did not pass the gate and no override was given.
+    """
     store.check_channel(channel)
+    reason = _override_reason(override)
+    if gated is False and channel == LIVE_CHANNEL:
+        raise InvalidInputError(f"{LIVE_CHANNEL!r} is always gated")
     with engine.connect() as conn:
         content = store.content(conn, version)
     _validated(content, version, settings_overrides, extensions)
+
+    def decide(conn: sa.Connection) -> tuple[str, str | None]:
+        why = _gate_refusal(conn, channel, version, gated)
+        if why is None:
+            return "POINT", message
+        if reason is None:
+            raise GateRequiredError(
+                f"channel {channel!r} was not pointed at version {version}: {why}; publish it (the gate "
+                "validates and runs the conversation tests), or give an override with the reason",
+                details={"channel": channel, "version": version, "reason": why})
+        logger.warning("gate override: channel %s -> version %s by %s: %s", channel, version, author, reason)
+        return OVERRIDE_ACTION, f"override: {reason}" + (f" ({message})" if message else "")
+
     return _apply(engine, channel, version, content, author=author, action="POINT", message=message,
-                  migration=migration)
+                  migration=migration, gated=gated, decide=decide)
+
+
+def _override_reason(override: object) -> str | None:
+    if override is None:
+        return None
+    if not isinstance(override, str) or not override.strip():
+        raise InvalidInputError("an override needs its reason: non-empty text saying why the gate is skipped")
+    return override.strip()
+
+
+def _gate_refusal(conn: sa.Connection, channel: str, version: int, gated: bool | None) -> str | None:
+    """Why pointing ``channel`` at ``version`` needs an override (None: it does not)."""
+    current = store.channel(conn, channel)
+    was_gated = channel == LIVE_CHANNEL or (current is not None and current.gated)
+    if gated is False and was_gated:
+        return "it is a gated channel, and ungating it skips the gate from then on"
+    moves = current is None or current.version != version
+    if (was_gated or gated) and moves and not store.passed_gate(conn, version):
+        return (f"it is gated and version {version} never passed the publish gate (it was never published "
+                "on a gated channel)")
+    return None
 
 
 def _validated(content: Mapping[str, Any], number: int, settings_overrides: Mapping[str, Any] | None,
@@ -258,18 +358,24 @@ def _tested(content: Mapping[str, Any], number: int, tests: Sequence[str | Path]
     return tuple(f"{o.file.name}: {o.name}" for o in outcomes)
 
 
+Decision = Callable[[sa.Connection], tuple[str, str | None]]
+"""Decides, under the lock, the action and message of a move (or refuses it by raising)."""
+
+
 def _apply(engine: sa.Engine, channel: str, number: int, content: Mapping[str, Any], *, author: str,
            action: str, message: str | None, tests_passed: tuple[str, ...] = (),
-           migration: str | None = None) -> Publication:
+           migration: str | None = None, gated: bool | None = None, decide: Decision | None = None) -> Publication:
     def write(conn: sa.Connection) -> Publication:
+        done, why = decide(conn) if decide is not None else (action, message)
         if channel == LIVE_CHANNEL:
             _mirror(conn, content)
-        store.point(conn, channel, number, author=author, action=action, message=message,
-                    tests_run=len(tests_passed), migration=migration)
-        return Publication(channel, store.info(conn, number), action, tests_passed)
+        store.point(conn, channel, number, author=author, action=done, message=why,
+                    tests_run=len(tests_passed), migration=migration, gated=gated)
+        return Publication(channel, store.info(conn, number), done, tests_passed)
 
     publication: Publication = _locked(engine, write)
-    logger.info("configuration version %s %s on channel %s by %s", number, action.lower(), channel, author)
+    logger.info("configuration version %s %s on channel %s by %s", number, publication.action.lower(), channel,
+                author)
     return publication
 
 
@@ -278,5 +384,5 @@ def _mirror(conn: sa.Connection, content: Mapping[str, Any]) -> None:
     _replace_rows(conn, coerce_rows(pack_tables(dict(content)), origin="pack").rows)
 
 
-__all__ = ["Publication", "PublishRefusedError", "create_draft", "edit_draft", "point", "publish",
+__all__ = ["DraftNotNamedError", "GateRequiredError", "Publication", "PublishRefusedError", "create_draft", "edit_draft", "point", "publish",
            "record_import", "rollback", "sync_live"]

@@ -134,12 +134,21 @@ class Versions:
         return lifecycle.edit_draft(self.engine, upsert=upsert, delete=delete, author=author, message=message,
                                     **self._build)
 
-    def publish(self, *, channel: str = LIVE_CHANNEL, version: int | None = None,
+    @property
+    def current_draft(self) -> store.VersionInfo:
+        """The draft: its id (version number), author, message and the version it was edited from."""
+        return self.info(self.draft_version)
+
+    def publish(self, *, channel: str = LIVE_CHANNEL, version: int | None = None, draft: int | None = None,
                 tests: Sequence[str | Path] | None = None, author: str = "python",
                 message: str | None = None) -> lifecycle.Publication:
         """Publish the draft (or ``version``) on ``channel`` if it validates and the tests pass
-        (``tests``, else the ones this object was given); raises PublishRefusedError naming why not."""
-        done = lifecycle.publish(self.engine, channel=channel, version=version,
+        (``tests``, else the ones this object was given); raises PublishRefusedError naming why not.
+
+        ``draft`` names the draft published (its version number; DraftNotNamedError when it is not the
+        draft any more). Unnamed, the draft is published only if ``author`` made all its edits since
+        what ``channel`` served: another author's edits are published only by naming the draft."""
+        done = lifecycle.publish(self.engine, channel=channel, version=version, draft=draft,
                                  tests=self.tests if tests is None else tuple(tests), author=author,
                                  message=message, gate=self.gate, **self._build)
         self._on_change()
@@ -154,10 +163,14 @@ class Versions:
         return done
 
     def point(self, channel: str, version: int, *, migration: str | None = None, author: str = "python",
-              message: str | None = None) -> lifecycle.Publication:
+              message: str | None = None, override: str | None = None,
+              gated: bool | None = None) -> lifecycle.Publication:
         """Point an environment channel (``staging``...) at a version, or set its migration policy
-        (``pin`` or ``latest``)."""
+        (``pin`` or ``latest``); ``gated`` makes it serve only versions that passed the publish gate.
+
+        A gated channel (``production`` always) moves only to a version a gated channel published,
+        unless ``override`` says why (kept in its history as ``OVERRIDE``); else GateRequiredError."""
         done = lifecycle.point(self.engine, channel, version, author=author, migration=migration,
-                               message=message, **self._build)
+                               message=message, override=override, gated=gated, **self._build)
         self._on_change()
         return done

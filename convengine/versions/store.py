@@ -19,7 +19,7 @@ from convengine.catalog.errors import ConfigError, ErrorCode, InvalidInputError
 from convengine.config_loader import stamp
 from convengine.config_loader.loader import IMPORT_LOCK_KEY
 from convengine.db.models import CeConfigChannel, CeConfigPublication, CeConfigVersion
-from convengine.versions.content import DRAFT_CHANNEL, MIGRATIONS, canonical, digest
+from convengine.versions.content import DRAFT_CHANNEL, LIVE_CHANNEL, MIGRATIONS, canonical, digest
 
 VERSION = CeConfigVersion.__table__
 CHANNEL = CeConfigChannel.__table__
@@ -31,6 +31,10 @@ TARGET_CHANNEL_PATTERN = "^(?!draft$)[a-z][a-z0-9_-]{0,39}$"
 CHANNEL_NAME = re.compile(CHANNEL_PATTERN)
 MAX_TEXT = 2_000
 """Authors and messages are cut to this many characters."""
+GATE_ACTIONS = ("PUBLISH", "IMPORT")
+"""Moves of a gated channel that mean the version passed the gate (a POINT, ROLLBACK or OVERRIDE does not)."""
+MAX_CHAIN = 10_000
+"""How far back a draft's edits are followed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,14 +55,18 @@ class VersionInfo:
 
 @dataclass(frozen=True, slots=True)
 class Channel:
+    """A channel, the version it serves, its migration policy, whether it is gated (serves only versions
+    that passed the publish gate: ``production`` always) and who moved it last."""
+
     name: str
     version: int
     migration: str = "pin"
     updated_by: str | None = None
+    gated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"channel": self.name, "version": self.version, "migration": self.migration,
-                "updatedBy": self.updated_by}
+                "updatedBy": self.updated_by, "gated": self.gated}
 
 
 class VersionNotFoundError(ConfigError):
@@ -141,9 +149,14 @@ def versions(conn: sa.Connection) -> list[VersionInfo]:
     return [_info(r) for r in conn.execute(sa.select(*_INFO_COLUMNS).order_by(VERSION.c.version_no))]
 
 
+def _channel(row: sa.Row[*tuple[Any, ...]]) -> Channel:
+    gated = bool(row.gated) or row.channel_name == LIVE_CHANNEL
+    return Channel(row.channel_name, row.version_no, row.migration, row.updated_by, gated)
+
+
 def channel(conn: sa.Connection, name: str) -> Channel | None:
     row = conn.execute(sa.select(CHANNEL).where(CHANNEL.c.channel_name == name)).first()
-    return None if row is None else Channel(row.channel_name, row.version_no, row.migration, row.updated_by)
+    return None if row is None else _channel(row)
 
 
 def require_channel(conn: sa.Connection, name: str) -> Channel:
@@ -155,11 +168,36 @@ def require_channel(conn: sa.Connection, name: str) -> Channel:
 
 def channels(conn: sa.Connection) -> list[Channel]:
     rows = conn.execute(sa.select(CHANNEL).order_by(CHANNEL.c.channel_name))
-    return [Channel(r.channel_name, r.version_no, r.migration, r.updated_by) for r in rows]
+    return [_channel(r) for r in rows]
+
+
+def passed_gate(conn: sa.Connection, number: int) -> bool:
+    """Whether a gated channel took version ``number`` through the gate: published there (validated and
+    tested) or imported into the control tables (``production``); an override is not a pass."""
+    gated = sa.select(CHANNEL.c.channel_name).where(CHANNEL.c.gated.is_(True))
+    found = conn.execute(sa.select(PUBLICATION.c.publication_id).where(
+        PUBLICATION.c.version_no == number, PUBLICATION.c.action.in_(GATE_ACTIONS),
+        sa.or_(PUBLICATION.c.channel_name == LIVE_CHANNEL, PUBLICATION.c.channel_name.in_(gated))).limit(1)).first()
+    return found is not None
+
+
+def draft_authors(conn: sa.Connection, number: int, served: set[int]) -> list[tuple[int, str]]:
+    """The versions (number, author) a draft was edited through since the last of ``served`` on its
+    chain of parents, newest first (``served``: what the target channel served)."""
+    chain: list[tuple[int, str]] = []
+    current: int | None = number
+    while current is not None and current not in served and len(chain) < MAX_CHAIN:
+        row = conn.execute(sa.select(VERSION.c.author, VERSION.c.parent_no)
+                           .where(VERSION.c.version_no == current)).first()
+        if row is None:
+            break
+        chain.append((current, row.author))
+        current = row.parent_no
+    return chain
 
 
 def point(conn: sa.Connection, name: str, number: int, *, author: str, action: str, message: str | None = None,
-          tests_run: int = 0, migration: str | None = None) -> Channel:
+          tests_run: int = 0, migration: str | None = None, gated: bool | None = None) -> Channel:
     """Make channel ``name`` serve version ``number`` and log the move; a new stamp tells every
     process (call under :func:`lock`)."""
     info(conn, number)  # exists
@@ -169,6 +207,8 @@ def point(conn: sa.Connection, name: str, number: int, *, author: str, action: s
     values = {"version_no": number, "updated_by": _text(author, "author"), "updated_at": datetime.now(UTC)}
     if migration is not None:
         values["migration"] = migration
+    if gated is not None:
+        values["gated"] = gated
     if current is None:
         conn.execute(sa.insert(CHANNEL).values(channel_name=name, migration=migration or "pin", **{
             k: v for k, v in values.items() if k != "migration"}))

@@ -93,3 +93,25 @@ async def test_user_id_over_http_is_checked(db_url: str, world: Any) -> None:
             refused = await client.post(MESSAGE, json={"message": "hello", "userId": bad}, headers=as_("alice"))
             assert refused.status_code == 422 and refused.json()["errorCode"] == "INVALID_INPUT"
         assert_unchanged(before, world())
+
+
+async def test_a_callers_input_params_cannot_write_a_users_long_term_memory(db_url: str) -> None:
+    """inputParams are the caller's: a long-term name among them is saved only where the pack says
+    ``long_term_from_caller``, and then only for the caller's own user."""
+    rules = [{**RULES[0], "action": "SET_INPUT_PARAM", "action_value": "language:fr"}]
+    async with served(db_url, pack(ce_rule=rules, settings=MEMORY)) as client:
+        body = {"message": "hello", "userId": "ana", "inputParams": {"language": "xx"}}
+        assert (await client.post(MESSAGE, json=body, headers=as_("mallory"))).status_code == 200
+        assert (await client.post(MESSAGE, json={**body, "message": "a loan in french"},
+                                  headers=as_("alice"))).status_code == 200
+        read = await client.get("/api/v1/users/properties", params={"userId": "ana"}, headers=as_("mallory"))
+        assert read.json()["properties"] == {}  # mallory's ana: the caller's param was not saved
+        read = await client.get("/api/v1/users/properties", params={"userId": "ana"}, headers=as_("alice"))
+        assert read.json()["properties"] == {"language": "fr"}  # alice's ana: the rule's value, not the param's
+    allowed = {"conversation_memory": {**MEMORY["conversation_memory"], "long_term_from_caller": ["language"]}}
+    async with served(db_url, pack(settings=allowed)) as client:
+        body = {"message": "hello", "userId": "ben", "inputParams": {"language": "de"}}
+        assert (await client.post(MESSAGE, json=body, headers=as_("mallory"))).status_code == 200
+        mine = await client.get("/api/v1/users/properties", params={"userId": "ben"}, headers=as_("mallory"))
+        theirs = await client.get("/api/v1/users/properties", params={"userId": "ben"}, headers=as_("alice"))
+        assert mine.json()["properties"] == {"language": "de"} and theirs.json()["properties"] == {}

@@ -28,10 +28,14 @@ def test_the_lifecycle_from_the_terminal(db_url: str, tmp_path: Path) -> None:
     assert WARM in simulated.stdout, simulated.stderr
     assert "Hello there" in cli("chat", *url, "--llm", "none", stdin="hello\n").stdout
 
-    refused = cli("pack", "publish", *url, "--tests", str(tests))
+    refused = cli("pack", "publish", *url, "--tests", str(tests), "--draft", "2")
     assert refused.returncode == 1 and "PUBLISH_REFUSED" in refused.stderr
     assert "the greeting is kept" in refused.stderr and "payload: expected 'Hello there'" in refused.stderr
-    published = cli("pack", "publish", *url)
+    unnamed = cli("pack", "publish", *url, "--author", "bob")  # ann's edits: bob must name the draft
+    assert unnamed.returncode == 1 and "DRAFT_NOT_NAMED" in unnamed.stderr and "ann" in unnamed.stderr
+    walked = cli("pack", "channel", "production", "draft", *url)
+    assert walked.returncode == 1 and "GATE_REQUIRED" in walked.stderr and "version 2" in walked.stderr
+    published = cli("pack", "publish", *url, "--author", "bob", "--draft", "2")
     assert published.returncode == 0 and "published version 2 on production" in published.stdout
     assert WARM in cli("chat", *url, "--llm", "none", stdin="hello\n").stdout
 

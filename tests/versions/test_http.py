@@ -65,8 +65,13 @@ async def test_the_lifecycle_over_http(db_url: str, tmp_path: Path) -> None:
         assert refused.status_code == 409 and refused.json()["errorCode"] == "PUBLISH_REFUSED"
         assert refused.json()["details"] == [{"failedTest": "greet.conv.yaml: the greeting is kept"}]
 
-        forced = await client.put(f"{VERSIONS}/channels/production", json={"version": v2}, headers=ADMIN)
-        assert forced.status_code == 200 and forced.json()["action"] == "POINT"
+        walked = await client.put(f"{VERSIONS}/channels/production", json={"version": v2}, headers=ADMIN)
+        assert walked.status_code == 409 and walked.json()["errorCode"] == "GATE_REQUIRED"
+        assert f"version {v2}" in walked.json()["message"] and "never passed the publish gate" in walked.json()["message"]
+        assert (await say(client, "hello"))["payload"]["value"] == "Hello there"
+        forced = await client.put(f"{VERSIONS}/channels/production",
+                                  json={"version": v2, "override": "hotfix, tests fixed tomorrow"}, headers=ADMIN)
+        assert forced.status_code == 200 and forced.json()["action"] == "OVERRIDE"
         assert (await say(client, "hello"))["payload"]["value"] == WARM
         assert (await say(client, "hello", first["conversationId"]))["payload"]["value"] == "Hello there"
 
@@ -78,4 +83,5 @@ async def test_the_lifecycle_over_http(db_url: str, tmp_path: Path) -> None:
         edited = await client.patch(f"{VERSIONS}/draft", json={"delete": {"ce_intent": ["NOPE"]}}, headers=ADMIN)
         assert edited.status_code == 422 and "no row" in edited.json()["message"]
         history = (await client.get(f"{VERSIONS}/history", params={"channel": "production"}, headers=ADMIN)).json()
-        assert [h["action"] for h in history][-2:] == ["POINT", "ROLLBACK"]
+        assert [h["action"] for h in history][-2:] == ["OVERRIDE", "ROLLBACK"]
+        assert history[-2]["author"] == "sso:admin" and history[-2]["message"] == "override: hotfix, tests fixed tomorrow"
