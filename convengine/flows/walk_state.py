@@ -4,6 +4,7 @@ between flows is :mod:`convengine.flows.call_stack`."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,24 @@ NEXT = Result("next")
 WAIT = Result("wait")
 
 
+@dataclass(frozen=True, slots=True)
+class WalkStages:
+    """The audit stages a walk writes and the payload key naming the graph: the conversation flows'
+    (``FLOW_*``, ``flow``) or the workflow runtime's (``workflow.*``, ``workflow``)."""
+
+    key: str = "flow"
+    started: str = stages.FLOW_STARTED
+    node: str = stages.FLOW_NODE
+    waiting: str = stages.FLOW_WAITING
+    completed: str = stages.FLOW_COMPLETED
+    returned: str = stages.FLOW_RETURNED
+    routed: str | None = None
+    """Audited when an edge is chosen (the flows do not audit it)."""
+
+
+FLOW_STAGES = WalkStages()
+
+
 @dataclass
 class Walk:
     """Mutable for one turn; what it holds in ``data`` is checkpointed as ``EngineState['flow']``."""
@@ -54,6 +73,10 @@ class Walk:
     steps: int = 0
     last_service: Any = None
     trace: list[dict[str, Any]] = field(default_factory=list)
+    handlers: Mapping[str, Any] | None = None
+    """What each node type does (None: the conversation flows' node types); the workflow runtime
+    passes its own."""
+    names: WalkStages = FLOW_STAGES
 
     # --- position -----------------------------------------------------------------------
 
