@@ -28,7 +28,7 @@
               tool_calls: {crm.lookup: 1}     # counts, or a list of the expected args per call
               error: LLM_TIMEOUT              # the turn must fail with this code
               flow: {at: LOAN/ask_amount, vars: {amount: 5000}}   # flow position ("root": none) and session.*
-              workflow: {at: SUPPORT/helper, vars: {order: {status: shipped}}}   # the same, of the workflow runtime
+              workflow: {at: root, vars: {order.status: shipped}}   # the same, of the workflow runtime
           - event: welcome                    # instead of user: the bot speaks first (or handoff_resume)
 """
 

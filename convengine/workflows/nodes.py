@@ -10,7 +10,7 @@ from typing import Any
 from convengine.catalog import flows as flow_vocab
 from convengine.catalog import stages
 from convengine.catalog import workflows as vocab
-from convengine.catalog.errors import ConvEngineError
+from convengine.catalog.errors import ConvEngineError, ErrorCode
 from convengine.config.flows import Flow
 from convengine.config.records import FlowEdgeRecord, FlowNodeRecord
 from convengine.flows import nodes as flow_nodes
@@ -57,9 +57,11 @@ async def tool(walk: Walk, workflow: Flow, node: FlowNodeRecord, mode: str) -> R
     audit["args"] = args
     try:
         result = await runner.execute(walk.turn, row, args)
-    except ConvEngineError as exc:
-        walk.turn.audit(stages.WORKFLOW_TOOL_EXECUTED, {**audit, "status": "ERROR", "errorCode": exc.code.value,
-                                                        "message": redact_text(exc.message)})
+    except Exception as exc:  # noqa: BLE001 - a tool's failure takes the node's error edge
+        code = exc.code if isinstance(exc, ConvEngineError) else ErrorCode.TOOL_EXECUTION_FAILED
+        message = exc.message if isinstance(exc, ConvEngineError) else f"{type(exc).__name__}: {exc}"
+        walk.turn.audit(stages.WORKFLOW_TOOL_EXECUTED, {**audit, "status": "ERROR", "errorCode": code.value,
+                                                        "message": redact_text(message)})
         return Result("next", flow_vocab.ERROR)
     walk.variables[variable] = result
     walk.last_service = result
