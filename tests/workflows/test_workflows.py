@@ -138,3 +138,4 @@ async def test_a_router_loop_stops_at_the_step_guard_and_keeps_nothing(db_url: s
     async with engine_on(db_url, data, llm=ScriptedLLM({}, default=NO_INTENT)) as engine:
         with pytest.raises(ConvEngineError, match="more than 64 node steps"):
             await engine.aprocess("go on")
+
