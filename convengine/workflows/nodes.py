@@ -45,7 +45,6 @@ async def tool(walk: Walk, workflow: Flow, node: FlowNodeRecord, mode: str) -> R
     kept at ``session.<variable>`` (default the node id); ``error`` edge when it fails."""
     config = _config(node)
     code, variable = str(config["tool"]), str(config.get("variable") or node.node_id)
-    audit = {"workflow": workflow.code, "node": node.node_id, "tool": code, "variable": variable}
     runner = walk.turn.ctx.services.tools
     row = runner.find(walk.turn, code) if runner is not None else None
     if runner is None or row is None:
@@ -54,7 +53,7 @@ async def tool(walk: Walk, workflow: Flow, node: FlowNodeRecord, mode: str) -> R
     args = walk.render(config.get("args") or {}, _where(workflow, node))
     if not isinstance(args, dict):
         raise FlowError(f"{_where(workflow, node)}: args must be a JSON object")
-    audit["args"] = args
+    audit = {"workflow": workflow.code, "node": node.node_id, "tool": code, "variable": variable, "args": args}
     try:
         result = await runner.execute(walk.turn, row, args)
     except Exception as exc:  # noqa: BLE001 - a tool's failure takes the node's error edge

@@ -35,9 +35,9 @@ def test_the_example_workflows_are_valid() -> None:
 def test_node_types_the_runtime_does_not_run_are_refused(node_type: str) -> None:
     found = refusals([node("W", "in", "trigger"), node("W", "odd", node_type, variable="x", code="1"),
                       node("W", "end", "end")], chain("W", "in", "odd", "end"))
-    assert found == [f"ce_flow_node[#2 (row 2, no flow_node_id)].node_type: workflow W node odd: node type {node_type!r} is not "
+    assert found == [(f"ce_flow_node[#2 (row 2, no flow_node_id)].node_type: workflow W node odd: node type {node_type!r} is not "
                      "run by the workflow runtime (refused: datastore, human, parallel, script, set, wait) "
-                     "(rule: unsupported-node-type)"]
+                     "(rule: unsupported-node-type)")]
 
 
 def test_an_entry_that_reaches_no_agent_knowledge_or_end_is_refused() -> None:
@@ -47,14 +47,14 @@ def test_an_entry_that_reaches_no_agent_knowledge_or_end_is_refused() -> None:
                      [edge("W", "in", "route"), edge("W", "route", "look"), edge("W", "other", "end")],
                      [workflow("W", entry_node="in")])
     assert [v for v in found if "reaches" in v] == [
-        "ce_flow_node[#1 (row 1, no flow_node_id)].node_id: workflow W node in: no agent, knowledge or end node is reachable "
-        "from this entry (rule: reaches-agent-knowledge-or-end)"]
+        ("ce_flow_node[#1 (row 1, no flow_node_id)].node_id: workflow W node in: no agent, knowledge or end node is reachable "
+        "from this entry (rule: reaches-agent-knowledge-or-end)")]
 
 
 @pytest.mark.parametrize(("nodes", "edges", "workflows", "expected"), [
     ([node("W", "a", "router"), node("W", "end", "end")], [edge("W", "a", "end")], None,
-     "ce_flow[W].entry_node: workflow W: needs one entry: a single trigger or root_agent node, or entry_node "
-     "naming where a conversation starts (found 0) (rule: entry)"),
+     ("ce_flow[W].entry_node: workflow W: needs one entry: a single trigger or root_agent node, or entry_node "
+     "naming where a conversation starts (found 0) (rule: entry)")),
     ([node("W", "a", "trigger"), node("W", "b", "trigger"), node("W", "end", "end")],
      [edge("W", "a", "end"), edge("W", "b", "end")], None, "(found 2) (rule: entry)"),
     ([node("W", "in", "trigger"), node("W", "end", "end")], [edge("W", "in", "gone")], None,
@@ -86,8 +86,8 @@ def test_structural_refusals(nodes: list[dict[str, Any]], edges: list[dict[str, 
 def test_the_root_workflow_setting_must_name_a_workflow() -> None:
     found = refusals([node("W", "in", "trigger"), node("W", "end", "end")], [edge("W", "in", "end")],
                      **{"root-workflow": "GONE"})
-    assert found == ["settings[flows.root-workflow]: root workflow 'GONE' is not an enabled ce_flow row of kind "
-                     "workflow (rule: entry)"]
+    assert found == [("settings[flows.root-workflow]: root workflow 'GONE' is not an enabled ce_flow row of kind "
+                     "workflow (rule: entry)")]
 
 
 def test_a_subflow_may_not_name_a_workflow_and_kinds_are_checked() -> None:

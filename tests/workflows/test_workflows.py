@@ -28,7 +28,7 @@ NO_INTENT = {"intent": None, "confidence": 0}
 
 def routes(events: list[Any]) -> list[tuple[str, str, str | None]]:
     return [(e.payload["from"], e.payload["to"], e.payload["condition"]) for e in events
-            if e.stage == "workflow.routed"]
+            if e.stage == "WORKFLOW_ROUTED"]
 
 
 async def test_routing_by_condition_on_text_and_on_variables(db_url: str) -> None:
@@ -69,7 +69,7 @@ async def test_tool_node_runs_through_the_tool_bridge_and_is_traced(db_url: str)
         cid = late.conversation_id
         assert late.text == "Order B2 is late.\nAnything else?"
         assert seen == [{"text": "order B2 please"}]
-        [traced] = [e for e in await turn_events(engine, cid) if e.stage == "workflow.tool.executed"]
+        [traced] = [e for e in await turn_events(engine, cid) if e.stage == "WORKFLOW_TOOL_EXECUTED"]
         assert traced.payload == {"workflow": "ORDER", "node": "lookup", "tool": "orders.status", "variable": "order",
                                   "args": {"text": "order B2 please"}, "status": "OK",
                                   "result": {"id": "B2", "status": "late"}}
@@ -77,7 +77,7 @@ async def test_tool_node_runs_through_the_tool_bridge_and_is_traced(db_url: str)
 
         failed = await engine.aprocess("order again?", cid)  # the tool raises: the error edge
         assert failed.text == "The order service is down.\nAnything else?"
-        [traced] = [e for e in await turn_events(engine, cid) if e.stage == "workflow.tool.executed"]
+        [traced] = [e for e in await turn_events(engine, cid) if e.stage == "WORKFLOW_TOOL_EXECUTED"]
         assert traced.payload["status"] == "ERROR" and traced.payload["errorCode"]
         assert ("lookup", "failed", None) in routes(await turn_events(engine, cid))
 
@@ -97,18 +97,18 @@ async def test_sub_workflow_is_entered_at_its_first_runnable_node_and_returns(db
         cid = asked.conversation_id
         assert asked.text == "Your name?"
         assert position(await engine.astate(cid)) == [("MAIN", "ask", "return"), ("SURVEY", "agent", "wait")]
-        assert_in_order(await turn_stages(engine, cid), ["workflow.started", "workflow.call", "workflow.started",
-                                                          "workflow.waiting"])
-        started = [e.payload for e in await turn_events(engine, cid) if e.stage == "workflow.started"]
+        assert_in_order(await turn_stages(engine, cid), ["WORKFLOW_STARTED", "WORKFLOW_CALL", "WORKFLOW_STARTED",
+                                                          "WORKFLOW_WAITING"])
+        started = [e.payload for e in await turn_events(engine, cid) if e.stage == "WORKFLOW_STARTED"]
         assert started[1] == {"workflow": "SURVEY", "entry": "begin", "depth": 2, "cause": "SUBFLOW",
                               "caller": "MAIN"}
 
         done = await engine.aprocess("Ann", cid)
         assert done.text == "Noted.\nThanks!"
         assert position(await engine.astate(cid)) == []
-        assert_in_order(await turn_stages(engine, cid), ["workflow.completed", "workflow.returned",
-                                                          "workflow.completed"])
-        returned = [e.payload for e in await turn_events(engine, cid) if e.stage == "workflow.returned"]
+        assert_in_order(await turn_stages(engine, cid), ["WORKFLOW_COMPLETED", "WORKFLOW_RETURNED",
+                                                          "WORKFLOW_COMPLETED"])
+        returned = [e.payload for e in await turn_events(engine, cid) if e.stage == "WORKFLOW_RETURNED"]
         assert returned == [{"workflow": "MAIN", "node": "ask", "mode": "return"}]
 
 
@@ -122,11 +122,11 @@ async def test_an_intent_mapped_to_a_workflow_enters_it_and_flows_keep_their_int
         rates = await engine.aprocess("a loan please")
         cid = rates.conversation_id
         assert rates.text == "Rates are 5%."
-        started = [e.payload for e in await turn_events(engine, cid) if e.stage == "workflow.started"]
+        started = [e.payload for e in await turn_events(engine, cid) if e.stage == "WORKFLOW_STARTED"]
         assert started == [{"workflow": "RATES", "entry": "in", "depth": 1, "cause": "INTENT"}]
         hello = await engine.aprocess("hello", cid)
         assert hello.text == "Hello from the flow."
-        assert "workflow.started" not in await turn_stages(engine, cid)
+        assert "WORKFLOW_STARTED" not in await turn_stages(engine, cid)
 
 
 async def test_a_router_loop_stops_at_the_step_guard_and_keeps_nothing(db_url: str) -> None:
