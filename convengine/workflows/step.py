@@ -22,7 +22,7 @@ RESPONSE_TYPE = "WORKFLOW"
 def _flows_take(turn: Turn) -> bool:
     """A conversation flow is active, handed off, answers a turn event, or serves the turn's intent."""
     data = turn.get(keys.FLOW) or {}
-    return bool(data.get("stack") or data.get("handoff") or flows_step._event(turn)
+    return bool(data.get("stack") or data.get("handoff") or flows_step.turn_event(turn)
                 or catalog_of(turn.snapshot).for_intent(turn.intent) is not None)
 
 
@@ -55,7 +55,7 @@ async def step(turn: Turn) -> None:
 def _skip(turn: Turn) -> SkipAudit | None:
     if _workflow_takes(turn):
         return None
-    return flows_step._skip(turn)
+    return flows_step.skip_without_flow(turn)
 
 
 def position(state: dict[str, Any]) -> list[tuple[str, str, str]]:
