@@ -111,6 +111,14 @@ async def test_sub_workflow_is_entered_at_its_first_runnable_node_and_returns(db
         returned = [e.payload for e in await turn_events(engine, cid) if e.stage == "WORKFLOW_RETURNED"]
         assert returned == [{"workflow": "MAIN", "node": "ask", "mode": "return"}]
 
+        await engine.aprocess("start again", cid)  # waits in SURVEY again; a reset forgets that position
+        restarted = await engine.aprocess("start over", cid, reset=True)
+        assert restarted.text == "Your name?"
+        [reset] = [e.payload for e in await turn_events(engine, cid) if e.stage == "WORKFLOW_RESET"]
+        assert position({"workflow": reset}) == [("MAIN", "ask", "return"), ("SURVEY", "agent", "wait")]
+        started = [e.payload["cause"] for e in await turn_events(engine, cid) if e.stage == "WORKFLOW_STARTED"]
+        assert started == ["ROOT", "SUBFLOW"]  # entered anew at the root's trigger
+
 
 async def test_an_intent_mapped_to_a_workflow_enters_it_and_flows_keep_their_intents(db_url: str) -> None:
     nodes = [node("RATES", "in", "trigger"), node("RATES", "say", "end", text="Rates are 5%."),
