@@ -55,7 +55,7 @@ def _make_node(flow: Flow, node: FlowNodeRecord) -> Any:
         edge = select_edge(walk, flow, node.node_id, result.outcome)
         if edge is None:
             if result.outcome in FAILURE_OUTCOMES or flow.out(node.node_id):
-                raise FlowError(f"flow {flow.code} node {node.node_id}: no edge for outcome "
+                raise FlowError(f"{walk.names.key} {flow.code} node {node.node_id}: no edge for outcome "
                                 f"{result.outcome or 'default'} whose condition holds")
             return Command(goto=END, update={"result": {"kind": "end", "node": node.node_id}})
         if walk.names.routed:

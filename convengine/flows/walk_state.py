@@ -108,11 +108,11 @@ class Walk:
         """Count a node step; over the limit the turn fails (nothing of it is kept)."""
         self.steps += 1
         if self.steps > self.max_steps:
-            self.turn.audit(stages.FLOW_STEP_LIMIT, {"flow": flow.code, "node": node_id, "limit": self.max_steps})
+            self.turn.audit(stages.FLOW_STEP_LIMIT, {self.names.key: flow.code, "node": node_id, "limit": self.max_steps})
             raise FlowStepLimitError(
-                f"flow {flow.code} took more than {self.max_steps} node steps in one turn (at node {node_id}); "
+                f"{self.names.key} {flow.code} took more than {self.max_steps} node steps in one turn (at node {node_id}); "
                 "the turn was stopped and the conversation left as it was (settings flows.max_steps_per_turn)",
-                details={"flow": flow.code, "node": node_id, "limit": self.max_steps})
+                details={self.names.key: flow.code, "node": node_id, "limit": self.max_steps})
 
     # --- output -------------------------------------------------------------------------
 

@@ -144,6 +144,11 @@ async def test_a_router_loop_stops_at_the_step_guard_and_keeps_nothing(db_url: s
                                                                     priority=1), edge("LOOP", "b", "a")]
     data = workflows_pack([workflow("LOOP")], nodes, edges, root="LOOP", ce_mcp_tool=ORDER_TOOL)
     async with engine_on(db_url, data, llm=ScriptedLLM({}, default=NO_INTENT)) as engine:
-        with pytest.raises(ConvEngineError, match="more than 64 node steps"):
-            await engine.aprocess("go on")
+        cid = (await engine.aprocess("stop")).conversation_id  # text == 'stop' leaves the loop
+        before = (await engine.astate(cid)).get("workflow")
+        with pytest.raises(ConvEngineError, match="workflow LOOP took more than 64 node steps in one turn"):
+            await engine.aprocess("go on", cid)
+        assert (await engine.astate(cid)).get("workflow") == before
+        [limit] = [e.payload for e in await engine.aaudit(cid) if e.stage == "FLOW_STEP_LIMIT"]
+        assert (limit["workflow"], limit["limit"]) == ("LOOP", 64)
 
