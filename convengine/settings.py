@@ -445,6 +445,9 @@ class FlowsSettings(_Section):
     what the host has (a separate process, resource limits, an audit hook, seccomp when present)."""
     welcome_flow: str | None = None
     """The flow a conversation started with ``Engine.start`` (the welcome event) runs."""
+    root_workflow: str | None = None
+    """A workflow (``ce_flow`` of kind ``workflow``) that answers every message no flow or intent-mapped
+    workflow takes: the assistant is that workflow graph (see docs/workflows.md)."""
     small_talk_intents: list[str] = Field(default_factory=list)
     """Intents that are small-talk topics: their classifiers are scored before every other intent's."""
     small_talk_min_score: float = Field(0.5, ge=0.0, le=1.0)

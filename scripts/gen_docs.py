@@ -79,6 +79,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("ce_mcp_tool", "tool_group"): ", ".join(f"`{g}`" for g in vocab.TOOL_GROUPS)
     + "; aliases " + ", ".join(f"`{a}`" for a in vocab.TOOL_GROUP_ALIASES) + "; blank → `DB`",
     ("ce_verbose", "step_match"): ", ".join(f"`{t}`" for t in VERBOSE_STEP_MATCHES),
+    ("ce_flow", "kind"): "`flow` (a conversation flow) or `workflow` (a workflow graph: [Workflows](../workflows.md))",
 }
 
 SCOPE_NOTE = "an enabled `ce_intent` code, or `ANY`"
@@ -447,8 +448,8 @@ LAYER_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      ("cli", "api | studio | testing", "console")),
     ("Engine", "opening, running turns, the commit, reloads, feedback, conversation tests, the publish gate",
      ("engine",)),
-    ("Turn", "the graph, memory, flows, the steps, the LLM gateway, tool executors",
-     ("graph | memory", "flows", "nodes", "llm | tools")),
+    ("Turn", "the graph, memory, workflows, flows, the steps, the LLM gateway, tool executors",
+     ("graph | memory", "workflows", "flows", "nodes", "llm | tools")),
     ("Configuration and rules", "versions, pack reading and checks, templates, rules (pure), the config model",
      ("versions", "config_loader", "templates", "rules", "config")),
     ("Storage", "ce_* tables, migrations, checkpoints, the turn's commit, knowledge bases",

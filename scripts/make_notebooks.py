@@ -344,6 +344,74 @@ engine.close()'''),
 ]
 
 
+WORKFLOWS = [
+    new_markdown_cell('''# Workflows
+
+A workflow is a graph that decides what the assistant does without intent matching: every message
+enters at a `trigger`, a `router` picks the next node by each edge's `condition.expr` (on the user's
+text and the variables), `tool` nodes run registered tools through the engine's tool bridge, a
+`workflow` node hands over to a sub-workflow and comes back, and agents, knowledge and `end` nodes
+answer. This notebook runs the support assistant of `examples/workflows_assistant.yaml` with a
+scripted model and a Python handler for its tool.'''),
+    new_code_cell(SETUP),
+    new_code_cell('''ORDERS = {"1234": {"order_id": "1234", "status": "shipped"},
+          "77": {"order_id": "77", "status": "delayed", "eta": "Monday"}}
+
+
+def order_status(args):
+    """The tool the ORDER_STATUS workflow's tool node runs (registered for ce_mcp_tool orders.status)."""
+    number = "".join(ch for ch in str(args["order_id"]) if ch.isdigit())
+    if number not in ORDERS:
+        raise LookupError(f"no order {number}")
+    return ORDERS[number]
+
+
+def answer(text):
+    return {"action": "ANSWER", "answer": text, "tool_code": None, "args": None, "operation_tag": None}
+
+
+llm = ScriptedLLM({"MCP_PLANNER": [answer("Happy to help: ask me about an order or our opening hours."),
+                                   answer("You are welcome!"),
+                                   answer("Welcome back! Your orders are on their way.")]},
+                  default={"intent": None, "confidence": 0})
+engine = Engine.open(f"sqlite:///{workdir / 'workflows.db'}", pack=EXAMPLES / "workflows_assistant.yaml",
+                     llm=llm, tools={"orders.status": order_status})
+print(engine.knowledge.ingest("faq", [EXAMPLES / "faq"]))'''),
+    new_markdown_cell("## Routing by the user's text, a tool node and a sub-workflow"),
+    new_code_cell('''first = engine.process("hi")
+print("bot>", first.text)
+cid, replies = first.conversation_id, []
+for message in ["where is my order 1234?", "and order 77?", "order 5?", "when are you open?", "thanks"]:
+    result = engine.process(message, cid)
+    print(f"you> {message}\\nbot> {result.text}")
+    replies.append(result.text)
+assert replies[:3] == ["Order 1234 is shipped.", "Order 77 is delayed; it should ship by Monday.",
+                       "I could not look that order up; please check the number."]
+order = [e.payload for e in engine.audit(cid) if e.stage == "WORKFLOW_TOOL_EXECUTED"]
+[(o["args"], o["status"]) for o in order]'''),
+    new_markdown_cell('''## Routing by a variable
+
+The router's edge `user.tier == 'gold'` reads the conversation's input params: a gold customer
+goes to the concierge agent.'''),
+    new_code_cell('''gold = engine.process("hello", input_params={"tier": "gold"})
+print(gold.text)
+assert gold.text == "Welcome back! Your orders are on their way."
+[(e.payload["from"], e.payload["to"], e.payload["condition"]) for e in engine.audit(gold.conversation_id)
+ if e.stage == "WORKFLOW_ROUTED"]'''),
+    new_markdown_cell("## The path of one turn, and the graphs"),
+    new_code_cell('''turn = engine.process("is order 1234 here yet?", cid)
+for event in engine.audit(cid)[-40:]:
+    if event.stage.startswith("WORKFLOW_"):
+        print(event.stage, {k: v for k, v in event.payload.items() if k in ("workflow", "node", "to", "tool", "status")})
+engine.state(cid)["workflow"]["vars"]["order"]'''),
+    new_code_cell('''from convengine.flows.display import attach_flows
+
+view = attach_flows(engine.graph, engine.snapshot).get_graph(xray=True)
+sorted(n for n in view.nodes if n.startswith("flow:"))'''),
+    new_code_cell('''engine.close()'''),
+]
+
+
 def write(name: str, cells: list) -> None:
     for number, cell in enumerate(cells, start=1):
         cell["id"] = f"cell-{number:02d}"  # stable ids: regenerating changes only what was edited
@@ -361,3 +429,4 @@ if __name__ == "__main__":
     write("05_knowledge.ipynb", KNOWLEDGE)
     write("06_memory.ipynb", MEMORY)
     write("07_flows.ipynb", FLOWS)
+    write("08_workflows.ipynb", WORKFLOWS)

@@ -180,6 +180,12 @@ async def turn_graph(engine: EngineDep, _: AdminDep) -> Response:
     return Response(graphs.turn_graph_svg(engine.graph), media_type="image/svg+xml", headers=SECURITY_HEADERS)
 
 
+@router.get("/console/api/config/workflows.svg", tags=["console"], response_class=Response, responses=SVG)
+async def workflow_graph(engine: EngineDep, _: AdminDep) -> Response:
+    """The configuration's workflows: nodes, edges with their conditions, sub-workflow hand-overs (admin)."""
+    return Response(graphs.workflow_graph_svg(engine.snapshot), media_type="image/svg+xml", headers=SECURITY_HEADERS)
+
+
 async def _audit(engine: Engine, cid: str) -> list[Any]:
     try:
         return await engine.aaudit(cid)

@@ -257,6 +257,23 @@ FLOW_HANDOFF_RESUMED = _stage("FLOW_HANDOFF_RESUMED", _A, "the flow resumed afte
 FLOW_STEP_LIMIT = _stage("FLOW_STEP_LIMIT", _A, "the walk hit its per-turn node limit")
 FLOW_RESET = _stage("FLOW_RESET", _A, "the flow position was cleared")
 
+# --- workflow graph runtime -------------------------------------------------------------
+_A = "workflows"
+WORKFLOW_STARTED = _stage("WORKFLOW_STARTED", _A, "a workflow was entered (`workflow`, `entry`, `cause`: root, "
+                          "intent or sub-workflow)")
+WORKFLOW_NODE = _stage("WORKFLOW_NODE", _A, "a workflow node ran (`workflow`, `node`, `type`)")
+WORKFLOW_ROUTED = _stage("WORKFLOW_ROUTED", _A, "a successor was chosen (`workflow`, `from`, `to`, `condition`: the "
+                         "edge's condition.expr that held, or none for the default edge)")
+WORKFLOW_TOOL_EXECUTED = _stage("WORKFLOW_TOOL_EXECUTED", _A, "a tool node ran its tool through the tool bridge (the "
+                                "`workflow.tool.executed` trace event) "
+                                "(`workflow`, `node`, `tool`, `status`: OK or ERROR, `variable`)")
+WORKFLOW_CALL = _stage("WORKFLOW_CALL", _A, "a workflow node handed over to a sub-workflow (`workflow`, `node`, "
+                       "`subWorkflow`)")
+WORKFLOW_WAITING = _stage("WORKFLOW_WAITING", _A, "the workflow waits for the user's next message")
+WORKFLOW_RETURNED = _stage("WORKFLOW_RETURNED", _A, "a sub-workflow ended and its caller goes on")
+WORKFLOW_COMPLETED = _stage("WORKFLOW_COMPLETED", _A, "a workflow reached an end node")
+WORKFLOW_RESET = _stage("WORKFLOW_RESET", _A, "the workflow position was cleared")
+
 # --- outside a turn ---------------------------------------------------------------------
 _A = "outside a turn"
 MCP_USER_FEEDBACK = _stage("MCP_USER_FEEDBACK", _A, "thumbs up/down on a conversation (from the feedback API)")

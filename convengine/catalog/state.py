@@ -61,6 +61,9 @@ class ConversationState(TypedDict, total=False):
     flow: dict[str, Any]
     """The conversation flows' position: call ``stack`` (flow, node, mode), ``vars`` (session.*),
     entity ``attempts`` and ``handoff`` (see convengine.flows)."""
+    workflow: dict[str, Any]
+    """The workflow graph runtime's position, shaped like ``flow``: call ``stack`` (workflow, node,
+    mode), ``vars`` (session.*) (see convengine.workflows)."""
 
 
 class TurnState(TypedDict, total=False):
@@ -106,6 +109,7 @@ TURN: Final = "turn"
 RECENT_TURNS: Final = "recent_turns"
 SCHEMA_SCOPE: Final = "schema_scope"
 FLOW: Final = "flow"
+WORKFLOW: Final = "workflow"
 TURN_INPUT: Final = "turn_input"
 USER_TEXT: Final = "user_text"
 STANDALONE_QUERY: Final = "standalone_query"

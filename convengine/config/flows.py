@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from convengine.catalog import flows as vocab
+from convengine.catalog import workflows as wf_vocab
 from convengine.config.records import FlowEdgeRecord, FlowNodeRecord, FlowRecord
 from convengine.config.snapshot import ConfigSnapshot
 
@@ -24,10 +25,18 @@ class Flow:
         return self.record.flow_code
 
     @property
+    def is_workflow(self) -> bool:
+        return self.record.kind == wf_vocab.KIND_WORKFLOW
+
+    @property
     def entry(self) -> str | None:
-        """The entry node: the configured one, else the only ``start`` (or ``intent``) node."""
+        """The entry node: the configured one, else the only ``start`` (or ``intent``) node; a
+        workflow's only trigger or root agent."""
         if self.record.entry_node:
             return self.record.entry_node
+        if self.is_workflow:
+            entries = [n.node_id for n in self.nodes.values() if n.node_type in wf_vocab.ENTRY_TYPES]
+            return entries[0] if len(entries) == 1 else None
         starts = [n.node_id for n in self.nodes.values() if n.node_type == vocab.START]
         if not starts:
             starts = [n.node_id for n in self.nodes.values() if n.node_type == vocab.INTENT]
@@ -51,8 +60,9 @@ class FlowCatalog:
 
     @classmethod
     def build(cls, flows: Iterable[FlowRecord], nodes: Iterable[FlowNodeRecord],
-              edges: Iterable[FlowEdgeRecord]) -> FlowCatalog:
-        enabled = {f.flow_code: f for f in flows if f.enabled}
+              edges: Iterable[FlowEdgeRecord], *, kind: str = wf_vocab.KIND_FLOW) -> FlowCatalog:
+        """The enabled flows of one ``kind``: conversation flows, or workflow graphs."""
+        enabled = {f.flow_code: f for f in flows if f.enabled and f.kind == kind}
         node_map: dict[str, dict[str, FlowNodeRecord]] = {code: {} for code in enabled}
         for node in nodes:
             if node.enabled and node.flow_code in node_map:
@@ -99,15 +109,22 @@ def _edge_order(edge: FlowEdgeRecord) -> tuple[Any, ...]:
     return (edge.condition is None and edge.outcome is None, edge.priority, edge.flow_edge_id)
 
 
-_CACHE: dict[str, FlowCatalog] = {}
+_CACHE: dict[tuple[str, str], FlowCatalog] = {}
 
 
-def catalog_of(snapshot: ConfigSnapshot) -> FlowCatalog:
-    """The catalog of a snapshot, built once per configuration version."""
-    found = _CACHE.get(snapshot.version)
+def catalog_of(snapshot: ConfigSnapshot, kind: str = wf_vocab.KIND_FLOW) -> FlowCatalog:
+    """The conversation flows (or, with ``kind="workflow"``, the workflow graphs) of a snapshot, built
+    once per configuration version."""
+    key = (snapshot.version, kind)
+    found = _CACHE.get(key)
     if found is None:
-        found = FlowCatalog.build(snapshot.flows, snapshot.flow_nodes, snapshot.flow_edges)
-        if len(_CACHE) > 16:
+        found = FlowCatalog.build(snapshot.flows, snapshot.flow_nodes, snapshot.flow_edges, kind=kind)
+        if len(_CACHE) > 32:
             _CACHE.clear()
-        _CACHE[snapshot.version] = found
+        _CACHE[key] = found
     return found
+
+
+def workflow_catalog_of(snapshot: ConfigSnapshot) -> FlowCatalog:
+    """The workflow graphs of a snapshot (``ce_flow`` rows of kind ``workflow``)."""
+    return catalog_of(snapshot, wf_vocab.KIND_WORKFLOW)

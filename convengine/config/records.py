@@ -284,6 +284,7 @@ class FlowRecord(Record):
     description: str | None = None
     intent_code: str | None = None
     entry_node: str | None = None
+    kind: str = "flow"
     priority: int = 100
     enabled: bool = True
     created_at: datetime | None = field(default=None, compare=False, repr=False)

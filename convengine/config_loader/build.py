@@ -15,6 +15,7 @@ from convengine.config.snapshot import SETTINGS_CONFIG_TYPE, ConfigSnapshot
 from convengine.config_loader.flow_checks import validate_flows
 from convengine.config_loader.rows import RowSet, coerce_rows
 from convengine.config_loader.validate import Validation, validate
+from convengine.config_loader.workflow_checks import validate_workflows
 from convengine.settings import EngineSettings, _submodel, apply_component_overrides
 
 _SNAPSHOT_FIELDS = {
@@ -78,6 +79,7 @@ def build_snapshot(data: SnapshotInput) -> ConfigSnapshot:
     check.warnings[:0] = settings_warnings
     validate_flows(check, labels, python_sandbox=settings.flows.python_sandbox if settings else "strict",
                    **({"pack_env_names": settings.security.pack_env_names} if settings else {}))
+    validate_workflows(check, labels, root=settings.flows.root_workflow if settings else None)
     violations = rowset.violations + settings_violations + check.violations
     if violations or settings is None:
         raise ConfigValidationError(violations, source=data.source)

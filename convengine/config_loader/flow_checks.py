@@ -18,6 +18,7 @@ from convengine._internal.jsonschemas import checked_validator
 from convengine._internal.sandbox import refusal as sandbox_refusal
 from convengine._internal.textmatch import PatternError, compile_regex
 from convengine.catalog import flows as vocab
+from convengine.catalog import workflows as wf_vocab
 from convengine.catalog.errors import Violation
 from convengine.config.flows import intent_of
 from convengine.config.records import FlowEdgeRecord, FlowNodeRecord, FlowRecord
@@ -50,6 +51,8 @@ class _Check:
     found: list[Violation] = field(default_factory=list)
     no_entry: set[str] = field(default_factory=set)
     """Flows entered only at their intent nodes (a subflow or the welcome flow needs one entry)."""
+    others: set[str] = field(default_factory=set)
+    """Enabled ``ce_flow`` rows of another kind (workflows): their nodes and edges are checked elsewhere."""
 
     def bad(self, table: str, row_id: object, column: str | None, reason: str) -> None:
         self.found.append(Violation(table, row_id, column, reason))
@@ -70,9 +73,15 @@ def validate_flows(v: FlowFindings, labels: dict[str, dict[Any, str]], *, python
     ``python_sandbox`` is ``flows.python-sandbox``: under ``strict`` a python node is refused where
     this host cannot set up its sandbox. ``pack_env_names`` is ``security.pack_env_names``: a service
     node's ``${env:NAME}`` must name a variable it allows."""
-    flows = {f.flow_code: f for f in v.rows(FLOW) if f.enabled}
+    rows = [f for f in v.rows(FLOW) if f.enabled]
+    flows = {f.flow_code: f for f in rows if f.kind == wf_vocab.KIND_FLOW}
     check = _Check(flows, {code: {} for code in flows}, {code: [] for code in flows},
-                   {i.intent_code for i in v.rows("ce_intent") if i.enabled}, python_sandbox, pack_env_names)
+                   {i.intent_code for i in v.rows("ce_intent") if i.enabled}, python_sandbox, pack_env_names,
+                   others={f.flow_code for f in rows if f.kind != wf_vocab.KIND_FLOW})
+    for f in rows:
+        if f.kind not in wf_vocab.KINDS:
+            check.bad(FLOW, f.flow_code, "kind", f"flow {f.flow_code}: kind must be one of "
+                      f"{', '.join(sorted(wf_vocab.KINDS))} (got {f.kind[:40]!r})")
     for code in [c for c in flows if c.startswith("__") or any(ch in c for ch in RESERVED_CHARS)]:
         check.bad(FLOW, code, "flow_code", f"flow {code}: flow codes may not start with '__' nor contain "
                   f"{' or '.join(map(repr, RESERVED_CHARS))}")
@@ -86,7 +95,7 @@ def validate_flows(v: FlowFindings, labels: dict[str, dict[Any, str]], *, python
 
 def _index_nodes(c: _Check, rows: Iterable[FlowNodeRecord]) -> None:
     for node in rows:
-        if not node.enabled:
+        if not node.enabled or node.flow_code in c.others:
             continue
         where = f"flow {node.flow_code} node {node.node_id}"
         if node.flow_code not in c.flows:
@@ -116,7 +125,8 @@ def _check_node(c: _Check, node: FlowNodeRecord, where: str) -> None:
     if missing:
         c.bad(NODE, node.flow_node_id, "config", f"{where}: a {node.node_type} node needs {', '.join(missing)}")
     if node.node_type == vocab.SUBFLOW and config.get("flow") and config["flow"] not in c.flows:
-        c.bad(NODE, node.flow_node_id, "config", f"{where}: subflow {config['flow']!r} does not exist (no enabled ce_flow row)")
+        c.bad(NODE, node.flow_node_id, "config", f"{where}: subflow {config['flow']!r} does not exist (no enabled ce_flow row"
+              + (" of kind flow: it is a workflow)" if config["flow"] in c.others else ")"))
     pattern = (config.get("capture") or {}).get("pattern") if isinstance(config.get("capture"), dict) else None
     if pattern:
         try:
@@ -206,7 +216,7 @@ def _expression(c: _Check, table: str, row_id: object, column: str, where: str, 
 
 def _index_edges(c: _Check, rows: Iterable[FlowEdgeRecord]) -> None:
     for edge in rows:
-        if not edge.enabled:
+        if not edge.enabled or edge.flow_code in c.others:
             continue
         where = f"flow {edge.flow_code} edge {edge.from_node}->{edge.to_node}"
         if edge.flow_code not in c.flows:

@@ -1,4 +1,4 @@
-"""Graphs drawn as SVG on the server: the state graph of the configuration and the turn graph.
+"""Graphs drawn as SVG on the server: the state graph of the configuration, the turn graph and the workflows.
 
 A small layered layout (longest path from the roots, back edges ignored for layering) is enough
 for graphs of tens of nodes; every label is XML-escaped.
@@ -11,6 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
+from convengine.catalog import workflows as wf_vocab
+from convengine.config.flows import workflow_catalog_of
 from convengine.config.snapshot import ConfigSnapshot
 from convengine.engine.runtime import TurnGraph
 
@@ -157,3 +159,25 @@ def turn_graph_svg(graph: TurnGraph) -> str:
     drawable = graph.get_graph()
     edges = [Edge(e.source, e.target, "", bool(e.conditional)) for e in drawable.edges]
     return render_svg(list(drawable.nodes), edges, title="turn graph")
+
+
+def workflow_graph_svg(snapshot: ConfigSnapshot) -> str:
+    """Every workflow: its nodes (``WORKFLOW/node: type``) and edges labelled with their outcome or
+    ``condition.expr``; a sub-workflow node's hand-over to the called workflow's entry is dashed."""
+    catalog = workflow_catalog_of(snapshot)
+
+    def name(code: str, node_id: str) -> str:
+        return f"{code}/{node_id}: {catalog.flows[code].nodes[node_id].node_type}"
+
+    nodes: list[str] = []
+    edges: list[Edge] = []
+    for code, workflow in sorted(catalog.flows.items()):
+        nodes += [name(code, n) for n in workflow.nodes]
+        for out in workflow.edges.values():
+            edges += [Edge(name(code, e.from_node), name(code, e.to_node), e.outcome or e.condition or "")
+                      for e in out if e.to_node in workflow.nodes and e.from_node in workflow.nodes]
+        for node in workflow.nodes.values():
+            called = catalog.get(str((node.config or {}).get("workflow"))) if node.node_type == wf_vocab.WORKFLOW else None
+            if called is not None and called.entry in called.nodes:
+                edges.append(Edge(name(code, node.node_id), name(called.code, str(called.entry)), "sub-workflow", True))
+    return render_svg(nodes or ["no workflows"], edges, title="workflows")

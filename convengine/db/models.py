@@ -327,7 +327,9 @@ class CeFlow(Base):
     intent_code: Mapped[str | None] = mapped_column(sa.Text)
     """The intent whose match enters this flow (NULL: reached only as a subflow or the welcome flow)."""
     entry_node: Mapped[str | None] = mapped_column(sa.Text)
-    """The node the flow starts at (NULL: its only ``start`` node)."""
+    """The node the flow starts at (NULL: its only ``start`` node; a workflow's only trigger or root agent)."""
+    kind: Mapped[str] = mapped_column(sa.Text, nullable=False, default="flow", server_default="flow")
+    """``flow`` (a conversation flow) or ``workflow`` (a workflow graph, run by the workflow runtime)."""
     priority: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=100, server_default="100")
     enabled: Mapped[bool] = _enabled()
     created_at: Mapped[datetime | None] = _created()

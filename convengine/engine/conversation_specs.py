@@ -31,6 +31,7 @@
               tool_calls: {crm.lookup: 1}     # counts, or a list of the expected args per call
               error: LLM_TIMEOUT              # the turn must fail with this code
               flow: {at: LOAN/ask_amount, vars: {amount: 5000}}   # flow position ("root": none) and session.*
+              workflow: {at: root, vars: {order.status: shipped}}   # the same, of the workflow runtime
           - event: welcome                    # instead of user: the bot speaks first (or handoff_resume)
 """
 
@@ -77,6 +78,8 @@ class Expect(_Strict):
     tool_calls: dict[str, int | list[dict[str, Any]]] | None = None
     error: str | None = None
     flow: FlowExpectation | None = None
+    workflow: FlowExpectation | None = None
+    """The workflow runtime's position and variables, as ``flow`` (``WORKFLOW/node`` or ``root``)."""
 
     @field_validator("payload", mode="before")
     @classmethod

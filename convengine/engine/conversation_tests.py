@@ -22,6 +22,7 @@ from convengine.config_loader.companions import pack_options
 from convengine.engine.conversation_specs import (
     ConversationTest,
     Expect,
+    FlowExpectation,
     TestFile,
     ToolStub,
     Turn,
@@ -44,6 +45,7 @@ class TurnOutcome:
     llm_sites: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     flow: dict[str, Any] = field(default_factory=dict)
+    workflow: dict[str, Any] = field(default_factory=dict)
 
     def trace(self) -> str:
         """The turn's steps and their stages, one line per step (a failed step ends with its error)."""
@@ -208,6 +210,8 @@ class FileRun:
             outcome.error = exc
         if turn.expect.flow is not None and outcome.error is None:
             outcome.flow = dict(engine.state(cid).get(keys.FLOW) or {})
+        if turn.expect.workflow is not None and outcome.error is None:
+            outcome.workflow = dict(engine.state(cid).get(keys.WORKFLOW) or {})
         outcome.llm_sites = [c.call.call_site for c in self.llm.calls[before:]]
         try:
             events = engine.audit(cid)
@@ -265,23 +269,24 @@ def check(expect: Expect, turn: TurnOutcome) -> list[str]:
     failures += _stages(expect, [e.stage for e in turn.events])
     failures += _llm(expect, turn.llm_sites)
     failures += _tools(expect, turn.events)
-    failures += _flow(expect, turn.flow)
+    failures += _flow(expect.flow, turn.flow, "flow")
+    failures += _flow(expect.workflow, turn.workflow, "workflow")
     return failures
 
 
-def _flow(expect: Expect, flow: dict[str, Any]) -> list[str]:
-    if expect.flow is None:
+def _flow(expect: FlowExpectation | None, flow: dict[str, Any], what: str) -> list[str]:
+    if expect is None:
         return []
     failures = []
     stack = flow.get("stack") or []
     at = f"{stack[-1]['flow']}/{stack[-1]['node']}" if stack else "root"
-    if expect.flow.at is not None and at != expect.flow.at:
-        failures.append(f"flow position: expected {expect.flow.at}, got {at}")
-    for path, wanted in expect.flow.vars.items():
+    if expect.at is not None and at != expect.at:
+        failures.append(f"{what} position: expected {expect.at}, got {at}")
+    for path, wanted in expect.vars.items():
         got = _dig(flow.get("vars") or {}, path)
         if got is _MISSING or got != wanted:
             shown = "missing" if got is _MISSING else repr(got)
-            failures.append(f"flow variable {path}: expected {wanted!r}, got {shown}")
+            failures.append(f"{what} variable {path}: expected {wanted!r}, got {shown}")
     return failures
 
 
@@ -359,6 +364,8 @@ def _tool_calls(events: list[AuditEvent]) -> dict[str, list[dict[str, Any]]]:
     for event in events:
         if event.stage in (audit_stages.MCP_TOOL_CALL, audit_stages.TOOL_ORCHESTRATION_REQUEST) and event.payload.get("tool_code"):
             calls[event.payload["tool_code"].lower()].append(event.payload.get("args") or {})
+        elif event.stage == audit_stages.WORKFLOW_TOOL_EXECUTED and event.payload.get("tool"):
+            calls[event.payload["tool"].lower()].append(event.payload.get("args") or {})
     return calls
 
 

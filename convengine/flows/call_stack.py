@@ -31,7 +31,7 @@ def push(walk: Walk, flow: Flow, stage: str, *, at: str | None = None, intent: s
     if intent:
         frame["intent"] = intent
     walk.stack.append(frame)
-    walk.turn.audit(stage, {"flow": flow.code, "entry": entry, "depth": len(walk.stack), **extra,
+    walk.turn.audit(stage, {walk.names.key: flow.code, "entry": entry, "depth": len(walk.stack), **extra,
                             **({"intent": intent} if intent else {})})
 
 
@@ -89,13 +89,13 @@ async def walk_stack(walk: Walk) -> None:
         kind = stop["kind"]
         if kind == "wait":
             frame["mode"] = vocab.MODE_WAIT
-            walk.turn.audit(stages.FLOW_WAITING, {"flow": flow.code, "node": stop["node"]})
+            walk.turn.audit(walk.names.waiting, {walk.names.key: flow.code, "node": stop["node"]})
             return
         if kind == "call":
             frame["mode"] = vocab.MODE_RETURN
             called = walk.catalog.get(stop["flow"])
             assert called is not None  # checked by the subflow node
-            push(walk, called, stages.FLOW_STARTED, cause="SUBFLOW", caller=flow.code)
+            push(walk, called, walk.names.started, cause="SUBFLOW", caller=flow.code)
             continue
         if kind == "handoff":
             frame["mode"] = vocab.MODE_RETURN
@@ -103,10 +103,11 @@ async def walk_stack(walk: Walk) -> None:
             walk.turn.audit(stages.FLOW_HANDOFF, {"flow": flow.code, "node": stop["node"]})
             return
         walk.stack.pop()
-        walk.turn.audit(stages.FLOW_COMPLETED, {"flow": flow.code, "node": stop["node"], "depth": len(walk.stack)})
+        walk.turn.audit(walk.names.completed, {walk.names.key: flow.code, "node": stop["node"],
+                                               "depth": len(walk.stack)})
         if walk.stack:
             parent = walk.stack[-1]
-            walk.turn.audit(stages.FLOW_RETURNED, {"flow": parent["flow"], "node": parent["node"],
+            walk.turn.audit(walk.names.returned, {walk.names.key: parent["flow"], "node": parent["node"],
                                                   "mode": parent.get("mode")})
 
 

@@ -13,7 +13,6 @@ from langgraph.types import Checkpointer, Command
 from typing_extensions import TypedDict
 
 from convengine.catalog import flows as vocab
-from convengine.catalog import stages
 from convengine.config.flows import Flow
 from convengine.config.records import FlowEdgeRecord, FlowNodeRecord
 from convengine.flows.nodes import HANDLERS
@@ -42,14 +41,13 @@ def select_edge(walk: Walk, flow: Flow, node_id: str, outcome: str | None) -> Fl
 
 
 def _make_node(flow: Flow, node: FlowNodeRecord) -> Any:
-    handler = HANDLERS[node.node_type]
-
     async def run(state: FlowRun, runtime: Runtime[Walk]) -> Command[Any]:
         walk = runtime.context
         walk.tick(flow, node.node_id)
         mode = state.get("mode") or vocab.MODE_ENTER
-        walk.turn.audit(stages.FLOW_NODE, {"flow": flow.code, "node": node.node_id, "type": node.node_type,
+        walk.turn.audit(walk.names.node, {walk.names.key: flow.code, "node": node.node_id, "type": node.node_type,
                                           "mode": mode})
+        handler = (walk.handlers or HANDLERS)[node.node_type]
         result = await handler(walk, flow, node, mode)
         if result.kind != "next":
             return Command(goto=END, update={"result": {"kind": result.kind, "node": node.node_id,
@@ -57,9 +55,12 @@ def _make_node(flow: Flow, node: FlowNodeRecord) -> Any:
         edge = select_edge(walk, flow, node.node_id, result.outcome)
         if edge is None:
             if result.outcome in FAILURE_OUTCOMES or flow.out(node.node_id):
-                raise FlowError(f"flow {flow.code} node {node.node_id}: no edge for outcome "
+                raise FlowError(f"{walk.names.key} {flow.code} node {node.node_id}: no edge for outcome "
                                 f"{result.outcome or 'default'} whose condition holds")
             return Command(goto=END, update={"result": {"kind": "end", "node": node.node_id}})
+        if walk.names.routed:
+            walk.turn.audit(walk.names.routed, {walk.names.key: flow.code, "from": node.node_id, "to": edge.to_node,
+                                                "condition": edge.condition, "outcome": edge.outcome})
         return Command(goto=edge.to_node, update={"node": edge.to_node, "mode": vocab.MODE_ENTER})
 
     run.__name__ = node.node_id

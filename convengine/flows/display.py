@@ -4,7 +4,8 @@ The ``flow`` step runs each flow's compiled graph itself (:func:`convengine.flow
 so LangGraph cannot see them from the step's code. :func:`attach_flows` tells it: the step's node
 gets one subgraph, ``flows``, with one node per flow, each the flow's own graph (one node per flow
 node). Drawing with ``xray=True`` then shows ``flow:<FLOW_CODE>:<node_id>`` nodes and their edges.
-Nothing here changes how a turn runs.
+The workflows (``ce_flow`` rows of kind ``workflow``, which the same step runs) are drawn the same way
+(codes are unique across both kinds). Nothing here changes how a turn runs.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from langgraph.graph.state import CompiledStateGraph
 from typing_extensions import TypedDict
 
 from convengine.catalog import names
-from convengine.config.flows import FlowCatalog, catalog_of
+from convengine.config.flows import FlowCatalog, catalog_of, workflow_catalog_of
 from convengine.config.snapshot import ConfigSnapshot
 from convengine.flows.compiler import FlowRun, compile_flow
 
@@ -43,8 +44,8 @@ G = TypeVar("G", bound=CompiledStateGraph[Any, Any, Any, Any])
 
 
 def attach_flows(compiled: G, snapshot: ConfigSnapshot) -> G:
-    """Make the compiled turn graph draw ``snapshot``'s flows inside its ``flow`` step; returns it."""
-    catalog = catalog_of(snapshot)
+    """Make the compiled turn graph draw ``snapshot``'s flows and workflows inside its ``flow`` step; returns it."""
+    catalog = FlowCatalog({**catalog_of(snapshot).flows, **workflow_catalog_of(snapshot).flows})
     node = compiled.nodes.get(names.FLOW)
     if node is not None:
         node.subgraphs = [flows_graph(catalog)] if catalog.flows else []

@@ -16,13 +16,13 @@ from convengine.nodes.common import SkipAudit, Step
 from convengine.nodes.turn import Turn
 
 
-def _event(turn: Turn) -> str | None:
+def turn_event(turn: Turn) -> str | None:
     return (turn.get(keys.TURN_INPUT) or {}).get("event")
 
 
 async def flow_step(turn: Turn) -> None:
     walk = new_walk(turn)
-    event = _event(turn)
+    event = turn_event(turn)
     if turn.read_params().get(pk.RESET_REASON) and walk.data:
         turn.audit(stages.FLOW_RESET, {"stack": walk.data.get("stack"), "handoff": walk.data.get("handoff")})
         walk.data.clear()
@@ -65,13 +65,13 @@ def _handoff_turn(turn: Turn, data: dict[str, Any]) -> None:
     turn.route_to(names.MEMORY if turn.settings.flow.memory.enabled else names.PERSIST_CONVERSATION)
 
 
-def _skip(turn: Turn) -> SkipAudit | None:
+def skip_without_flow(turn: Turn) -> SkipAudit | None:
     data = turn.get(keys.FLOW) or {}
-    if data.get("stack") or data.get("handoff") or _event(turn):
+    if data.get("stack") or data.get("handoff") or turn_event(turn):
         return None
     if catalog_of(turn.snapshot).for_intent(turn.intent) is not None:
         return None
     return None, {"reason": "NO_ACTIVE_FLOW"}
 
 
-STEPS = (Step(names.FLOW, flow_step, skip=_skip, routes=(names.MEMORY, names.PERSIST_CONVERSATION)),)
+STEPS = (Step(names.FLOW, flow_step, skip=skip_without_flow, routes=(names.MEMORY, names.PERSIST_CONVERSATION)),)

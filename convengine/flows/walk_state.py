@@ -4,6 +4,7 @@ between flows is :mod:`convengine.flows.call_stack`."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,24 @@ NEXT = Result("next")
 WAIT = Result("wait")
 
 
+@dataclass(frozen=True, slots=True)
+class WalkStages:
+    """The audit stages a walk writes and the payload key naming the graph: the conversation flows'
+    (``FLOW_*``, ``flow``) or the workflow runtime's (``workflow.*``, ``workflow``)."""
+
+    key: str = "flow"
+    started: str = stages.FLOW_STARTED
+    node: str = stages.FLOW_NODE
+    waiting: str = stages.FLOW_WAITING
+    completed: str = stages.FLOW_COMPLETED
+    returned: str = stages.FLOW_RETURNED
+    routed: str | None = None
+    """Audited when an edge is chosen (the flows do not audit it)."""
+
+
+FLOW_STAGES = WalkStages()
+
+
 @dataclass
 class Walk:
     """Mutable for one turn; what it holds in ``data`` is checkpointed as ``EngineState['flow']``."""
@@ -56,6 +75,10 @@ class Walk:
     trace: list[dict[str, Any]] = field(default_factory=list)
     sources: list[dict[str, Any]] = field(default_factory=list)
     """Passages the turn's answer came from (knowledge nodes that said their answer)."""
+    handlers: Mapping[str, Any] | None = None
+    """What each node type does (None: the conversation flows' node types); the workflow runtime
+    passes its own."""
+    names: WalkStages = FLOW_STAGES
 
     # --- position -----------------------------------------------------------------------
 
@@ -87,11 +110,11 @@ class Walk:
         """Count a node step; over the limit the turn fails (nothing of it is kept)."""
         self.steps += 1
         if self.steps > self.max_steps:
-            self.turn.audit(stages.FLOW_STEP_LIMIT, {"flow": flow.code, "node": node_id, "limit": self.max_steps})
+            self.turn.audit(stages.FLOW_STEP_LIMIT, {self.names.key: flow.code, "node": node_id, "limit": self.max_steps})
             raise FlowStepLimitError(
-                f"flow {flow.code} took more than {self.max_steps} node steps in one turn (at node {node_id}); "
+                f"{self.names.key} {flow.code} took more than {self.max_steps} node steps in one turn (at node {node_id}); "
                 "the turn was stopped and the conversation left as it was (settings flows.max_steps_per_turn)",
-                details={"flow": flow.code, "node": node_id, "limit": self.max_steps})
+                details={self.names.key: flow.code, "node": node_id, "limit": self.max_steps})
 
     # --- output -------------------------------------------------------------------------
 

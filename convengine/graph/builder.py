@@ -11,7 +11,6 @@ from langgraph.graph.state import CompiledStateGraph
 
 from convengine.catalog import names
 from convengine.catalog.state import EngineInput, EngineState
-from convengine.flows import step as flow_step
 from convengine.graph.plan import StepPlan
 from convengine.graph.wrapper import ContextProvider, make_node
 from convengine.nodes import (
@@ -30,6 +29,7 @@ from convengine.nodes import (
 )
 from convengine.nodes.common import Step
 from convengine.nodes.context import TurnContext
+from convengine.workflows import step as flow_step
 
 
 class FinishNode(Protocol):

@@ -43,7 +43,7 @@ EXPECTED_COLUMNS = {
     "ce_memory": "memory_id intent_code state_code enabled priority recent_turns summary_max_chars system_prompt "
     "user_prompt created_at",
     # convengine's own: conversation flows
-    "ce_flow": "flow_code description intent_code entry_node priority enabled created_at",
+    "ce_flow": "flow_code description intent_code entry_node kind priority enabled created_at",
     "ce_flow_node": "flow_node_id flow_code node_id node_type config description enabled created_at",
     "ce_flow_edge": "flow_edge_id flow_code from_node to_node outcome condition priority enabled created_at",
 }

@@ -29,7 +29,8 @@ def _data_routes(cid: str) -> list[str]:
     return ["/console/api/info", "/console/api/conversations", "/console/api/conversations?q=pizza",
             f"/console/api/conversations/{cid}/turns", f"/console/api/conversations/{cid}/turns/1",
             f"/console/api/conversations/{cid}/export", "/console/api/config",
-            "/console/api/config/state-graph.svg", "/console/api/config/turn-graph.svg"]
+            "/console/api/config/state-graph.svg", "/console/api/config/turn-graph.svg",
+            "/console/api/config/workflows.svg"]
 
 
 @pytest.mark.asyncio

@@ -287,6 +287,7 @@ async function loadConfiguration() {
   $("#warnings").replaceChildren(...(config.warnings.length ? config.warnings.map((w) => el("li", {}, w)) : [el("li", { class: "muted" }, "none")]));
   graphImage($("#state-graph"), "/console/api/config/state-graph.svg");
   graphImage($("#turn-graph"), "/console/api/config/turn-graph.svg");
+  graphImage($("#workflow-graph"), "/console/api/config/workflows.svg");
   $("#tables").replaceChildren(...Object.entries(config.tables).map(([name, rows]) => {
     const columns = rows.length ? Object.keys(rows[0]) : [];
     return el("details", { class: "table", "data-table": name }, el("summary", {}, `${name} (${rows.length})`),
