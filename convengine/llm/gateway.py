@@ -39,7 +39,8 @@ from convengine.catalog.errors import (
     LlmTimeoutError,
 )
 from convengine.llm import spend
-from convengine.llm.langchain import LangChainBackend, chat_model_from_env
+from convengine.llm.langchain import LangChainBackend
+from convengine.llm.providers import chat_model_from_env
 from convengine.llm.scripted import LlmCall, LlmReply, ScriptedLLM, UnscriptedCallError, reply_text
 from convengine.llm.session import LlmSession
 from convengine.llm.spend import SpendStore
