@@ -72,6 +72,8 @@ def _build(qualified: QualifiedModel, settings: LlmSettings) -> BaseChatModel:
     if qualified.provider in PROVIDERS:
         from langchain.chat_models import init_chat_model
 
+        importlib.import_module(PACKAGES[qualified.provider].replace("-", "_"))  # ImportError: name what to install
+
         options: dict[str, Any] = {"max_retries": 0, "timeout": settings.timeout_s} \
             if qualified.provider == "anthropic" else {}
         model = init_chat_model(qualified.model, model_provider=qualified.provider, **options)
