@@ -109,3 +109,19 @@ async def test_a_provider_without_its_package_takes_the_error_edge_naming_it(db_
     async with engine_on(db_url, agent_pack("mistralai:mistral-large-latest"), llm=scripted) as engine:
         assert (await engine.aprocess("hello")).text == "Rates are 5.5%."  # the test double answers every model
         assert scripted.calls_to("MCP_PLANNER")[0].model == "mistralai:mistral-large-latest"
+
+
+def test_the_engines_own_model_may_be_a_provider_qualified_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    from langchain_anthropic import ChatAnthropic
+
+    from convengine.catalog.errors import LlmError
+    from convengine.llm import as_gateway
+    from convengine.llm.langchain import LangChainBackend
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    backend = as_gateway("anthropic:claude-sonnet-4-5", LlmSettings()).backend
+    assert isinstance(backend, LangChainBackend) and isinstance(backend.model, ChatAnthropic)
+    assert backend.model.model == "claude-sonnet-4-5"
+    for bad in ("claude", "os.system:ls"):
+        with pytest.raises(LlmError, match="provider-qualified model name"):
+            as_gateway(bad, LlmSettings())
