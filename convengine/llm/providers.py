@@ -18,6 +18,7 @@ import importlib
 import os
 from typing import Any
 
+from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
 
 from convengine._internal.model_names import (
@@ -70,8 +71,6 @@ def _build(qualified: QualifiedModel, settings: LlmSettings) -> BaseChatModel:
     if qualified.provider == "openai":
         return chat_model_from_env(settings, model=qualified.model)
     if qualified.provider in PROVIDERS:
-        from langchain.chat_models import init_chat_model
-
         importlib.import_module(PACKAGES[qualified.provider].replace("-", "_"))  # ImportError: name what to install
 
         options: dict[str, Any] = {"max_retries": 0, "timeout": settings.timeout_s} \
