@@ -443,6 +443,9 @@ class FlowsSettings(_Section):
     """``strict``: a pack with python nodes is refused at load where the host cannot set up their
     operating-system sandbox (bubblewrap namespaces and seccomp); ``weak`` runs them anyway with
     what the host has (a separate process, resource limits, an audit hook, seccomp when present)."""
+    workspace: dict[str, Any] = Field(default_factory=dict)
+    """Pack-level values: python nodes read them as ``workspace`` (read-only), templates and
+    expressions as ``workspace.<name>``."""
     welcome_flow: str | None = None
     """The flow a conversation started with ``Engine.start`` (the welcome event) runs."""
     root_workflow: str | None = None

@@ -42,6 +42,20 @@ def turn_steps(events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
     return step_tree(events)[0]
 
 
+def script_output(events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
+    """What the python nodes of ``events`` (a turn's) printed, in order: ``{flow, node, stdout, error}``
+    (``error`` None when the script succeeded); scripts that printed nothing and succeeded are left out."""
+    found = []
+    for event in events:
+        if event.stage not in (stages.FLOW_SCRIPT_RAN, stages.FLOW_SCRIPT_FAILED):
+            continue
+        p = event.payload
+        if p.get("stdout") or event.stage == stages.FLOW_SCRIPT_FAILED:
+            found.append({"flow": p.get("flow"), "node": p.get("node"), "stdout": str(p.get("stdout") or ""),
+                          "error": p.get("error") if event.stage == stages.FLOW_SCRIPT_FAILED else None})
+    return found
+
+
 def _opens_turn(event: AuditEvent, current: str | None) -> bool:
     if event.turn_id is not None:
         return event.turn_id != current

@@ -31,6 +31,12 @@ AGENT_MODEL_MAX_CHARS = 200
 AGENT_TEMPERATURE_MIN, AGENT_TEMPERATURE_MAX = 0.0, 2.0
 AGENT_DEFAULT_STEPS, AGENT_MAX_STEPS = 4, 32
 """Planner calls an agent node makes per turn: its ``max_steps`` (the LLM decides whether the loop goes on)."""
+AGENT_MAX_TOOLS = 64
+"""Tools one agent node may declare."""
+QUERY_TEMPLATE, QUERY_MESSAGE, QUERY_SUMMARY = "template", "message", "summary"
+QUERY_SOURCES = (QUERY_TEMPLATE, QUERY_MESSAGE, QUERY_SUMMARY)
+"""What a knowledge node's query is built from (its ``query_from``)."""
+KNOWLEDGE_QUERY_MAX_CHARS = 1000
 KNOWLEDGE_MAX_TOP_K = 20
 """Most passages a knowledge node fetches (its ``top_k``, like ``knowledge.fallback.top_k``)."""
 PYTHON_MAX_TIMEOUT_S = 60.0

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from convengine.audit.turns import last_turn, turn_steps
+from convengine.audit.turns import last_turn, script_output, turn_steps
 from convengine.catalog.errors import ConvEngineError
 from convengine.config_loader import import_pack
 from convengine.config_loader.companions import choose_llm, default_pack, pack_options
@@ -32,7 +32,8 @@ def print_result(console: Console, result: TurnResult) -> None:
 
 
 def print_trace(console: Console, engine: Engine, result: TurnResult) -> None:
-    steps = turn_steps(last_turn(engine.audit(result.conversation_id)))
+    events = last_turn(engine.audit(result.conversation_id))
+    steps = turn_steps(events)
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     table.add_column("step")
     table.add_column("ms", justify="right")
@@ -42,6 +43,13 @@ def print_trace(console: Console, engine: Engine, result: TurnResult) -> None:
         ms = f"{step['durationMs']:.2f}" if step["durationMs"] is not None else "-"
         table.add_row(inert(step["step"]), ms, inert(stages))
     console.print(table)
+    for output in script_output(events):
+        where = f"{output['flow']}/{output['node']}"
+        for line in output["stdout"].splitlines():
+            console.print(Text.assemble(("print ", "bold cyan"), inert(where, "dim"), " ", inert(line)), soft_wrap=True)
+        if output["error"]:
+            console.print(Text.assemble(("error ", "bold red"), inert(where, "dim"), " ", inert(output["error"])),
+                          soft_wrap=True)
 
 
 CHAT_HELP = """Commands:

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from jsonschema.exceptions import SchemaError
 
 from convengine._internal.jsonschemas import checked_validator
+from convengine._internal.model_names import model_problem
 from convengine._internal.sandbox import refusal as sandbox_refusal
 from convengine._internal.textmatch import PatternError, compile_regex
 from convengine.catalog import flows as vocab
@@ -147,11 +148,21 @@ def _check_node(c: _Check, node: FlowNodeRecord, where: str) -> None:
         _python_limits(c, node, where, config)
     if node.node_type == vocab.SERVICE:
         _service_limits(c, node, where, config)
+    if node.node_type == vocab.KNOWLEDGE:
+        _query_from(c, node, where, config.get("query_from"))
     top_k = config.get("top_k") if node.node_type == vocab.KNOWLEDGE else None
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int)
                               or not 1 <= top_k <= vocab.KNOWLEDGE_MAX_TOP_K):
         c.bad(NODE, node.flow_node_id, "config", f"{where}: top_k must be a whole number from 1 to "
               f"{vocab.KNOWLEDGE_MAX_TOP_K} (got {str(top_k)[:40]!r})")
+
+
+def _query_from(c: _Check, node: FlowNodeRecord, where: str, value: object) -> None:
+    """A knowledge node's ``query_from``: one of :data:`vocab.QUERY_SOURCES`, or a list of them."""
+    parts = value if isinstance(value, list) else [value]
+    if value is not None and (not parts or not all(isinstance(p, str) and p in vocab.QUERY_SOURCES for p in parts)):
+        c.bad(NODE, node.flow_node_id, "config", f"{where}: query_from must be one of "
+              f"{', '.join(vocab.QUERY_SOURCES)} or a list of them (got {str(value)[:60]!r})")
 
 
 def _service_limits(c: _Check, node: FlowNodeRecord, where: str, config: dict[str, Any]) -> None:
@@ -186,6 +197,13 @@ def _agent_options(c: _Check, node: FlowNodeRecord, where: str, config: dict[str
                               or len(model) > vocab.AGENT_MODEL_MAX_CHARS):
         c.bad(NODE, node.flow_node_id, "config", f"{where}: model must be a non-empty model name of at most "
               f"{vocab.AGENT_MODEL_MAX_CHARS} characters (got {str(model)[:40]!r})")
+    elif model is not None and (problem := model_problem(model)):
+        c.bad(NODE, node.flow_node_id, "config", f"{where}: model {problem}")
+    tools = config.get("tools")
+    if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, str) and t.strip() for t in tools)
+                              or len(tools) > vocab.AGENT_MAX_TOOLS):
+        c.bad(NODE, node.flow_node_id, "config", f"{where}: tools must be a list of at most {vocab.AGENT_MAX_TOOLS} "
+              f"tool codes (got {str(tools)[:60]!r})")
     low, high = vocab.AGENT_TEMPERATURE_MIN, vocab.AGENT_TEMPERATURE_MAX
     if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
                                     or not low <= temperature <= high):

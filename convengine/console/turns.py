@@ -3,7 +3,7 @@
 A turn's view holds the step
 tree (durations, skipped steps with their reason, the stages each step emitted), the rule matches
 and actions, the LLM calls (matched in order with ``ce_llm_call_log`` rows when calls are logged),
-the tool calls with their arguments and results, the intent/state before and after, the caller's
+the tool calls with their arguments and results, what python nodes printed, the intent/state before and after, the caller's
 input params and what the turn changed in the context.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 from convengine.audit import trace
 from convengine.audit.events import AuditEvent
-from convengine.audit.turns import split_turns
+from convengine.audit.turns import script_output, split_turns
 from convengine.catalog import stages
 
 __all__ = ["split_turns", "step_tree", "summary", "view"]
@@ -69,6 +69,7 @@ def view(index: int, events: Sequence[AuditEvent], llm_rows: Sequence[dict[str, 
             "contextChanges": result.get("contextChanges") if result else None,
             "steps": step_tree(events), "rules": rules(events),
             "llmCalls": llm_calls(events, llm_rows), "toolCalls": tool_calls(events),
+            "scriptOutput": script_output(events),
             "events": len(events)}
 
 

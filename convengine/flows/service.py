@@ -116,11 +116,41 @@ def _runner(walk: Walk) -> HttpRunner:
     return tools.http
 
 
+def _query_sources(config: dict[str, Any]) -> list[str]:
+    value = config.get("query_from") or vocab.QUERY_TEMPLATE
+    return [str(v) for v in value] if isinstance(value, list) else [str(value)]
+
+
+def session_summary(walk: Walk) -> str:
+    """The conversation's rolling summary the memory step keeps (``memory.session_summary``; empty before one)."""
+    kept = walk.turn.read_context().get("memory")
+    return str(kept.get("session_summary") or "") if isinstance(kept, dict) else ""
+
+
+def knowledge_query(walk: Walk, config: dict[str, Any], where: str) -> str:
+    """The query from the node's ``query_from`` parts in order: ``template`` (its ``query``, default the
+    message), ``message`` (the user's message), ``summary`` (the conversation summary); each part gets an
+    equal share of :data:`vocab.KNOWLEDGE_QUERY_MAX_CHARS` (a summary keeps its newest end). Without any
+    text (no summary yet), the message."""
+    sources = _query_sources(config)
+    share = vocab.KNOWLEDGE_QUERY_MAX_CHARS // len(sources)
+    parts = []
+    for source in sources:
+        if source == vocab.QUERY_SUMMARY:
+            parts.append(session_summary(walk)[-share:])
+        elif source == vocab.QUERY_MESSAGE:
+            parts.append((walk.turn.user_text or "")[:share])
+        else:
+            parts.append(str(walk.render(config.get("query") or "{{ input }}", where))[:share])
+    query = "\n".join(p for p in (p.strip() for p in parts) if p)
+    return query or (walk.turn.user_text or "")[:vocab.KNOWLEDGE_QUERY_MAX_CHARS]
+
+
 async def answer_from_knowledge(walk: Walk, flow: Flow, node: FlowNodeRecord, config: dict[str, Any]) -> Result:
-    """Search the knowledge bases for the query (a template, default the user's message); the best
-    passage at or above ``min_score`` is said (``found``), else ``not_found``."""
+    """Search the knowledge bases for the query (see :func:`knowledge_query`); the best passage at or
+    above ``min_score`` is said (``found``), else ``not_found``."""
     where = f"ce_flow_node[{flow.code}/{node.node_id}]"
-    query = str(walk.render(config.get("query") or "{{ input }}", where))[:1000]
+    query = knowledge_query(walk, config, where)
     kbs = config.get("knowledge_bases") or None
     min_score = float(config.get("min_score", walk.turn.settings.knowledge.fallback.min_score))
     retriever, store = walk.turn.ctx.services.retriever, walk.turn.ctx.services.store
@@ -136,6 +166,7 @@ async def answer_from_knowledge(walk: Walk, flow: Flow, node: FlowNodeRecord, co
     hits = await asyncio.to_thread(search) if query.strip() else []
     best = hits[0] if hits and hits[0].score >= min_score else None
     walk.turn.audit(stages.FLOW_KNOWLEDGE, {"flow": flow.code, "node": node.node_id, "query": query,
+                                           "queryFrom": _query_sources(config),
                                            "found": best is not None, "candidates": [
                                                {"source": h.source, "score": h.score} for h in hits]})
     if best is None:

@@ -142,7 +142,7 @@ class Walk:
         """What templates and expressions see."""
         return {"session": self.variables, "flow": self.frame_vars(), "user": dict(self.turn.read_params()),
                 "input": self.turn.user_text, "text": self.turn.user_text, "intent": self.turn.intent,
-                "tool_response": self.last_service}
+                "tool_response": self.last_service, "workspace": self.turn.settings.flows.workspace}
 
     def render(self, source: object, name: str) -> Any:
         """Render ``{{ }}`` templates in a string, or in every string of a JSON value."""

@@ -30,6 +30,7 @@ from langchain_core.language_models import BaseChatModel
 from convengine._internal import numbers
 from convengine._internal.jsonschemas import checked_validator
 from convengine._internal.jsonvalue import JsonValue
+from convengine._internal.model_names import model_problem as problem_of
 from convengine._internal.storable import storable_text, storable_value, unstorable
 from convengine.catalog import stages
 from convengine.catalog.errors import (
@@ -39,7 +40,8 @@ from convengine.catalog.errors import (
     LlmTimeoutError,
 )
 from convengine.llm import spend
-from convengine.llm.langchain import LangChainBackend, chat_model_from_env
+from convengine.llm.langchain import LangChainBackend
+from convengine.llm.providers import chat_model_for, chat_model_from_env, parse_model
 from convengine.llm.scripted import LlmCall, LlmReply, ScriptedLLM, UnscriptedCallError, reply_text
 from convengine.llm.session import LlmSession
 from convengine.llm.spend import SpendStore
@@ -280,14 +282,20 @@ def _preview(text: str) -> str:
 
 
 def as_gateway(llm: LlmGateway | ScriptedLLM | BaseChatModel | str, settings: LlmSettings, *, store: CallStore | None = None) -> LlmGateway:
-    """A gateway for what the caller passed: a gateway, a ScriptedLLM, a chat model, or "openai"."""
+    """A gateway for what the caller passed: a gateway, a ScriptedLLM, a chat model, "openai", or a
+    provider-qualified model name (see :mod:`convengine.llm.providers`)."""
     if isinstance(llm, LlmGateway):
         return llm
     if isinstance(llm, ScriptedLLM):
         return LlmGateway(ScriptedBackend(llm), settings, store=store)
 
     if isinstance(llm, str):
-        if llm.lower() not in ("openai", "env"):
-            raise LlmError(f"unknown llm {llm!r}: pass a LangChain chat model, a ScriptedLLM or 'openai'")
-        llm = chat_model_from_env(settings)
+        qualified = parse_model(llm)
+        if qualified is not None and not problem_of(llm):
+            llm = chat_model_for(qualified, settings)
+        elif llm.lower() not in ("openai", "env"):
+            raise LlmError(f"unknown llm {llm!r}: pass a LangChain chat model, a ScriptedLLM, 'openai' or a "
+                           "provider-qualified model name ('anthropic:claude-sonnet-4-5')")
+        else:
+            llm = chat_model_from_env(settings)
     return LlmGateway(LangChainBackend(llm, settings), settings, store=store)

@@ -4,7 +4,9 @@ JSON calls try the server's structured output (``json_schema``, then JSON mode, 
 calling), remember the first that works, and fall back to asking for JSON in the prompt for
 models without structured output. The gateway validates the result against the schema.
 
-A call's own ``model`` / ``temperature`` are applied to a shallow copy of the chat model for that
+A call's provider-qualified ``model`` (``anthropic:claude-sonnet-4-5``, see
+:mod:`convengine.llm.providers`) is answered by that provider's chat model, built once per name.
+A call's own plain ``model`` / ``temperature`` are applied to a shallow copy of the chat model for that
 call only (same HTTP client; the shared model is never changed). ``model.bind(...)`` is not used:
 its options are lost under ``with_structured_output``.
 """
@@ -12,36 +14,25 @@ its options are lost under ``with_structured_output``.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
-import os
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from convengine.catalog.errors import LlmError, LlmNotConfiguredError
+from convengine.catalog.errors import LlmError
+from convengine.llm.providers import chat_model_for, parse_model
 from convengine.llm.scripted import LlmCall, LlmReply
 from convengine.settings import LlmSettings
 
 METHODS = ("json_schema", "json_mode", "function_calling")
+PROVIDER_MODELS_KEPT = 32
+"""Chat models built for provider-qualified names a backend keeps (each pack names a few)."""
 
 
 class FormatUnsupported(Exception):
     """The server rejected a structured-output method."""
-
-
-def chat_model_from_env(settings: LlmSettings) -> BaseChatModel:
-    """``ChatOpenAI`` from OPENAI_API_KEY / OPENAI_BASE_URL / CONVENGINE_LLM_MODEL (or settings.llm)."""
-    from langchain_openai import ChatOpenAI
-
-    base_url = os.environ.get("OPENAI_BASE_URL") or settings.base_url
-    api_key = os.environ.get("OPENAI_API_KEY")
-    if not api_key and not base_url:
-        raise LlmNotConfiguredError("no LLM configured: set OPENAI_API_KEY (and optionally OPENAI_BASE_URL for an "
-                                    "OpenAI-compatible server), or pass llm= to Engine.open")
-    return ChatOpenAI(model=os.environ.get("CONVENGINE_LLM_MODEL") or settings.model, base_url=base_url,
-                      api_key=api_key or "not-needed", temperature=settings.temperature, timeout=settings.timeout_s,
-                      max_retries=0, use_responses_api=False)
 
 
 def _text(message: object) -> str:
@@ -96,13 +87,31 @@ class LangChainBackend:
         self.settings = settings
         self.name = type(model).__name__
         self._working: str | None = None if settings.structured_output == "auto" else settings.structured_output
+        self._providers: dict[str, LangChainBackend] = {}
 
     def _messages(self, system: str, user: str) -> list[BaseMessage]:
         messages: list[BaseMessage] = [SystemMessage(system)] if system.strip() else []
         messages.append(HumanMessage(user or "(no input)"))
         return messages
 
+    def _for(self, call: LlmCall) -> tuple[LangChainBackend, LlmCall]:
+        """The backend answering ``call``: this one, or one over the chat model a provider-qualified
+        ``call.model`` names (built once, kept), asked with the call's temperature only."""
+        qualified = parse_model(call.model) if call.model else None
+        if qualified is None:
+            return self, call
+        backend = self._providers.get(qualified.name)
+        if backend is None:
+            backend = LangChainBackend(chat_model_for(qualified, self.settings), self.settings)
+            if len(self._providers) >= PROVIDER_MODELS_KEPT:
+                self._providers.pop(next(iter(self._providers)))
+            self._providers[qualified.name] = backend
+        return backend, dataclasses.replace(call, model=None)
+
     async def complete(self, call: LlmCall) -> LlmReply:
+        backend, asked = self._for(call)
+        if backend is not self:
+            return dataclasses.replace(await backend.complete(asked), model=call.model)
         model = model_for(self.model, call)
         if not call.wants_json:
             message = await model.ainvoke(self._messages(call.system, call.user))

@@ -4,7 +4,7 @@ In order, before any of the script's code runs: read the request from stdin (the
 scopes, the limits and the seccomp program), lower the process's resource limits, load the
 seccomp program (kernel-enforced from then on: no file can be opened, no socket, process, signal
 or ``ptrace``), and install an audit hook as a second layer. Then it runs the script and writes one
-JSON object to stdout: ``session``, ``flow``, ``stdout`` (the script's ``print()`` output, capped)
+JSON object to stdout: ``session``, ``flow``, ``user``, ``stdout`` (the script's ``print()`` output, capped)
 and ``error``. Nothing here is imported by the engine; :mod:`convengine._internal.sandbox.runner`
 passes :data:`SOURCE` on the command line.
 """
@@ -40,6 +40,7 @@ def _hook(event, args):
         raise PermissionError("not allowed in a python node: " + event)
 _error = None
 _scope = {"session": _data["session"], "user": _data["user"], "flow": _data["flow"],
+          "workspace": _data.get("workspace") or {}, "params": _data.get("params") or {},
           "tool_response": _data["tool_response"], "json": json, "math": math, "re": re,
           "__builtins__": __builtins__}
 try:
@@ -55,7 +56,7 @@ if _code is not None:
         _error = type(_exc).__name__ + ": " + str(_exc)[:500]
 sys.stdout = _out
 try:
-    _result = json.dumps({"session": _scope["session"], "flow": _scope["flow"], "stdout": _buf.getvalue()[-_data["max_out"]:],
+    _result = json.dumps({"session": _scope["session"], "flow": _scope["flow"], "user": _scope["user"], "stdout": _buf.getvalue()[-_data["max_out"]:],
                           "error": _error}, default=str)
 except BaseException as _exc:
     _result = json.dumps({"error": "the script left values JSON cannot hold: " + str(_exc)[:200],

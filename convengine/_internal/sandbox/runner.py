@@ -27,6 +27,8 @@ MAX_REPLY_BYTES = 8 * 1024 * 1024
 """What a script may write back (its scopes, its print() output) on top of twice what it was handed."""
 MAX_STATE_BYTES = 8 * 1024 * 1024
 """What a script's ``session`` and ``flow`` may hold as JSON once it ran (more only if it was handed more)."""
+KEPT_SCOPES = ("session", "flow", "user")
+"""The scopes a script's changes come back from (``workspace`` and ``params`` are read-only)."""
 MAX_REPLY_DEPTH = 64
 """How deeply the script's answer may nest (its ``session`` and ``flow`` values count from level 3)."""
 REAP_S = 2.0
@@ -40,7 +42,7 @@ class _TooMuchOutput(Exception):
 
 async def run_script(code: str, inputs: dict[str, Any], *, timeout_s: float, memory_mb: int,
                      max_output_chars: int, mode: SandboxMode = STRICT) -> dict[str, Any]:
-    """Run ``code``; returns ``session``, ``flow``, ``stdout`` and ``error`` (None when it succeeded).
+    """Run ``code``; returns ``session``, ``flow``, ``user``, ``stdout`` and ``error`` (None when it succeeded).
 
     ``mode`` ``strict`` refuses to run (a ``SandboxError``) where :func:`host.boundary` reports a
     problem; ``weak`` runs with what the host has (see docs/security.md).
@@ -134,13 +136,13 @@ def _bounded(result: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
     they are kept in the conversation, so a script doubling them every turn would grow it without end."""
     if result.get("error"):
         return result
-    if (big := numbers.first_out_of_range([result.get("session"), result.get("flow")])) is not None:
+    if (big := numbers.first_out_of_range([result.get(k) for k in KEPT_SCOPES])) is not None:
         return {"error": f"ValueError: the script left {numbers.shown(big)}, past {numbers.RANGE_TEXT}",
                 "stdout": result.get("stdout", "")}
-    handed = len(json.dumps([inputs.get("session"), inputs.get("flow")], default=str))
-    returned = len(json.dumps([result.get("session"), result.get("flow")], default=str))
+    handed = len(json.dumps([inputs.get(k) for k in KEPT_SCOPES], default=str))
+    returned = len(json.dumps([result.get(k) for k in KEPT_SCOPES], default=str))
     if returned > max(MAX_STATE_BYTES, handed):
-        return {"error": f"OutputError: the script's session and flow values hold {returned} bytes as JSON, more than "
+        return {"error": f"OutputError: the script's session, flow and user values hold {returned} bytes as JSON, more than "
                          f"{max(MAX_STATE_BYTES, handed)}", "stdout": result.get("stdout", "")}
     return result
 

@@ -229,7 +229,10 @@ async function openTurn(cid, number) {
     el("h4", {}, "LLM calls"), el("div", { id: "llm-calls" }, t.llmCalls.length ? t.llmCalls.map(llmNode) : el("p", { class: "muted" }, "none")),
     el("h4", {}, "Tool calls"), el("div", { id: "tool-calls" }, t.toolCalls.length ? t.toolCalls.map((c) => el("div", { class: "tool-call" },
       el("strong", {}, c.tool), el("pre", {}, `args: ${text(c.args)}`),
-      el("pre", {}, c.error ? `error: ${c.error}` : `result: ${text(c.result)}`))) : el("p", { class: "muted" }, "none")));
+      el("pre", {}, c.error ? `error: ${c.error}` : `result: ${text(c.result)}`))) : el("p", { class: "muted" }, "none")),
+    el("h4", {}, "Script output"), el("div", { id: "script-output" }, (t.scriptOutput || []).length ? t.scriptOutput.map((o) => el("div", { class: "script-output" },
+      el("strong", {}, `${o.flow}/${o.node}`), el("pre", {}, o.stdout),
+      o.error ? el("pre", { class: "error" }, `error: ${o.error}`) : "")) : el("p", { class: "muted" }, "no python node printed")));
 }
 
 function recordedChanges(t) {
