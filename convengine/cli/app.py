@@ -11,9 +11,10 @@ from rich.console import Console
 from rich.text import Text
 
 from convengine.catalog.defaults import DEFAULT_DATABASE_URL, LIVE_CHANNEL
-from convengine.catalog.errors import ConvEngineError
+from convengine.catalog.errors import ConfigError, ConvEngineError
 from convengine.cli.export import export_test
 from convengine.cli.guard import fail, guarded, state
+from convengine.cli.init import init
 from convengine.cli.knowledge import knowledge_app
 from convengine.cli.versions import register as register_version_commands
 from convengine.security.terminal import inert
@@ -28,6 +29,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(pack_app, name="pack")
 app.add_typer(knowledge_app, name="knowledge")
 app.command("export-test")(export_test)
+app.command("init")(init)
 register_version_commands(pack_app)  # pack versions|draft|diff|publish|rollback|channel
 
 err = Console(stderr=True)
@@ -37,8 +39,20 @@ UrlOption = Annotated[str, typer.Option("--url", help="Database URL (sqlite:///F
                                         envvar="CONVENGINE_DATABASE_URL")]
 
 
+def show_version(value: bool) -> None:
+    if value:
+        from convengine import __version__
+
+        out.print(f"convengine {__version__}", highlight=False)
+        raise typer.Exit()
+
+
 @app.callback()
-def options(debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of a failure")] = False) -> None:
+def options(
+    debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of a failure")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=show_version, is_eager=True,
+                                          help="Print the version and exit")] = False,
+) -> None:
     """convengine: a data-driven conversational engine."""
     state.debug = debug
 
@@ -192,25 +206,46 @@ def serve(
     tests: Annotated[list[Path] | None, typer.Option(
         "--tests", help="Conversation tests every publish through the API must pass (repeatable)")] = None,
     channel: Annotated[str, typer.Option("--channel", help="The configuration channel to serve")] = LIVE_CHANNEL,
+    replace: Annotated[bool, typer.Option("--replace", help="Replace the configuration stored in the database "
+                                                            "with --pack")] = False,
+    reload: Annotated[bool, typer.Option("--reload", help="Re-import --pack whenever the file changes "
+                                                          "(one worker; restart for Python changes)")] = False,
 ) -> None:
-    """Serve ConvEngine's REST API (message, audit, trace, SSE stream, cache) with OpenAPI docs at /docs.
+    """Serve ConvEngine's REST API (message, audit, trace, SSE stream, cache), the console at /console and
+    the OpenAPI docs at /docs; prints those addresses once it listens.
 
-    Beyond loopback (--host 0.0.0.0) authentication is required: set CONVENGINE_API__AUTH__API_KEYS
-    (see docs/security.md)."""
+    A database that already holds configuration is served as it is; --pack with a different
+    configuration needs --replace. Beyond loopback (--host 0.0.0.0) authentication is required: set
+    CONVENGINE_API__AUTH__API_KEYS (see docs/security.md)."""
+    from convengine.api.serving import ServeHooks, addresses
     from convengine.api.serving import serve as serve_api
     from convengine.api.workers import ServeSpec, serve_workers
 
     spec = ServeSpec(url=url, host=host, pack=str(pack) if pack else None, tasks=str(tasks) if tasks else None,
                      scripted=str(scripted) if scripted else None, llm=llm, cors_origins=tuple(cors_origin or ()),
-                     tests=tuple(str(t) for t in tests or ()), channel=channel)
+                     tests=tuple(str(t) for t in tests or ()), channel=channel, replace=replace)
     try:
+        check_reload(reload, pack, workers)
         if workers > 1:
-            serve_workers(spec, workers, port=port, log_level=log_level)
+            serve_workers(spec, workers, port=port, log_level=log_level,
+                          announce=lambda: [tell(line) for line in addresses(host, port)])
         else:
             serve_api(url, spec.engine_options(), host=host, port=port, log_level=log_level,
-                      cors_origins=spec.cors_origins)
+                      cors_origins=spec.cors_origins, hooks=ServeHooks(tell, pack if reload else None))
     except ConvEngineError as exc:
         fail(exc)
+
+
+def tell(line: str) -> None:
+    """One line of ``serve``'s own output (its addresses, each reload), printed at once."""
+    out.print(inert(line), soft_wrap=True, highlight=False)
+
+
+def check_reload(reload: bool, pack: Path | None, workers: int) -> None:
+    if reload and pack is None:
+        raise ConfigError("--reload re-imports the pack file when it changes: give it with --pack")
+    if reload and workers > 1:
+        raise ConfigError("--reload works with one worker (--workers 1): it is for editing a pack")
 
 
 @app.command("test")

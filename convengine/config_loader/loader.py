@@ -172,7 +172,8 @@ def _replacement(before: Mapping[str, list[Any]], after: Mapping[str, list[Any]]
     changed = [f"{t} ({len(before[t])} rows stored, {len(after[t])} in the pack)"
                for t in CONTROL_TABLES if before[t] != after[t]]
     return ("the database already holds a different configuration; importing this pack would replace "
-            f"{', '.join(changed)}. Use it as it is (leave out the pack), or replace it on purpose (--replace)")
+            f"{', '.join(changed)}. Use it as it is (leave out the pack), or replace it on purpose "
+            "(--replace; replace=True from Python)")
 
 
 def _insert_rows(conn: sa.Connection, table: str, rows: list[dict[str, Any]]) -> None:

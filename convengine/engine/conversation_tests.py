@@ -152,6 +152,7 @@ class FileRun:
         if any(test.llm or test.llm_default is not None for test in self.spec.tests):
             options["llm"] = self.llm
         url = self.url or f"sqlite:///{workdir / 'conversation-tests.db'}"
+        options["replace"] = True  # a test run imports its file's pack, whatever a --url database held
         return self.open_engine(url, **options, **self.spec.settings)
 
     def run(self) -> list[TestOutcome]:
