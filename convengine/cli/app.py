@@ -7,13 +7,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.text import Text
 
 from convengine.catalog.defaults import DEFAULT_DATABASE_URL, LIVE_CHANNEL
 from convengine.catalog.errors import ConfigError, ConvEngineError
 from convengine.cli.export import export_test
-from convengine.cli.guard import fail, guarded, state
+from convengine.cli.guard import fail, guarded, state, terminal
 from convengine.cli.init import init
 from convengine.cli.knowledge import knowledge_app
 from convengine.cli.versions import register as register_version_commands
@@ -32,8 +31,8 @@ app.command("export-test")(export_test)
 app.command("init")(init)
 register_version_commands(pack_app)  # pack versions|draft|diff|publish|rollback|channel
 
-err = Console(stderr=True)
-out = Console()
+err = terminal(stderr=True)
+out = terminal()
 
 UrlOption = Annotated[str, typer.Option("--url", help="Database URL (sqlite:///FILE or postgresql://...)",
                                         envvar="CONVENGINE_DATABASE_URL")]

@@ -10,13 +10,12 @@ from string import Template
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from convengine.catalog.errors import ConfigError
-from convengine.cli.guard import guarded
+from convengine.cli.guard import guarded, terminal
 from convengine.security.terminal import inert
 
-out = Console()
+out = terminal()
 
 FILES = {"pack.yaml.tmpl": "{name}.yaml", "tasks.py.tmpl": "{name}_tasks.py", "conv.yaml.tmpl": "{name}.conv.yaml",
          "README.md.tmpl": "README.md"}
