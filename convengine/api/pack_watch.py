@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from convengine.catalog.errors import ConvEngineError
-from convengine.config_loader import import_pack
+from convengine.config_loader import import_pack, read_control_rows
+from convengine.config_loader.identity import configuration_id
 from convengine.db import create_sync_engine, parse_database_url
 from convengine.engine import Engine
 from convengine.versions.lifecycle import record_import
@@ -70,7 +71,7 @@ class PackWatcher:
     def _import(self) -> str:
         sync_engine = create_sync_engine(parse_database_url(self.engine.url))
         try:
-            snapshot = import_pack(sync_engine, self.pack, replace=True, on_change=record_import)
+            import_pack(sync_engine, self.pack, replace=True, on_change=record_import)
+            return configuration_id(read_control_rows(sync_engine))
         finally:
             sync_engine.dispose()
-        return snapshot.version

@@ -83,15 +83,17 @@ def pack_validate(
     what is accepted but will not work (unknown variables, settings nothing reads, tasks not defined)."""
     from convengine.config_loader import validate_pack
     from convengine.config_loader.companions import pack_warnings
+    from convengine.versions.content import pack_id
 
     try:
         snapshot = validate_pack(file)
+        identity = pack_id(file)
     except ConvEngineError as exc:
         fail(exc)
     for warning in pack_warnings(file, snapshot, tasks):
-        err.print(Text.assemble(("warning", "yellow"), " ", inert(warning)), soft_wrap=True)
+        err.print(Text.assemble(("warning", "yellow"), " ", inert(warning)))
     rows = sum(len(r) for r in snapshot.tables().values())
-    out.print(inert(f"{file}: valid ({rows} rows, version {snapshot.version})"))
+    out.print(inert(f"{file}: valid ({rows} rows, configuration {identity})"))
 
 
 @pack_app.command("import")
@@ -101,7 +103,8 @@ def pack_import(
     url: UrlOption = DEFAULT_DATABASE_URL,
 ) -> None:
     """Replace the control tables with a pack's rows, all or nothing."""
-    from convengine.config_loader import import_pack
+    from convengine.config_loader import import_pack, read_control_rows
+    from convengine.config_loader.identity import configuration_id
     from convengine.db import create_sync_engine, parse_database_url, upgrade
     from convengine.versions.lifecycle import record_import
 
@@ -110,11 +113,12 @@ def pack_import(
         engine = create_sync_engine(parsed)
         upgrade(engine)
         snapshot = import_pack(engine, file, on_change=record_import)
+        identity = configuration_id(read_control_rows(engine))
         engine.dispose()
     except ConvEngineError as exc:
         fail(exc)
     rows = sum(len(r) for r in snapshot.tables().values())
-    out.print(inert(f"imported {file} into {parsed.redacted()} ({rows} rows, version {snapshot.version})"))
+    out.print(inert(f"imported {file} into {parsed.redacted()} ({rows} rows, configuration {identity})"))
 
 
 @pack_app.command("export")
