@@ -109,7 +109,7 @@ def require_postgres(is_postgres: bool, workers: int) -> None:
 
 
 def serve_workers(spec: ServeSpec, workers: int, *, port: int, log_level: str,
-                  announce: Callable[[], object] | None = None) -> None:
+                  announce: Callable[[], None] | None = None) -> None:
     """``workers`` processes on one socket (see :mod:`convengine.api.workers`): the engine is opened once
     here to import the pack and check the settings, then every worker opens its own."""
     async def check() -> ApiSettings:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -220,7 +221,7 @@ def serve(
     A database that already holds configuration is served as it is; --pack with a different
     configuration needs --replace. Beyond loopback (--host 0.0.0.0) authentication is required: set
     CONVENGINE_API__AUTH__API_KEYS (see docs/security.md)."""
-    from convengine.api.serving import ServeHooks, addresses
+    from convengine.api.serving import ServeHooks
     from convengine.api.serving import serve as serve_api
     from convengine.api.workers import ServeSpec, serve_workers
 
@@ -231,7 +232,7 @@ def serve(
         check_reload(reload, pack, workers)
         if workers > 1:
             serve_workers(spec, workers, port=port, log_level=log_level,
-                          announce=lambda: [tell(line) for line in addresses(host, port)])
+                          announce=partial(tell_addresses, host, port))
         else:
             serve_api(url, spec.engine_options(), host=host, port=port, log_level=log_level,
                       cors_origins=spec.cors_origins, hooks=ServeHooks(tell, pack if reload else None))
@@ -242,6 +243,13 @@ def serve(
 def tell(line: str) -> None:
     """One line of ``serve``'s own output (its addresses, each reload), printed at once."""
     out.print(inert(line), soft_wrap=True, highlight=False)
+
+
+def tell_addresses(host: str, port: int) -> None:
+    from convengine.api.serving import addresses
+
+    for line in addresses(host, port):
+        tell(line)
 
 
 def check_reload(reload: bool, pack: Path | None, workers: int) -> None:

@@ -13,8 +13,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from convengine.catalog.defaults import LIVE_CHANNEL
-from convengine.config_loader.identity import canonical, content_of_rows, digest, short_id
-from convengine.config_loader.loader import _DELETE_ORDER, _INSERT_ORDER, TIMESTAMPS, _insert_rows, _read_rows
+from convengine.config_loader.identity import TIMESTAMPS, canonical, content_of_rows, digest, short_id
+from convengine.config_loader.loader import _DELETE_ORDER, _INSERT_ORDER, _insert_rows, _read_rows
 from convengine.config_loader.packs import pack_tables, read_pack
 from convengine.config_loader.rows import coerce_rows
 from convengine.db.models import MODEL_BY_TABLE, Base, primary_key_column
