@@ -221,9 +221,12 @@ def serve(
     A database that already holds configuration is served as it is; --pack with a different
     configuration needs --replace. Beyond loopback (--host 0.0.0.0) authentication is required: set
     CONVENGINE_API__AUTH__API_KEYS (see docs/security.md)."""
-    from convengine.api.serving import ServeHooks
-    from convengine.api.serving import serve as serve_api
-    from convengine.api.workers import ServeSpec, serve_workers
+    from convengine._internal.extras import needs_extra
+
+    with needs_extra("api", "convengine serve"):
+        from convengine.api.serving import ServeHooks
+        from convengine.api.serving import serve as serve_api
+        from convengine.api.workers import ServeSpec, serve_workers
 
     spec = ServeSpec(url=url, host=host, pack=str(pack) if pack else None, tasks=str(tasks) if tasks else None,
                      scripted=str(scripted) if scripted else None, llm=llm, cors_origins=tuple(cors_origin or ()),

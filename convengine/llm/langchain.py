@@ -19,6 +19,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from convengine._internal.extras import needs_extra
 from convengine.catalog.errors import LlmError, LlmNotConfiguredError
 from convengine.llm.scripted import LlmCall, LlmReply
 from convengine.settings import LlmSettings
@@ -32,7 +33,8 @@ class FormatUnsupported(Exception):
 
 def chat_model_from_env(settings: LlmSettings) -> BaseChatModel:
     """``ChatOpenAI`` from OPENAI_API_KEY / OPENAI_BASE_URL / CONVENGINE_LLM_MODEL (or settings.llm)."""
-    from langchain_openai import ChatOpenAI
+    with needs_extra("openai", 'llm="openai" (ChatOpenAI)'):
+        from langchain_openai import ChatOpenAI
 
     base_url = os.environ.get("OPENAI_BASE_URL") or settings.base_url
     api_key = os.environ.get("OPENAI_API_KEY")

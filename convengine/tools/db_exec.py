@@ -17,17 +17,18 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import closing
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import psycopg
 import sqlalchemy as sa
-from psycopg.rows import dict_row
 
 from convengine._internal.jsontext import dumps
 from convengine.catalog.errors import ErrorCode, ToolError
 from convengine.tools.sql_policy import SqlPolicy
 from convengine.tools.sql_tokens import Numbered, UnsafeSqlError
+
+if TYPE_CHECKING:  # psycopg (the postgres extra) is imported only when a tool query runs on PostgreSQL
+    import psycopg
 
 ROW_TOO_LARGE = "convengine: tool row over the byte budget"
 """Marks the error PostgreSQL raises for a row over ``Limits.bytes`` (see :func:`row_bounded`)."""
@@ -114,6 +115,9 @@ def _driver(conn: sa.Connection) -> Any:
 
 
 def _on_postgres(conn: sa.Connection, numbered: Numbered, limits: Limits) -> Fetched:
+    import psycopg
+    from psycopg.rows import dict_row
+
     driver = _driver(conn)
     counted = Counted()
     try:
@@ -151,6 +155,8 @@ def begin_read_only(driver: psycopg.Connection, timeout_ms: int) -> None:
 
 def reset_session(driver: psycopg.Connection) -> bool:
     """Roll back, then ``DISCARD ALL``; False when the session could not be cleared."""
+    import psycopg
+
     try:
         driver.rollback()
         driver.autocommit = True
@@ -162,6 +168,8 @@ def reset_session(driver: psycopg.Connection) -> bool:
 
 
 def _postgres_error(exc: psycopg.Error, timeout_ms: int) -> ToolError:
+    import psycopg
+
     text = _first_line(exc)
     if isinstance(exc, psycopg.errors.QueryCanceled):
         return ToolError(f"the query ran longer than {timeout_ms} ms and was stopped")
