@@ -152,6 +152,7 @@ def pack_export(
     if output is None:
         sys.stdout.write(text)
     else:
+        output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text, encoding="utf-8")
         err.print(inert(f"wrote {output}"))
 
@@ -294,5 +295,6 @@ def test(
     failed = sum(1 for o in outcomes if not o.passed)
     out.print(f"{len(outcomes) - failed} passed, {failed} failed")
     if junit_xml is not None:
+        junit_xml.parent.mkdir(parents=True, exist_ok=True)
         junit_xml.write_text(render_junit(outcomes), encoding="utf-8")
     raise typer.Exit(1 if failed else 0)

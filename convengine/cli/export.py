@@ -34,6 +34,7 @@ def export_test(
     options = pack_options(pack, tasks)  # the pack's tasks, so the engine knows them (nothing is imported)
     options.pop("pack")
     text = asyncio.run(_export(url, conversation_id, relative_pack(pack, output), upto, options))
+    output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text, encoding="utf-8")
     err.print(inert(f"wrote {output}: run it with convengine test {output}"), soft_wrap=True)
 
