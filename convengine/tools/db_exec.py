@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import closing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 import sqlalchemy as sa
@@ -26,9 +26,6 @@ from convengine._internal.jsontext import dumps
 from convengine.catalog.errors import ErrorCode, ToolError
 from convengine.tools.sql_policy import SqlPolicy
 from convengine.tools.sql_tokens import Numbered, UnsafeSqlError
-
-if TYPE_CHECKING:  # psycopg (the postgres extra) is imported only when a tool query runs on PostgreSQL
-    import psycopg
 
 ROW_TOO_LARGE = "convengine: tool row over the byte budget"
 """Marks the error PostgreSQL raises for a row over ``Limits.bytes`` (see :func:`row_bounded`)."""
@@ -145,7 +142,18 @@ def row_bounded(statement: str, max_bytes: int) -> str:
             f"ELSE ('{ROW_TOO_LARGE}: ' || {size})::int = 0 END")
 
 
-def begin_read_only(driver: psycopg.Connection, timeout_ms: int) -> None:
+class PgDriver(Protocol):
+    """What the read-only session needs of a psycopg connection (psycopg, the postgres extra, is imported
+    only when a tool query runs on PostgreSQL)."""
+
+    autocommit: bool
+
+    def rollback(self) -> None: ...
+
+    def execute(self, query: str, /) -> object: ...
+
+
+def begin_read_only(driver: PgDriver, timeout_ms: int) -> None:
     """A READ ONLY transaction with a statement timeout (psycopg sends BEGIN with the first statement)."""
     driver.rollback()
     driver.autocommit = False
@@ -153,7 +161,7 @@ def begin_read_only(driver: psycopg.Connection, timeout_ms: int) -> None:
                    "SET LOCAL standard_conforming_strings = on")
 
 
-def reset_session(driver: psycopg.Connection) -> bool:
+def reset_session(driver: PgDriver) -> bool:
     """Roll back, then ``DISCARD ALL``; False when the session could not be cleared."""
     import psycopg
 
@@ -167,7 +175,7 @@ def reset_session(driver: psycopg.Connection) -> bool:
         return False
 
 
-def _postgres_error(exc: psycopg.Error, timeout_ms: int) -> ToolError:
+def _postgres_error(exc: Exception, timeout_ms: int) -> ToolError:
     import psycopg
 
     text = _first_line(exc)
