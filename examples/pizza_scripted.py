@@ -1,6 +1,6 @@
 """A ScriptedLLM that plays the model for examples/pizza.yaml, offline.
 
-    convengine chat --url sqlite:///pizza.db --pack examples/pizza.yaml --scripted examples/pizza_scripted.py
+    convengine chat --url sqlite:///try/pizza.db --pack examples/pizza.yaml --scripted examples/pizza_scripted.py
 
 Swap in a real chat model (``llm="openai"``) and the same pack works unchanged.
 """

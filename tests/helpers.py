@@ -56,7 +56,9 @@ def _merge(base: dict[str, Any], top: dict[str, Any]) -> None:
 
 @asynccontextmanager
 async def engine_on(db_url: str, pack_data: Any, **options: Any) -> AsyncIterator[Engine]:
-    engine = await Engine.aopen(db_url, pack=pack_data, **options)
+    """An engine serving ``pack_data``, whatever configuration the test's database held before (the
+    tests that reopen one database with another pack mean to replace it: ``replace=True``)."""
+    engine = await Engine.aopen(db_url, pack=pack_data, **{"replace": True, **options})
     try:
         yield engine
     finally:

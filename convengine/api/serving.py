@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import h11
@@ -32,6 +34,7 @@ from uvicorn.server import ServerState
 
 from convengine.api.app import create_app
 from convengine.api.config import resolve_api
+from convengine.api.pack_watch import PackWatcher
 from convengine.api.refusals import error_response
 from convengine.catalog.errors import ErrorCode
 from convengine.engine import Engine
@@ -174,20 +177,57 @@ def server_config(app: FastAPI, api: ApiSettings, *, host: str, port: int, log_l
                           h11_max_incomplete_event_size=api.max_header_bytes, log_config=server_log_config(log_level))
 
 
+def addresses(host: str, port: int) -> list[str]:
+    """What a server on ``host:port`` offers, one line each: the console, the API's documentation and
+    the message endpoint."""
+    shown = f"[{host}]" if ":" in host else host
+    base = f"http://{shown}:{port}"
+    return [f"console:   {base}/console", f"API docs:  {base}/docs",
+            f"API:       {base}/api/v1/conversation/message"]
+
+
+@dataclass(frozen=True)
+class ServeHooks:
+    """What ``convengine serve`` adds around the server: where its addresses are told once the engine
+    is open, and the pack file to re-import on change (``--reload``)."""
+
+    announce: Callable[[str], None] | None = None
+    reload_pack: Path | None = None
+
+
 def serve(url: str, options: dict[str, Any], *, host: str, port: int, log_level: str,
-          cors_origins: Sequence[str] = ()) -> None:
+          cors_origins: Sequence[str] = (), hooks: ServeHooks = ServeHooks()) -> None:
     """Open the engine, check the API's settings for ``host`` (ConfigError: one line saying what to set),
     then serve until interrupted."""
     with asyncio.Runner(loop_factory=auto_loop_factory()) as runner:
-        runner.run(_serve(url, options, host=host, port=port, log_level=log_level, cors_origins=cors_origins))
+        runner.run(_serve(url, options, host=host, port=port, log_level=log_level, cors_origins=cors_origins,
+                          hooks=hooks))
 
 
 async def _serve(url: str, options: dict[str, Any], *, host: str, port: int, log_level: str,
-                 cors_origins: Sequence[str]) -> None:
+                 cors_origins: Sequence[str], hooks: ServeHooks) -> None:
     engine = await Engine.aopen(url, **options)
+    watcher: asyncio.Task[None] | None = None
+    told: asyncio.Task[None] | None = None
     try:
         api = resolve_api(engine.settings, host=host, cors_origins=cors_origins)
         app = create_app(engine=engine, host=host, cors_origins=cors_origins, close_engine=True)
-        await uvicorn.Server(server_config(app, api.settings, host=host, port=port, log_level=log_level)).serve()
+        if hooks.reload_pack is not None:
+            watch = PackWatcher(engine, hooks.reload_pack, **({"report": hooks.announce} if hooks.announce else {}))
+            watcher = asyncio.create_task(watch.run())
+        server = uvicorn.Server(server_config(app, api.settings, host=host, port=port, log_level=log_level))
+        told = asyncio.create_task(_announce(server, hooks.announce, host, port)) if hooks.announce else None
+        await server.serve()
     finally:
+        for task in (watcher, told):
+            if task is not None:
+                task.cancel()
         await engine.aclose()
+
+
+async def _announce(server: uvicorn.Server, announce: Callable[[str], None], host: str, port: int) -> None:
+    """Tell the server's addresses once it listens (not before: a port in use fails first)."""
+    while not server.started:
+        await asyncio.sleep(0.05)
+    for line in addresses(host, port):
+        announce(line)

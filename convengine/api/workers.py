@@ -16,6 +16,7 @@ import asyncio
 import json
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -52,6 +53,8 @@ class ServeSpec:
     """Conversation tests every publish through the API must pass."""
     channel: str = LIVE_CHANNEL
     """The configuration channel served."""
+    replace: bool = False
+    """Import ``pack`` over a different configuration the database holds (otherwise refused)."""
     head_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
     max_connections_per_client: int = MAX_CONNECTIONS_PER_CLIENT
@@ -69,8 +72,11 @@ class ServeSpec:
                       "tests": tuple(data.get("tests") or ())})
 
     def engine_options(self) -> dict[str, Any]:
-        """The options ``convengine serve`` opens its engine with: the pack's tasks and scripted LLM, or --llm."""
-        options = pack_options(Path(self.pack), _path(self.tasks), _path(self.scripted)) if self.pack else {}
+        """The options ``convengine serve`` opens its engine with: the pack's tasks and scripted LLM (with or
+        without a pack: --tasks and --scripted apply to a database's stored configuration too), or --llm."""
+        options = pack_options(_path(self.pack), _path(self.tasks), _path(self.scripted))
+        if self.pack:
+            options["replace"] = self.replace
         if "llm" not in options and (chosen := choose_llm(self.llm)) is not None:
             options["llm"] = chosen
         options.update(conversation_tests=tuple(Path(t) for t in self.tests), channel=self.channel)
@@ -102,7 +108,8 @@ def require_postgres(is_postgres: bool, workers: int) -> None:
                           "processes (serve SQLite with one worker)")
 
 
-def serve_workers(spec: ServeSpec, workers: int, *, port: int, log_level: str) -> None:
+def serve_workers(spec: ServeSpec, workers: int, *, port: int, log_level: str,
+                  announce: Callable[[], None] | None = None) -> None:
     """``workers`` processes on one socket (see :mod:`convengine.api.workers`): the engine is opened once
     here to import the pack and check the settings, then every worker opens its own."""
     async def check() -> ApiSettings:
@@ -118,6 +125,8 @@ def serve_workers(spec: ServeSpec, workers: int, *, port: int, log_level: str) -
     ready = replace(spec, head_timeout_s=api.header_timeout_s, body_timeout_s=api.body_timeout_s,
                     max_connections_per_client=api.max_connections_per_client)
     os.environ[SPEC_ENV] = ready.to_env()
+    if announce is not None:  # the configuration is good: tell where the workers will listen
+        announce()
     uvicorn.run("convengine.api.workers:app", factory=True, workers=workers, host=spec.host, port=port,
                 log_level=log_level, lifespan="on", http="convengine.api.workers:WorkerH11Protocol",
                 limit_concurrency=api.max_concurrency, h11_max_incomplete_event_size=api.max_header_bytes,

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.text import Text
 
 from convengine.catalog.defaults import DEFAULT_DATABASE_URL, LIVE_CHANNEL
-from convengine.catalog.errors import ConvEngineError
+from convengine.catalog.errors import ConfigError, ConvEngineError
 from convengine.cli.export import export_test
-from convengine.cli.guard import fail, guarded, state
+from convengine.cli.guard import fail, guarded, state, terminal
+from convengine.cli.init import init
 from convengine.cli.knowledge import knowledge_app
 from convengine.cli.versions import register as register_version_commands
 from convengine.security.terminal import inert
@@ -28,17 +29,30 @@ app.add_typer(db_app, name="db")
 app.add_typer(pack_app, name="pack")
 app.add_typer(knowledge_app, name="knowledge")
 app.command("export-test")(export_test)
+app.command("init")(init)
 register_version_commands(pack_app)  # pack versions|draft|diff|publish|rollback|channel
 
-err = Console(stderr=True)
-out = Console()
+err = terminal(stderr=True)
+out = terminal()
 
 UrlOption = Annotated[str, typer.Option("--url", help="Database URL (sqlite:///FILE or postgresql://...)",
                                         envvar="CONVENGINE_DATABASE_URL")]
 
 
+def show_version(value: bool) -> None:
+    if value:
+        from convengine import __version__
+
+        out.print(f"convengine {__version__}", highlight=False)
+        raise typer.Exit()
+
+
 @app.callback()
-def options(debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of a failure")] = False) -> None:
+def options(
+    debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of a failure")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=show_version, is_eager=True,
+                                          help="Print the version and exit")] = False,
+) -> None:
     """convengine: a data-driven conversational engine."""
     state.debug = debug
 
@@ -70,15 +84,17 @@ def pack_validate(
     what is accepted but will not work (unknown variables, settings nothing reads, tasks not defined)."""
     from convengine.config_loader import validate_pack
     from convengine.config_loader.companions import pack_warnings
+    from convengine.versions.content import pack_id
 
     try:
         snapshot = validate_pack(file)
+        identity = pack_id(file)
     except ConvEngineError as exc:
         fail(exc)
     for warning in pack_warnings(file, snapshot, tasks):
-        err.print(Text.assemble(("warning", "yellow"), " ", inert(warning)), soft_wrap=True)
+        err.print(Text.assemble(("warning", "yellow"), " ", inert(warning)))
     rows = sum(len(r) for r in snapshot.tables().values())
-    out.print(inert(f"{file}: valid ({rows} rows, version {snapshot.version})"))
+    out.print(inert(f"{file}: valid ({rows} rows, configuration {identity})"))
 
 
 @pack_app.command("import")
@@ -88,7 +104,8 @@ def pack_import(
     url: UrlOption = DEFAULT_DATABASE_URL,
 ) -> None:
     """Replace the control tables with a pack's rows, all or nothing."""
-    from convengine.config_loader import import_pack
+    from convengine.config_loader import import_pack, read_control_rows
+    from convengine.config_loader.identity import configuration_id
     from convengine.db import create_sync_engine, parse_database_url, upgrade
     from convengine.versions.lifecycle import record_import
 
@@ -97,11 +114,12 @@ def pack_import(
         engine = create_sync_engine(parsed)
         upgrade(engine)
         snapshot = import_pack(engine, file, on_change=record_import)
+        identity = configuration_id(read_control_rows(engine))
         engine.dispose()
     except ConvEngineError as exc:
         fail(exc)
     rows = sum(len(r) for r in snapshot.tables().values())
-    out.print(inert(f"imported {file} into {parsed.redacted()} ({rows} rows, version {snapshot.version})"))
+    out.print(inert(f"imported {file} into {parsed.redacted()} ({rows} rows, configuration {identity})"))
 
 
 @pack_app.command("export")
@@ -134,6 +152,7 @@ def pack_export(
     if output is None:
         sys.stdout.write(text)
     else:
+        output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text, encoding="utf-8")
         err.print(inert(f"wrote {output}"))
 
@@ -192,25 +211,56 @@ def serve(
     tests: Annotated[list[Path] | None, typer.Option(
         "--tests", help="Conversation tests every publish through the API must pass (repeatable)")] = None,
     channel: Annotated[str, typer.Option("--channel", help="The configuration channel to serve")] = LIVE_CHANNEL,
+    replace: Annotated[bool, typer.Option("--replace", help="Replace the configuration stored in the database "
+                                                            "with --pack")] = False,
+    reload: Annotated[bool, typer.Option("--reload", help="Re-import --pack whenever the file changes "
+                                                          "(one worker; restart for Python changes)")] = False,
 ) -> None:
-    """Serve ConvEngine's REST API (message, audit, trace, SSE stream, cache) with OpenAPI docs at /docs.
+    """Serve ConvEngine's REST API (message, audit, trace, SSE stream, cache), the console at /console and
+    the OpenAPI docs at /docs; prints those addresses once it listens.
 
-    Beyond loopback (--host 0.0.0.0) authentication is required: set CONVENGINE_API__AUTH__API_KEYS
-    (see docs/security.md)."""
-    from convengine.api.serving import serve as serve_api
-    from convengine.api.workers import ServeSpec, serve_workers
+    A database that already holds configuration is served as it is; --pack with a different
+    configuration needs --replace. Beyond loopback (--host 0.0.0.0) authentication is required: set
+    CONVENGINE_API__AUTH__API_KEYS (see docs/security.md)."""
+    from convengine._internal.extras import needs_extra
+
+    with needs_extra("api", "convengine serve"):
+        from convengine.api.serving import ServeHooks
+        from convengine.api.serving import serve as serve_api
+        from convengine.api.workers import ServeSpec, serve_workers
 
     spec = ServeSpec(url=url, host=host, pack=str(pack) if pack else None, tasks=str(tasks) if tasks else None,
                      scripted=str(scripted) if scripted else None, llm=llm, cors_origins=tuple(cors_origin or ()),
-                     tests=tuple(str(t) for t in tests or ()), channel=channel)
+                     tests=tuple(str(t) for t in tests or ()), channel=channel, replace=replace)
     try:
+        check_reload(reload, pack, workers)
         if workers > 1:
-            serve_workers(spec, workers, port=port, log_level=log_level)
+            serve_workers(spec, workers, port=port, log_level=log_level,
+                          announce=partial(tell_addresses, host, port))
         else:
             serve_api(url, spec.engine_options(), host=host, port=port, log_level=log_level,
-                      cors_origins=spec.cors_origins)
+                      cors_origins=spec.cors_origins, hooks=ServeHooks(tell, pack if reload else None))
     except ConvEngineError as exc:
         fail(exc)
+
+
+def tell(line: str) -> None:
+    """One line of ``serve``'s own output (its addresses, each reload), printed at once."""
+    out.print(inert(line), soft_wrap=True, highlight=False)
+
+
+def tell_addresses(host: str, port: int) -> None:
+    from convengine.api.serving import addresses
+
+    for line in addresses(host, port):
+        tell(line)
+
+
+def check_reload(reload: bool, pack: Path | None, workers: int) -> None:
+    if reload and pack is None:
+        raise ConfigError("--reload re-imports the pack file when it changes: give it with --pack")
+    if reload and workers > 1:
+        raise ConfigError("--reload works with one worker (--workers 1): it is for editing a pack")
 
 
 @app.command("test")
@@ -245,5 +295,6 @@ def test(
     failed = sum(1 for o in outcomes if not o.passed)
     out.print(f"{len(outcomes) - failed} passed, {failed} failed")
     if junit_xml is not None:
+        junit_xml.parent.mkdir(parents=True, exist_ok=True)
         junit_xml.write_text(render_junit(outcomes), encoding="utf-8")
     raise typer.Exit(1 if failed else 0)

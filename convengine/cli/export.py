@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from convengine.catalog.defaults import DEFAULT_DATABASE_URL
-from convengine.cli.guard import guarded
+from convengine.cli.guard import guarded, terminal
 from convengine.security.terminal import inert
 
-err = Console(stderr=True)
+err = terminal(stderr=True)
 
 
 @guarded
@@ -24,21 +23,27 @@ def export_test(
     url: Annotated[str, typer.Option("--url", help="Database the conversation was recorded in",
                                      envvar="CONVENGINE_DATABASE_URL")] = DEFAULT_DATABASE_URL,
     upto: Annotated[int | None, typer.Option("--upto", min=1, help="Only the first N turns")] = None,
+    tasks: Annotated[Path | None, typer.Option("--tasks", help="Python file defining TASKS (default: "
+                                                               "<pack>_tasks.py, as chat finds it)")] = None,
 ) -> None:
     """Write a conversation test that replays a recorded conversation: its inputs, the LLM replies
     and tool results it got, and what happened as expectations (needs llm.log_calls on when recorded)."""
+    from convengine.config_loader.companions import pack_options
     from convengine.console.export import relative_pack
 
-    text = asyncio.run(_export(url, conversation_id, relative_pack(pack, output), upto))
+    options = pack_options(pack, tasks)  # the pack's tasks, so the engine knows them (nothing is imported)
+    options.pop("pack")
+    text = asyncio.run(_export(url, conversation_id, relative_pack(pack, output), upto, options))
+    output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text, encoding="utf-8")
     err.print(inert(f"wrote {output}: run it with convengine test {output}"), soft_wrap=True)
 
 
-async def _export(url: str, conversation_id: str, pack: str, upto: int | None) -> str:
+async def _export(url: str, conversation_id: str, pack: str, upto: int | None, options: dict[str, Any]) -> str:
     from convengine.console.export import export_conversation
     from convengine.engine import Engine
 
-    engine = await Engine.aopen(url)
+    engine = await Engine.aopen(url, **options)
     try:
         return await export_conversation(engine, conversation_id, pack=pack, upto=upto)
     finally:

@@ -26,7 +26,15 @@ SETUP_FAILED = 2
 
 P = ParamSpec("P")
 R = TypeVar("R")
-_err = Console(stderr=True)
+
+
+def terminal(*, stderr: bool = False) -> Console:
+    """The CLI's consoles: lines are never hard-wrapped (piped output would otherwise be cut at 80
+    columns and padded with spaces); the terminal wraps long lines itself."""
+    return Console(stderr=stderr, soft_wrap=True)
+
+
+_err = terminal(stderr=True)
 
 
 @dataclass

@@ -7,20 +7,19 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 from rich.text import Text
 
 from convengine.catalog.defaults import DEFAULT_DATABASE_URL
 from convengine.catalog.errors import ErrorCode, InvalidInputError
-from convengine.cli.guard import guarded
+from convengine.cli.guard import guarded, terminal
 from convengine.security.terminal import inert
 
 knowledge_app = typer.Typer(no_args_is_help=True,
                             help="Knowledge bases: ingest documents, list, search, evaluate, delete.")
-err = Console(stderr=True)
-out = Console()
+err = terminal(stderr=True)
+out = terminal()
 
 UrlOption = Annotated[str, typer.Option("--url", help="Database URL (sqlite:///FILE or postgresql://...)",
                                         envvar="CONVENGINE_DATABASE_URL")]

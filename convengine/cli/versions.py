@@ -6,16 +6,15 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
-from rich.console import Console
 from rich.text import Text
 
 from convengine.catalog.defaults import DEFAULT_DATABASE_URL, LIVE_CHANNEL
 from convengine.catalog.errors import ConvEngineError
-from convengine.cli.guard import fail, guarded
+from convengine.cli.guard import fail, guarded, terminal
 from convengine.security.terminal import inert
 
-out = Console()
-err = Console(stderr=True)
+out = terminal()
+err = terminal(stderr=True)
 
 UrlOption = Annotated[str, typer.Option("--url", help="Database URL (sqlite:///FILE or postgresql://...)",
                                         envvar="CONVENGINE_DATABASE_URL")]

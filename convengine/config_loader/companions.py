@@ -52,10 +52,12 @@ def companion(pack: Path, suffix: str) -> Path | None:
     return candidate if candidate.is_file() else None
 
 
-def pack_options(pack: Path, tasks: Path | None = None, scripted: Path | None = None) -> dict[str, Any]:
-    """Engine options a pack brings: its tasks (TASKS), tools (TOOLS) and scripted LLM (LLM)."""
-    options: dict[str, Any] = {"pack": pack}
-    tasks_file = tasks or companion(pack, "tasks")
+def pack_options(pack: Path | None, tasks: Path | None = None, scripted: Path | None = None) -> dict[str, Any]:
+    """Engine options a pack brings: its tasks (TASKS), tools (TOOLS) and scripted LLM (LLM), from
+    ``tasks`` / ``scripted`` or the pack's companion ``<pack>_tasks.py``; without a pack (the
+    configuration the database holds) only the files given."""
+    options: dict[str, Any] = {} if pack is None else {"pack": pack}
+    tasks_file = tasks or (companion(pack, "tasks") if pack is not None else None)
     if tasks_file is not None:
         module = load_module(tasks_file)
         for attr, option in (("TASKS", "tasks"), ("TOOLS", "tools"), ("CONTAINER_PROVIDERS", "container_providers"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -15,6 +16,7 @@ from convengine.catalog.errors import ConfigError, ConfigValidationError, PackEr
 from convengine.config.snapshot import ConfigSnapshot
 from convengine.config_loader import stamp
 from convengine.config_loader.build import Extensions, SnapshotInput, build_snapshot
+from convengine.config_loader.identity import TIMESTAMPS, configuration_id
 from convengine.config_loader.packs import pack_tables, read_pack, rows_to_pack
 from convengine.config_loader.rows import coerce_rows
 from convengine.db.generations import require_current
@@ -64,10 +66,11 @@ def load_snapshot(
         ConfigValidationError: the rows in the database are invalid (all violations listed).
     """
     rows = read_control_rows(engine)
-    return build_snapshot(
+    snapshot = build_snapshot(
         SnapshotInput(rows, origin="database", settings_overrides=dict(settings_overrides or {}),
                       extensions=extensions or Extensions(), source="database configuration")
     )
+    return dataclasses.replace(snapshot, version=configuration_id(rows))  # the id `pack versions` lists it by
 
 
 def validate_pack(
@@ -133,7 +136,6 @@ def import_pack(
 
 IMPORT_LOCK_KEY = 0x636F6E76_656E6700 >> 1
 """The advisory lock that serialises pack imports on PostgreSQL (a constant 63-bit key)."""
-TIMESTAMPS = frozenset({"created_at", "updated_at"})
 
 
 class ConfigurationExistsError(ConfigError):
@@ -172,7 +174,8 @@ def _replacement(before: Mapping[str, list[Any]], after: Mapping[str, list[Any]]
     changed = [f"{t} ({len(before[t])} rows stored, {len(after[t])} in the pack)"
                for t in CONTROL_TABLES if before[t] != after[t]]
     return ("the database already holds a different configuration; importing this pack would replace "
-            f"{', '.join(changed)}. Use it as it is (leave out the pack), or replace it on purpose (--replace)")
+            f"{', '.join(changed)}. Use it as it is (leave out the pack), or replace it on purpose "
+            "(--replace; replace=True from Python)")
 
 
 def _insert_rows(conn: sa.Connection, table: str, rows: list[dict[str, Any]]) -> None:

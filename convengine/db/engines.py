@@ -9,6 +9,7 @@ from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 
+from convengine._internal.extras import needs_extra
 from convengine.db.url import DatabaseUrl
 from convengine.settings import PoolSettings
 
@@ -35,7 +36,8 @@ def create_sync_engine(url: DatabaseUrl, **kwargs: object) -> sa.Engine:
         engine = sa.create_engine(url.sync_url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}, **kwargs)
         sa.event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return sa.create_engine(url.sync_url, pool_pre_ping=True, **kwargs)
+    with needs_extra("postgres", "a PostgreSQL database URL"):
+        return sa.create_engine(url.sync_url, pool_pre_ping=True, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -79,4 +81,5 @@ def create_async_sa_engine(url: DatabaseUrl, *, pool: PoolSize | None = None, **
     # No pre-ping on the hot path: a turn's first statement (its lock) retries once on a
     # dropped connection instead (see checkpointing.TurnLocks), and SQLAlchemy then
     # invalidates the pool, so a restarted server costs one retry, not a round trip per turn.
-    return create_async_engine(url.async_url, **sizing, **kwargs)
+    with needs_extra("postgres", "a PostgreSQL database URL"):
+        return create_async_engine(url.async_url, **sizing, **kwargs)

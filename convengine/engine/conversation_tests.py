@@ -160,6 +160,7 @@ class FileRun:
         if self.spec.embeddings == "hashing":
             options["embeddings"] = HashingEmbeddings()
         url = self.url or f"sqlite:///{workdir / 'conversation-tests.db'}"
+        options["replace"] = True  # a test run imports its file's pack, whatever a --url database held
         engine = self.open_engine(url, **options, **self.spec.settings)
         try:
             for kb, paths in self.spec.knowledge.items():

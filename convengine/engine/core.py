@@ -33,6 +33,7 @@ from convengine.engine.feedback import Feedback, check_feedback
 from convengine.engine.publish_gate import conversation_test_gate
 from convengine.engine.results import EngineOptions, TurnResult
 from convengine.engine.runtime import EngineRuntime, TurnGraph
+from convengine.engine.turn import no_configuration
 from convengine.flows.control import event_request
 from convengine.knowledge import Knowledge
 from convengine.security.users import check_user_id
@@ -375,7 +376,8 @@ class Engine:
         registries = self._runtime.services.registries
         tools = unregistered_tools(snapshot, registries.tool_handlers, registries.tool_adapters,
                                    snapshot.settings.mcp.servers, RAW_SQL_TOOLS)
-        return [*snapshot.warnings, *unregistered_tasks(snapshot, registries.tasks), *tools]
+        empty = [] if snapshot.tables() else [no_configuration(self.database_label)]
+        return [*empty, *snapshot.warnings, *unregistered_tasks(snapshot, registries.tasks), *tools]
 
     @property
     def database_label(self) -> str:

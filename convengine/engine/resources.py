@@ -68,7 +68,8 @@ class EngineResources:
         startup.check_tables(base)
         sync_engine = await asyncio.to_thread(create_sync_engine, url)
         holder = SnapshotHolder(sync_engine, dict(options.settings), extensions)
-        await asyncio.to_thread(startup.prepare, sync_engine, base, options.pack, extensions, holder)
+        await asyncio.to_thread(startup.prepare, sync_engine, base, options.pack, extensions, holder,
+                                replace=options.replace)
         settings = holder.current.settings
         pool = pool_size_for(url, settings.pool)
         async_engine = await asyncio.to_thread(partial(create_async_sa_engine, url, pool=pool))

@@ -62,6 +62,9 @@ class EngineOptions:
     """Everything :meth:`Engine.open` accepts besides the URL."""
 
     pack: str | Path | Mapping[str, Any] | None = None
+    replace: bool = False
+    """Import ``pack`` even when the database holds a different configuration (otherwise refused with
+    :class:`~convengine.config_loader.loader.ConfigurationExistsError`, naming what would change)."""
     llm: Any = None
     """A LangChain chat model, a ScriptedLLM, an LlmGateway or ``"openai"``."""
     tasks: Mapping[str, Any] | None = None

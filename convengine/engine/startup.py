@@ -38,12 +38,13 @@ def check_tables(settings: EngineSettings) -> None:
 
 
 def prepare(sync_engine: sa.Engine, settings: EngineSettings, pack: str | Path | Mapping[str, Any] | None,
-            extensions: Extensions, holder: SnapshotHolder) -> None:
-    """Migrate, import the pack given, load the configuration."""
+            extensions: Extensions, holder: SnapshotHolder, *, replace: bool = False) -> None:
+    """Migrate, import the pack given (a different stored configuration only when ``replace``),
+    load the configuration."""
     if settings.auto_migrate:
         upgrade(sync_engine)
     if pack is not None:
-        import_pack(sync_engine, pack, extensions=extensions, on_change=record_import,
+        import_pack(sync_engine, pack, extensions=extensions, on_change=record_import, replace=replace,
                     settings_overrides=holder.settings_overrides)
     holder.reload()
 

@@ -19,6 +19,7 @@ from convengine.audit import TurnAudit
 from convengine.catalog import names
 from convengine.catalog import state as keys
 from convengine.catalog.errors import (
+    ConfigError,
     ConvEngineError,
     ConversationBusyError,
     ConversationNotFoundError,
@@ -47,6 +48,12 @@ from convengine.templates.verbose import VerbosePublisher
 from convengine.versions.serving import Choice, Compiled, Pick, pin_of
 
 logger = logging.getLogger(__name__)
+
+
+def no_configuration(database: str) -> str:
+    """The one-line reason a turn cannot run on a database whose control tables are empty."""
+    return (f"the database {database} holds no configuration (its ce_* tables are empty): open it with a "
+            "pack (Engine.open(url, pack='my_pack.yaml')) or import one (convengine pack import FILE --url URL)")
 
 
 @dataclass
@@ -89,6 +96,8 @@ class TurnRunner:
                 refused = _refusal(request.conversation_id, owner, admission) or admission.refused
                 if refused is not None:
                     raise refused
+                if not choice.snapshot.tables():
+                    raise ConfigError(no_configuration(self.resources.url.redacted()))
                 if choice.snapshot.settings.conversation_memory.long_term and self.resources.long_term is None:
                     raise _StoreFirst
                 ctx = self._context(request, choice.compiled, owner)

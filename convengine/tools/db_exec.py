@@ -17,12 +17,10 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import closing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
-import psycopg
 import sqlalchemy as sa
-from psycopg.rows import dict_row
 
 from convengine._internal.jsontext import dumps
 from convengine.catalog.errors import ErrorCode, ToolError
@@ -114,6 +112,9 @@ def _driver(conn: sa.Connection) -> Any:
 
 
 def _on_postgres(conn: sa.Connection, numbered: Numbered, limits: Limits) -> Fetched:
+    import psycopg
+    from psycopg.rows import dict_row
+
     driver = _driver(conn)
     counted = Counted()
     try:
@@ -141,7 +142,18 @@ def row_bounded(statement: str, max_bytes: int) -> str:
             f"ELSE ('{ROW_TOO_LARGE}: ' || {size})::int = 0 END")
 
 
-def begin_read_only(driver: psycopg.Connection, timeout_ms: int) -> None:
+class PgDriver(Protocol):
+    """What the read-only session needs of a psycopg connection (psycopg, the postgres extra, is imported
+    only when a tool query runs on PostgreSQL)."""
+
+    autocommit: bool
+
+    def rollback(self) -> None: ...
+
+    def execute(self, query: str, /) -> object: ...
+
+
+def begin_read_only(driver: PgDriver, timeout_ms: int) -> None:
     """A READ ONLY transaction with a statement timeout (psycopg sends BEGIN with the first statement)."""
     driver.rollback()
     driver.autocommit = False
@@ -149,8 +161,10 @@ def begin_read_only(driver: psycopg.Connection, timeout_ms: int) -> None:
                    "SET LOCAL standard_conforming_strings = on")
 
 
-def reset_session(driver: psycopg.Connection) -> bool:
+def reset_session(driver: PgDriver) -> bool:
     """Roll back, then ``DISCARD ALL``; False when the session could not be cleared."""
+    import psycopg
+
     try:
         driver.rollback()
         driver.autocommit = True
@@ -161,7 +175,9 @@ def reset_session(driver: psycopg.Connection) -> bool:
         return False
 
 
-def _postgres_error(exc: psycopg.Error, timeout_ms: int) -> ToolError:
+def _postgres_error(exc: Exception, timeout_ms: int) -> ToolError:
+    import psycopg
+
     text = _first_line(exc)
     if isinstance(exc, psycopg.errors.QueryCanceled):
         return ToolError(f"the query ran longer than {timeout_ms} ms and was stopped")

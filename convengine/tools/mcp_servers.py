@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from convengine._internal.extras import needs_extra
 from convengine.catalog.errors import ToolError
 from convengine.settings import McpServerSettings
 
@@ -47,9 +48,10 @@ class _Connection:
             raise ToolError(f"MCP server {self.name!r} did not start: {type(self.error).__name__}: {self.error}")
 
     async def _run(self) -> None:
-        from mcp import ClientSession
-
         try:
+            with needs_extra("mcp", f"MCP server {self.name!r}"):
+                from mcp import ClientSession
+
             async with self._transport() as streams, ClientSession(streams[0], streams[1]) as session:
                 await session.initialize()
                 self.tools = list((await session.list_tools()).tools)

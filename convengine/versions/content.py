@@ -8,43 +8,24 @@ from a pack file, an edit or the tables themselves.
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Mapping
 from typing import Any
 
 import sqlalchemy as sa
 
 from convengine.catalog.defaults import LIVE_CHANNEL
-from convengine.config_loader.loader import _DELETE_ORDER, _INSERT_ORDER, TIMESTAMPS, _insert_rows, _read_rows
-from convengine.config_loader.packs import pack_tables, read_pack, rows_to_pack
+from convengine.config_loader.identity import TIMESTAMPS, canonical, content_of_rows, digest, short_id
+from convengine.config_loader.loader import _DELETE_ORDER, _INSERT_ORDER, _insert_rows, _read_rows
+from convengine.config_loader.packs import pack_tables, read_pack
 from convengine.config_loader.rows import coerce_rows
-from convengine.db.models import MODEL_BY_TABLE, primary_key_column
+from convengine.db.models import MODEL_BY_TABLE, Base, primary_key_column
 
-__all__ = ["DRAFT_CHANNEL", "LIVE_CHANNEL", "MIGRATIONS"]
+__all__ = ["DRAFT_CHANNEL", "LIVE_CHANNEL", "MIGRATIONS", "canonical", "content_of_rows", "digest"]
 
 DRAFT_CHANNEL = "draft"
 """The reserved channel naming the draft: the latest version made by an edit, not yet published."""
 MIGRATIONS = ("pin", "latest")
 """A channel's migration policy: ``pin`` keeps a conversation on the version it started on until it
 ends or resets; ``latest`` moves it to the channel's version at its next turn."""
-
-
-def canonical(pack: Mapping[str, Any]) -> str:
-    """The pack as canonical JSON: sorted keys, no insignificant spaces."""
-    return json.dumps(pack, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
-def digest(text: str) -> str:
-    """The SHA-256 (hex) of canonical content."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def content_of_rows(rows: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """Control-table rows (as read from the database) -> the version content (a pack)."""
-    stripped = {table: [{k: v for k, v in row.items() if k not in TIMESTAMPS} for row in table_rows]
-                for table, table_rows in rows.items()}
-    return json.loads(canonical(rows_to_pack(stripped)))
 
 
 def live_content(conn: sa.Connection) -> dict[str, Any]:
@@ -70,3 +51,19 @@ def normalise(conn: sa.Connection, source: str | Any) -> dict[str, Any]:
 
 def primary_key(table: str) -> str:
     return primary_key_column(table)
+
+
+def pack_id(source: str | Any) -> str:
+    """The configuration id a pack gets once imported: its rows written into empty control tables (an
+    in-memory SQLite database) and read back, ids assigned and defaults filled, as an import does.
+
+    Raises:
+        PackError: the pack cannot be read, or its rows break the tables' constraints.
+    """
+    engine = sa.create_engine("sqlite://")
+    try:
+        Base.metadata.create_all(engine, tables=[MODEL_BY_TABLE[t].__table__ for t in _INSERT_ORDER])
+        with engine.connect() as conn:
+            return short_id(digest(canonical(normalise(conn, source))))
+    finally:
+        engine.dispose()

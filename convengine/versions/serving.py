@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Protocol
@@ -28,6 +28,7 @@ from convengine.catalog import stages
 from convengine.catalog.errors import InvalidInputError
 from convengine.checkpointing.persistence import Write
 from convengine.config_loader import ConfigSnapshot, Extensions
+from convengine.config_loader.identity import short_id
 from convengine.db.models import CeConversationVersion
 from convengine.knowledge.semantic import SemanticIndex
 from convengine.versions import store
@@ -200,6 +201,7 @@ class VersionServing:
             info = store.info(conn, number)
             content = store.content(conn, number)
         snapshot = build(content, settings_overrides=self.settings_overrides, extensions=self.extensions)
+        snapshot = replace(snapshot, version=short_id(info.hash))  # the id `pack versions` lists it by
         semantic = self._semantic(snapshot, known) if self._semantic is not None else None
         audit = snapshot.settings.audit
         audit_filter = self._audit_filter.sharing_buckets(audit) if self._audit_filter else AuditFilter(audit)

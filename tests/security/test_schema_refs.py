@@ -91,7 +91,7 @@ def test_remote_and_file_refs_are_refused_at_load(db_url: str, tmp_path: Path, w
 def test_local_refs_keep_working(db_url: str) -> None:
     with Engine.open(db_url, pack=_output_schema("#/$defs/id")) as engine:
         assert engine.process("hello").state == "IDLE"
-    with Engine.open(db_url, pack=_flow_schema("#/properties/name")) as engine:
+    with Engine.open(db_url, pack=_flow_schema("#/properties/name"), replace=True) as engine:
         assert engine.snapshot.version
 
 
