@@ -15,6 +15,7 @@ from convengine.catalog.errors import ConvEngineError
 from convengine.cli.export import export_test
 from convengine.cli.guard import fail, guarded, state
 from convengine.cli.knowledge import knowledge_app
+from convengine.cli.schema import register as register_schema_command
 from convengine.cli.versions import register as register_version_commands
 from convengine.security.terminal import inert
 
@@ -29,6 +30,7 @@ app.add_typer(pack_app, name="pack")
 app.add_typer(knowledge_app, name="knowledge")
 app.command("export-test")(export_test)
 register_version_commands(pack_app)  # pack versions|draft|diff|publish|rollback|channel
+register_schema_command(pack_app)  # pack schema
 
 err = Console(stderr=True)
 out = Console()

@@ -67,7 +67,7 @@ class LangSmithStub:
     def take(self, content_type: str, raw: bytes) -> None:
         message = email.message_from_bytes(f"Content-Type: {content_type}\r\n\r\n".encode() + raw, policy=policy.HTTP)
         for part in message.iter_parts():  # type: ignore[attr-defined]
-            kind, _, rest = str(part.get_param("name", header="content-disposition")).partition(".")
+            _post_or_patch, _, rest = str(part.get_param("name", header="content-disposition")).partition(".")
             run_id, _, field = rest.partition(".")
             body = json.loads(part.get_payload(decode=True))
             run = self.runs.setdefault(run_id, {})
