@@ -15,9 +15,9 @@ from convengine.catalog.errors import ConfigError, ConfigValidationError, PackEr
 from convengine.config.snapshot import ConfigSnapshot
 from convengine.config_loader import stamp
 from convengine.config_loader.build import Extensions, SnapshotInput, build_snapshot
-from convengine.config_loader.packs import pack_tables, read_pack, rows_to_pack
+from convengine.config_loader.packs import pack_tables, read_pack, rows_to_pack, unsupported_in_pack
 from convengine.config_loader.rows import coerce_rows
-from convengine.db.generations import require_current
+from convengine.db.generations import require_current, unsupported_tables, unsupported_warning
 from convengine.db.models import CONTROL_MODELS, CONTROL_TABLES, MODEL_BY_TABLE, primary_key_column
 
 logger = logging.getLogger(__name__)
@@ -64,9 +64,12 @@ def load_snapshot(
         ConfigValidationError: the rows in the database are invalid (all violations listed).
     """
     rows = read_control_rows(engine)
+    with engine.connect() as conn:
+        unsupported = unsupported_warning(unsupported_tables(conn), where="the database")
     return build_snapshot(
         SnapshotInput(rows, origin="database", settings_overrides=dict(settings_overrides or {}),
-                      extensions=extensions or Extensions(), source="database configuration")
+                      extensions=extensions or Extensions(), source="database configuration",
+                      notes=(unsupported,) if unsupported else ())
     )
 
 
@@ -84,9 +87,10 @@ def validate_pack(
     """
     pack = read_pack(source)
     name = f"pack {source}" if not isinstance(source, Mapping) else "pack"
+    unsupported = unsupported_in_pack(pack)
     return build_snapshot(
         SnapshotInput(pack_tables(pack), origin="pack", settings_overrides=dict(settings_overrides or {}),
-                      extensions=extensions or Extensions(), source=name)
+                      extensions=extensions or Extensions(), source=name, notes=(unsupported,) if unsupported else ())
     )
 
 

@@ -58,7 +58,7 @@ def test_the_schema_knows_every_table_and_column(written: dict[str, Any]) -> Non
 _GOOD = {"ce_intent": [{"intent_code": "PIZZA", "description": "Order a pizza", "priority": 10}],
          "ce_response": [{"intent_code": "PIZZA", "state_code": "ANY", "exact_text": "Which size?"}]}
 _BAD = {
-    "unknown table": {**_GOOD, "ce_semantic_concept": [{"concept_key": "size"}]},
+    "misspelt table": {**_GOOD, "ce_intnet": [{"intent_code": "PIZZA"}]},
     "unknown column": {**_GOOD, "ce_intent": [{"intent_code": "PIZZA", "colour": "red"}]},
     "missing required column": {**_GOOD, "ce_intent": [{"description": "no code"}]},
     "a word where a number goes": {**_GOOD, "ce_intent": [{"intent_code": "PIZZA", "priority": "high"}]},
