@@ -18,6 +18,7 @@ from convengine.catalog.vocab import GET_CONTEXT, GET_SCHEMA_JSON, GET_SESSION, 
 from convengine.config.records import Record
 from convengine.rules.facts import FactsInput, session_fields
 from convengine.rules.params import parse_input_params
+from convengine.templates.namespaces import NAMESPACES
 from convengine.templates.render import check_syntax, referenced_names
 from convengine.templates.variables import _ALIASES
 
@@ -54,7 +55,7 @@ _GETTER_DEFAULTS = {GET_CONTEXT: "context", GET_SCHEMA_JSON: "schema_json", GET_
 def engine_names() -> frozenset[str]:
     aliases = {alias for names in _ALIASES.values() for alias in names} | set(_ALIASES)
     session = set(session_fields(FactsInput("", "", "", {}, {})))
-    return _ENGINE_NAMES | aliases | session | TURN_PARAM_KEYS
+    return _ENGINE_NAMES | NAMESPACES | aliases | session | TURN_PARAM_KEYS
 
 
 def pack_names(v: Findings) -> set[str]:

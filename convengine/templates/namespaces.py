@@ -64,6 +64,10 @@ def conversation_log(turn: NamespaceSession) -> str:
     return "\n".join(lines)
 
 
+NAMESPACES = frozenset({"properties", "memory", "userInfo", "conversationInfo", "conversationLog"})
+"""The names :func:`producers` gives every template (load-time checks know them as the engine's)."""
+
+
 def producers(turn: NamespaceSession) -> dict[str, Callable[[], Any]]:
     return {
         "properties": lambda: properties(turn),
