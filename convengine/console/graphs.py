@@ -152,8 +152,19 @@ def state_graph_svg(snapshot: ConfigSnapshot) -> str:
     return render_svg(states, edges, title="state graph")
 
 
-def turn_graph_svg(graph: TurnGraph) -> str:
+def turn_graph_svg(graph: TurnGraph, highlight: Iterable[str] = ()) -> str:
     """The compiled turn graph (LangGraph's nodes and edges; conditional edges dashed)."""
     drawable = graph.get_graph()
     edges = [Edge(e.source, e.target, "", bool(e.conditional)) for e in drawable.edges]
-    return render_svg(list(drawable.nodes), edges, title="turn graph")
+    return render_svg(list(drawable.nodes), edges, title="turn graph", highlight=highlight)
+
+
+def flow_graph_svg(snapshot: ConfigSnapshot, flow_code: str) -> str:
+    """One conversation flow: its nodes (``node_id: node_type``) and edges labelled by outcome."""
+    nodes = {n.node_id: f"{n.node_id}: {n.node_type}" for n in snapshot.flow_nodes
+             if n.flow_code == flow_code and n.enabled}
+    if not nodes:
+        raise KeyError(f"no flow {flow_code!r}; flows: {', '.join(sorted({n.flow_code for n in snapshot.flow_nodes}))}")
+    edges = [Edge(nodes[e.from_node], nodes[e.to_node], e.outcome or "") for e in snapshot.flow_edges
+             if e.flow_code == flow_code and e.enabled and e.from_node in nodes and e.to_node in nodes]
+    return render_svg(list(nodes.values()), edges, title=f"flow {flow_code}")
