@@ -119,8 +119,13 @@ def _edge(e: Edge, pos: dict[str, tuple[float, float]], layer: dict[str, int]) -
     dash = ' stroke-dasharray="5 4"' if e.dashed else ""
     if e.source == e.target:
         d = f"M {x1 + 20:.1f} {y1 - NODE_H / 2:.1f} c 30 -30 50 10 {10:.1f} {NODE_H / 2 + 4:.1f}"
-    elif layer[e.target] > layer[e.source]:
+    elif layer[e.target] == layer[e.source] + 1:
         d = f"M {x1:.1f} {y1 + NODE_H / 2:.1f} L {x2:.1f} {y2 - NODE_H / 2:.1f}"
+    elif layer[e.target] > layer[e.source]:  # skips layers: curve to the side, clear of the nodes between
+        bend = 50 + 15 * (layer[e.target] - layer[e.source])
+        d = (f"M {x1 + 10:.1f} {y1 + NODE_H / 2:.1f} C {x1 + bend:.1f} {y1 + bend:.1f} "
+             f"{x2 + bend:.1f} {y2 - bend:.1f} {x2 + 10:.1f} {y2 - NODE_H / 2:.1f}")
+        x1, x2 = x1 + bend * 0.75, x2 + bend * 0.75  # the label sits on the curve
     else:  # a back edge or one within a layer: curve around
         bend = 60 + 10 * abs(layer[e.source] - layer[e.target])
         d = (f"M {x1 + 10:.1f} {y1 - NODE_H / 2:.1f} C {x1 + bend:.1f} {y1 - bend:.1f} "
