@@ -33,7 +33,7 @@ from convengine.catalog import (
 )
 from convengine.catalog import stages as audit_stages
 from convengine.config.records import RECORD_TYPES
-from convengine.config_loader.rows import _is_required
+from convengine.config_loader.rows import is_required
 from convengine.db.models import CONTROL_MODELS, KNOWLEDGE_MODELS, RUNTIME_MODELS
 from convengine.rules.actions import BUILTIN_ACTIONS
 from convengine.rules.engine import BUILTIN_MATCH_TYPES
@@ -169,7 +169,7 @@ def _default(column: sa.Column[Any]) -> str:
 def _required(table: str, column: sa.Column[Any]) -> str:
     if column.primary_key and column.autoincrement is not False and _type_name(column) == "integer":
         return "id (assigned when left out)"
-    return "**yes**" if _is_required(column) else ""
+    return "**yes**" if is_required(column) else ""
 
 
 def _table_doc(model: Any) -> str:

@@ -1,36 +1,24 @@
-"""Write the notebooks under notebooks/ (run again after editing this file; outputs are not stored)."""
+"""Write the notebooks under notebooks/, executed, with their outputs (run again after editing this file).
+
+The setup every notebook shares lives in ``convengine.testing.notebooks`` (one import, one call);
+graphs are drawn there as SVG by the web console's renderer, so the stored pictures need no network.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import nbformat
+from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 HERE = Path(__file__).resolve().parent.parent / "notebooks"
 
-SETUP = '''import sys, tempfile
-from pathlib import Path
+SETUP = '''from convengine import Engine, ScriptedLLM
+from convengine.testing.notebooks import flow_graph, notebook_setup, state_graph, turn_graph
 
-import convengine
-
-
-def find_examples() -> Path:
-    """The example packs: examples/ of the checkout this runs in (any directory in or below it),
-    else of the checkout convengine is installed from, else the copy bundled with the package."""
-    package = Path(convengine.__file__).resolve().parent
-    for base in [Path.cwd(), *Path.cwd().parents, package.parent]:
-        if (base / "examples" / "support_desk.yaml").is_file():
-            return base / "examples"
-    if (package / "_examples" / "support_desk.yaml").is_file():
-        return package / "_examples"
-    raise FileNotFoundError("examples/ not found: run from the convengine checkout or install convengine")
-
-
-EXAMPLES = find_examples()
-sys.path.insert(0, str(EXAMPLES))
-workdir = Path(tempfile.mkdtemp())
-from convengine import Engine, ScriptedLLM'''
+nb = notebook_setup()  # the example packs (importable), and a temporary folder for databases
+EXAMPLES, workdir = nb.examples, nb.workdir'''
 
 QUICKSTART = [
     new_markdown_cell("# Quickstart\n\nA pack becomes a conversation. This notebook opens an engine on an embedded "
@@ -57,12 +45,12 @@ width = max(len(r[0]) for r in rows)
 for stage, step, payload in rows:
     print(f"{stage:<{width}}  {step:<22} {payload}")
 assert any(stage == "PENDING_ACTION_EXECUTED" for stage, _, _ in rows)'''),
-    new_markdown_cell("## The step trace and the graph"),
+    new_markdown_cell("## The step trace and the graph\n\nEvery turn is one run of this LangGraph graph; "
+                      "conditional edges are dashed."),
     new_code_cell('''trace = engine.trace(cid)
 print(len(trace["steps"]), "steps across", sum(1 for s in trace["steps"] if s["step"] == "load_or_create_conversation"), "turns")
-mermaid = engine.graph.get_graph().draw_mermaid()
-print(mermaid[:600])
-assert "intent_resolution" in mermaid and "mcp_tool_call" in mermaid'''),
+steps_run = {s["step"] for s in trace["steps"]}
+turn_graph(engine, highlight=steps_run)  # the steps this conversation ran are highlighted'''),
     new_code_cell("engine.close()"),
 ]
 
@@ -98,7 +86,10 @@ RULES = [
     ] + [{"intent_code": "UNKNOWN", "state_code": "UNKNOWN", "exact_text": "Say 'open a ticket'."}],
 }
 engine = Engine.open(f"sqlite:///{workdir / 'rules.db'}", pack=pack)
-first = engine.process("open a ticket", input_params={"priority": "high"})
+state_graph(engine)  # ce_state_graph transitions (solid) and the rules' SET_STATE moves (dashed)'''),
+    new_markdown_cell("The rule `close` moves NEW straight to RESOLVED (dashed), which the state graph does not "
+                      "allow; with `HARD_BLOCK` that move is refused."),
+    new_code_cell('''first = engine.process("open a ticket", input_params={"priority": "high"})
 print(first.state, "|", first.payload.value)'''),
     new_code_cell('''blocked = engine.process("close it now", first.conversation_id)
 print(blocked.state, "|", blocked.payload.value)
@@ -130,8 +121,10 @@ for message in ["I'd like a loan", "my name is Ann Lee", "25k over 3 years", "ch
 assert result.state == "SUBMITTED"'''),
     new_code_cell('''fields = {k: result.context[k] for k in ("customerName", "amount", "termMonths")}
 print(fields)
-assert fields == {"customerName": "Ann Lee", "amount": 30000, "termMonths": 36}
-engine.close()'''),
+assert fields == {"customerName": "Ann Lee", "amount": 30000, "termMonths": 36}'''),
+    new_markdown_cell("The states the pack moves through (rules' SET_STATE moves are dashed):"),
+    new_code_cell('''state_graph(engine)'''),
+    new_code_cell("engine.close()"),
 ]
 
 TOOLS = [
@@ -178,8 +171,11 @@ assert result.state == "DONE"'''),
     print(observation["toolCode"], "->", observation["json"]["summary"])
 steps = [s["step"] for s in engine.trace(result.conversation_id)["steps"]]
 print("planner visits:", steps.count("mcp_planner"), "tool calls:", steps.count("mcp_tool_call"))
-assert steps.count("mcp_tool_call") == 2
-engine.close()'''),
+assert steps.count("mcp_tool_call") == 2'''),
+    new_markdown_cell("The planner loop in the turn graph: `mcp_planner` and `mcp_tool_call` (highlighted) "
+                      "alternate until the planner answers."),
+    new_code_cell('''turn_graph(engine, highlight=["mcp_planner", "mcp_tool_call"])'''),
+    new_code_cell("engine.close()"),
 ]
 
 
@@ -214,7 +210,9 @@ threshold `min_score` applies to.'''),
     new_code_cell('''result = engine.process("my item arrived damaged")
 [event] = [e for e in engine.audit(result.conversation_id) if e.stage == "KNOWLEDGE_FALLBACK_ANSWERED"]
 for candidate in event.payload["candidates"]:
-    print(candidate)'''),
+    print({**candidate, "source": candidate["source"].rsplit("/", 1)[-1]})'''),
+    new_markdown_cell("The steps that turn ran, highlighted in the turn graph:"),
+    new_code_cell('''turn_graph(engine, highlight={s["step"] for s in engine.trace(result.conversation_id)["steps"]})'''),
     new_markdown_cell('''## A SEMANTIC intent classifier
 
 A classifier row of `rule_type: SEMANTIC` lists example phrases; a message close enough to one of them
@@ -273,6 +271,8 @@ llm = ScriptedLLM({"MCP_PLANNER": [{"action": "ANSWER", "tool_code": None, "args
                   default={"intent": None, "confidence": 0})
 engine = Engine.open(f"sqlite:///{workdir / 'flows.db'}", pack=EXAMPLES / "flows_assistant.yaml", llm=llm,
                      settings={"mcp": {"http_api": {"allowed_hosts": ["127.0.0.1"]}}})'''),
+    new_markdown_cell("The LOAN flow, node by node (`node_id: node_type`; edges named by outcome):"),
+    new_code_cell('''flow_graph(engine, "LOAN")'''),
     new_markdown_cell("## The bot speaks first, then a form with a digression"),
     new_code_cell('''first = engine.start()
 cid = first.conversation_id
@@ -310,7 +310,8 @@ MEMORY = [
     new_markdown_cell('''# Conversation memory: users, long-term properties, undo and redo
 
 A small pack keeps the customer's preferred language as a **long-term** property (it follows the user into their next conversation) and their PIN as a **secret** (used by a task, stored nowhere). Then we undo and redo turns.'''),
-    new_code_cell('import tempfile, pathlib\nfrom convengine import Engine\n\nPACK = {\n    "settings": {"flow": {"dialogue-act": {"resolute": "REGEX_ONLY"}},\n                 "conversation_memory": {"long_term": ["language"], "secret": ["pin"], "undo_depth": 3}},\n    "ce_intent": [{"intent_code": "GREETING", "description": "hello"}, {"intent_code": "LOAN", "description": "loans"}],\n    "ce_intent_classifier": [\n        {"intent_code": "GREETING", "state_code": "IDLE", "rule_type": "REGEX", "pattern": r"^\\s*(hi|hello)\\b", "priority": 1},\n        {"intent_code": "LOAN", "state_code": "START", "rule_type": "CONTAINS", "pattern": "loan", "priority": 2}],\n    "ce_rule": [{"phase": "PRE_RESPONSE_RESOLUTION", "intent_code": "LOAN", "state_code": "START", "rule_type": "REGEX",\n                 "match_pattern": "(?i)french", "action": "SET_TASK", "action_value": "prefs:french", "priority": 1}],\n    "ce_response": [\n        {"intent_code": "GREETING", "state_code": "IDLE",\n         "exact_text": "Hello {{userInfo.userId}}! (language: {{properties.language ?: \'not set yet\'}})"},\n        {"intent_code": "LOAN", "state_code": "START", "exact_text": "Loan started (turn {{conversationInfo.turn}})"},\n        {"intent_code": "UNKNOWN", "state_code": "UNKNOWN", "exact_text": "Sorry?"}],\n}\n\ndef french(task):\n    task.context["language"] = "fr"\n\nfolder = pathlib.Path(tempfile.mkdtemp())\nengine = Engine.open(f"sqlite:///{folder / \'memory.db\'}", pack=PACK, tasks={"prefs": {"french": french}})'),
+    new_code_cell(SETUP),
+    new_code_cell('PACK = {\n    "settings": {"flow": {"dialogue-act": {"resolute": "REGEX_ONLY"}},\n                 "conversation_memory": {"long_term": ["language"], "secret": ["pin"], "undo_depth": 3}},\n    "ce_intent": [{"intent_code": "GREETING", "description": "hello"}, {"intent_code": "LOAN", "description": "loans"}],\n    "ce_intent_classifier": [\n        {"intent_code": "GREETING", "state_code": "IDLE", "rule_type": "REGEX", "pattern": r"^\\s*(hi|hello)\\b", "priority": 1},\n        {"intent_code": "LOAN", "state_code": "START", "rule_type": "CONTAINS", "pattern": "loan", "priority": 2}],\n    "ce_rule": [{"phase": "PRE_RESPONSE_RESOLUTION", "intent_code": "LOAN", "state_code": "START", "rule_type": "REGEX",\n                 "match_pattern": "(?i)french", "action": "SET_TASK", "action_value": "prefs:french", "priority": 1}],\n    "ce_response": [\n        {"intent_code": "GREETING", "state_code": "IDLE",\n         "exact_text": "Hello {{userInfo.userId}}! (language: {{properties.language ?: \'not set yet\'}})"},\n        {"intent_code": "LOAN", "state_code": "START", "exact_text": "Loan started (turn {{conversationInfo.turn}})"},\n        {"intent_code": "UNKNOWN", "state_code": "UNKNOWN", "exact_text": "Sorry?"}],\n}\n\ndef french(task):\n    task.context["language"] = "fr"\n\nengine = Engine.open(nb.database("memory.db"), pack=PACK, tasks={"prefs": {"french": french}})'),
     new_markdown_cell('''## Long-term properties follow the user'''),
     new_code_cell('''first = engine.process("a loan in french please", user_id="ana", input_params={"pin": "4821"})
 print(first.text)
@@ -334,6 +335,8 @@ print("undo ->", result.turn, result.intent, result.state, "| side effects:", re
 print("redo ->", engine.redo(cid).turn)
 print([(h["user_input"], h["undone"]) for h in engine.history(cid)])
 print([e.stage for e in engine.audit(cid) if e.stage in ("UNDO", "REDO")])'''),
+    new_markdown_cell("The steps this conversation's turns ran, highlighted in the turn graph:"),
+    new_code_cell('''turn_graph(engine, highlight={s["step"] for s in engine.trace(cid)["steps"]})'''),
     new_markdown_cell('''## Steps, lifecycle and erasure'''),
     new_code_cell('''for step in engine.steps(cid):
     print(step["turn"], step["input"], "->", step["output"], "| undone:", step["undone"])
@@ -413,11 +416,16 @@ sorted(n for n in view.nodes if n.startswith("flow:"))'''),
 
 
 def write(name: str, cells: list) -> None:
+    """Execute the notebook (as Jupyter would, from notebooks/) and store it with its outputs."""
     for number, cell in enumerate(cells, start=1):
         cell["id"] = f"cell-{number:02d}"  # stable ids: regenerating changes only what was edited
     notebook = new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
                                                                    "language": "python"}})
+    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}).execute()
+    for cell in notebook.cells:
+        cell.get("metadata", {}).pop("execution", None)  # timings: noise in a diff
     nbformat.write(notebook, HERE / name)
+    print(f"wrote notebooks/{name}")
 
 
 if __name__ == "__main__":

@@ -177,6 +177,21 @@ def test_site_builds_strictly(site: Path) -> None:
         assert (site / page).is_file(), page
 
 
+def test_api_reference_covers_the_public_python_api(site: Path) -> None:
+    """Every name of ``convengine.__all__`` and every public member of the Engine has a rendered entry."""
+    import convengine
+
+    page = (site / "reference" / "api.html").read_text(encoding="utf-8")
+    anchors = set(re.findall(r'id="(convengine\.[\w.]+)"', page))
+    assert {f"convengine.{name}" for name in convengine.__all__} <= anchors, set(convengine.__all__) - {
+        a.removeprefix("convengine.") for a in anchors}
+    members = {name for name in vars(Engine) if not name.startswith("_")}
+    assert len(members) > 50
+    assert {f"convengine.Engine.{name}" for name in members} <= anchors
+    process = page[page.index('id="convengine.Engine.process"'):page.index('id="convengine.Engine.aprocess"')]
+    assert "conversation_id" in process and "Raises" in process  # the docstring's sections, rendered
+
+
 def test_site_needs_no_network(site: Path) -> None:
     external = re.compile(r"""<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)=["'](?:https?:)?//""", re.IGNORECASE)
     offenders = {str(p.relative_to(site)): external.findall(p.read_text(encoding="utf-8"))

@@ -18,6 +18,9 @@ from typing import Any, Literal
 from convengine.catalog.booleans import require_bool
 from convengine.catalog.vocab import DEFAULT_ACT_REGEXES
 
+SETTINGS_CONFIG_TYPE = "EngineSettings"
+"""ce_config rows of this type hold a pack's ``settings:`` (key = dotted path, value = JSON)."""
+
 Kind = Literal["number", "integer", "boolean", "text", "prompt", "regex"]
 
 _PARSERS: dict[str, Callable[[str], Any]] = {"number": float, "integer": int, "boolean": require_bool}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from enum import StrEnum
 from functools import partial
 from pathlib import Path
 from typing import Annotated
@@ -16,6 +17,7 @@ from convengine.cli.export import export_test
 from convengine.cli.guard import fail, guarded, state, terminal
 from convengine.cli.init import init
 from convengine.cli.knowledge import knowledge_app
+from convengine.cli.schema import register as register_schema_command
 from convengine.cli.versions import register as register_version_commands
 from convengine.security.terminal import inert
 
@@ -31,6 +33,7 @@ app.add_typer(knowledge_app, name="knowledge")
 app.command("export-test")(export_test)
 app.command("init")(init)
 register_version_commands(pack_app)  # pack versions|draft|diff|publish|rollback|channel
+register_schema_command(pack_app)  # pack schema
 
 err = terminal(stderr=True)
 out = terminal()
@@ -57,15 +60,28 @@ def options(
     state.debug = debug
 
 
+class ConvEngineConstraints(StrEnum):
+    """``db upgrade --convengine-constraints``: what to do with a ConvEngine database's NOT NULLs."""
+
+    keep = "keep"
+    relax = "relax"
+
+
 @db_app.command("upgrade")
 @guarded
-def db_upgrade(url: UrlOption = DEFAULT_DATABASE_URL) -> None:
-    """Create or upgrade the ce_* tables (safe to run again)."""
+def db_upgrade(
+    url: UrlOption = DEFAULT_DATABASE_URL,
+    constraints: Annotated[ConvEngineConstraints | None, typer.Option(
+        "--convengine-constraints",
+        help="A ConvEngine database: keep its NOT NULL constraints (a Java ConvEngine still shares it), or "
+             "relax them now after an earlier keep (default: relax them when it is first upgraded)")] = None,
+) -> None:
+    """Create or upgrade the ce_* tables (safe to run again); every change is printed, with why."""
     from convengine.db import parse_database_url, upgrade
 
     try:
         parsed = parse_database_url(url)
-        changes = upgrade(parsed)
+        changes = upgrade(parsed, convengine_constraints=constraints.value if constraints else None)
     except ConvEngineError as exc:
         fail(exc)
     for change in changes:
@@ -136,6 +152,7 @@ def pack_export(
     from convengine.config_loader import dump_pack, export_pack
     from convengine.config_loader.packs import redact_pack
     from convengine.db import create_sync_engine, parse_database_url
+    from convengine.db.generations import unsupported_tables, unsupported_warning
 
     try:
         parsed = parse_database_url(url)
@@ -143,9 +160,13 @@ def pack_export(
         engine = create_sync_engine(parsed)
         pack, masked = (export_pack(engine), 0) if include_secrets else redact_pack(export_pack(engine))
         text = dump_pack(pack)
+        with engine.connect() as conn:
+            unsupported = unsupported_warning(unsupported_tables(conn), where=parsed.redacted())
         engine.dispose()
     except ConvEngineError as exc:
         fail(exc)
+    if unsupported:
+        err.print(Text.assemble(("warning", "yellow"), " ", inert(unsupported)), soft_wrap=True)
     if masked:
         err.print(f"masked {masked} secret value{'s' if masked > 1 else ''} as ***; use ${{env:NAME}} "
                   "references in the pack, or --include-secrets to export them", highlight=False)

@@ -38,8 +38,6 @@ from convengine.config.records import (
 )
 from convengine.settings import EngineSettings
 
-SETTINGS_CONFIG_TYPE = "EngineSettings"
-"""ce_config rows of this type hold a pack's ``settings:`` (key = dotted path, value = JSON)."""
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConfigSnapshot:

@@ -8,10 +8,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from convengine.catalog.ce_config import SETTINGS_CONFIG_TYPE
 from convengine.catalog.errors import ConfigError, ConfigValidationError, Violation
 from convengine.catalog.vocab import ANY, RULE_ACTIONS, RULE_TYPES, canonical_phase, canonical_tool_group
 from convengine.config.records import RECORD_TYPES, ConfigRow, Record
-from convengine.config.snapshot import SETTINGS_CONFIG_TYPE, ConfigSnapshot
+from convengine.config.snapshot import ConfigSnapshot
 from convengine.config_loader.flow_checks import validate_flows
 from convengine.config_loader.rows import RowSet, coerce_rows
 from convengine.config_loader.validate import Validation, validate
@@ -58,6 +59,8 @@ class SnapshotInput:
     settings_overrides: Mapping[str, Any] = field(default_factory=dict)
     extensions: Extensions = field(default_factory=Extensions)
     source: str = "configuration"
+    notes: tuple[str, ...] = ()
+    """Warnings found while reading the rows (ConvEngine tables left out), listed first."""
 
 
 def build_snapshot(data: SnapshotInput) -> ConfigSnapshot:
@@ -76,7 +79,7 @@ def build_snapshot(data: SnapshotInput) -> ConfigSnapshot:
         regex_timeout_s=(settings.regex_timeout_ms if settings else 100) / 1000,
     )
     validate(check, labels)
-    check.warnings[:0] = settings_warnings
+    check.warnings[:0] = [*data.notes, *settings_warnings]
     validate_flows(check, labels, python_sandbox=settings.flows.python_sandbox if settings else "strict",
                    **({"pack_env_names": settings.security.pack_env_names} if settings else {}))
     validate_workflows(check, labels, root=settings.flows.root_workflow if settings else None)

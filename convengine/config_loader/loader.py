@@ -17,9 +17,9 @@ from convengine.config.snapshot import ConfigSnapshot
 from convengine.config_loader import stamp
 from convengine.config_loader.build import Extensions, SnapshotInput, build_snapshot
 from convengine.config_loader.identity import TIMESTAMPS, configuration_id
-from convengine.config_loader.packs import pack_tables, read_pack, rows_to_pack
+from convengine.config_loader.packs import pack_tables, read_pack, rows_to_pack, unsupported_in_pack
 from convengine.config_loader.rows import coerce_rows
-from convengine.db.generations import require_current
+from convengine.db.generations import require_current, unsupported_tables, unsupported_warning
 from convengine.db.models import CONTROL_MODELS, CONTROL_TABLES, MODEL_BY_TABLE, primary_key_column
 
 logger = logging.getLogger(__name__)
@@ -66,9 +66,12 @@ def load_snapshot(
         ConfigValidationError: the rows in the database are invalid (all violations listed).
     """
     rows = read_control_rows(engine)
+    with engine.connect() as conn:
+        unsupported = unsupported_warning(unsupported_tables(conn), where="the database")
     snapshot = build_snapshot(
         SnapshotInput(rows, origin="database", settings_overrides=dict(settings_overrides or {}),
-                      extensions=extensions or Extensions(), source="database configuration")
+                      extensions=extensions or Extensions(), source="database configuration",
+                      notes=(unsupported,) if unsupported else ())
     )
     return dataclasses.replace(snapshot, version=configuration_id(rows))  # the id `pack versions` lists it by
 
@@ -87,9 +90,10 @@ def validate_pack(
     """
     pack = read_pack(source)
     name = f"pack {source}" if not isinstance(source, Mapping) else "pack"
+    unsupported = unsupported_in_pack(pack)
     return build_snapshot(
         SnapshotInput(pack_tables(pack), origin="pack", settings_overrides=dict(settings_overrides or {}),
-                      extensions=extensions or Extensions(), source=name)
+                      extensions=extensions or Extensions(), source=name, notes=(unsupported,) if unsupported else ())
     )
 
 

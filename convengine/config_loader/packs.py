@@ -21,9 +21,10 @@ from typing import Any
 
 import yaml
 
+from convengine.catalog.ce_config import SETTINGS_CONFIG_TYPE
 from convengine.catalog.errors import PackError
-from convengine.config.snapshot import SETTINGS_CONFIG_TYPE
 from convengine.config_loader.build import flatten_settings, settings_from_config_rows
+from convengine.db.generations import UNSUPPORTED_PREFIXES, unsupported_warning
 from convengine.db.models import CONTROL_TABLES
 from convengine.security.redact import mask_setting, redact_text
 
@@ -128,7 +129,7 @@ def read_pack(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
         data = {}
     if not isinstance(data, Mapping):
         raise PackError(f"{origin}: a pack must be a mapping of table name -> rows, got {type(data).__name__}")
-    unknown = [k for k in data if k != SETTINGS_KEY and k not in CONTROL_TABLES]
+    unknown = [k for k in data if k != SETTINGS_KEY and k not in CONTROL_TABLES and not _unsupported(k)]
     if unknown:
         raise PackError(
             f"{origin}: unknown top-level key(s) {', '.join(map(str, unknown))}; "
@@ -138,6 +139,16 @@ def read_pack(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
     if settings is not None and not isinstance(settings, Mapping):
         raise PackError(f"{origin}: 'settings' must be a mapping")
     return dict(data)
+
+
+def _unsupported(key: object) -> bool:
+    return isinstance(key, str) and key.startswith(UNSUPPORTED_PREFIXES)
+
+
+def unsupported_in_pack(pack: Mapping[str, Any]) -> str | None:
+    """A warning naming the pack's ConvEngine tables convengine leaves out (None when there are none)."""
+    tables = {k: len(v) if isinstance(v, list) else 0 for k, v in pack.items() if _unsupported(k)}
+    return unsupported_warning(tables, where="the pack")
 
 
 def pack_tables(pack: Mapping[str, Any]) -> dict[str, Any]:

@@ -37,9 +37,10 @@ def columns_of(table: str) -> dict[str, sa.Column[Any]]:
     return {c.name: c for c in MODEL_BY_TABLE[table].__table__.columns}
 
 
-def _is_required(column: sa.Column[Any]) -> bool:
+def is_required(column: sa.Column[Any]) -> bool:
+    """Whether a row must give this column (a non-null column without default, an id not assigned)."""
     if column.primary_key:
-        return _kind(column) != "int" or column.autoincrement is False
+        return kind_of(column) != "int" or column.autoincrement is False
     if column.nullable:
         return False
     return column.default is None and column.server_default is None
@@ -108,7 +109,7 @@ def _coerce_row(
             violations.append(Violation(table, label, column.name, str(exc)))
             ok = False
     for name, column in cols.items():
-        if _is_required(column) and row.get(name) is None:
+        if is_required(column) and row.get(name) is None:
             violations.append(Violation(table, label, name, "is required"))
             ok = False
     return row if ok else None
@@ -118,7 +119,7 @@ def coerce_value(column: sa.Column[Any], value: object) -> Any:
     """Coerce one cell to the column's Python type; raises ValueError naming the problem."""
     if value is None:
         return None
-    kind = _kind(column)
+    kind = kind_of(column)
     if kind == "int":
         return _to_int(value)
     if kind == "bool":
@@ -136,7 +137,8 @@ def coerce_value(column: sa.Column[Any], value: object) -> Any:
     return str(value)
 
 
-def _kind(column: sa.Column[Any]) -> str:
+def kind_of(column: sa.Column[Any]) -> str:
+    """The column's value kind: int, bool, float, json, datetime or text."""
     type_ = column.type
     impl = getattr(type_, "impl", None)
     candidates = [type_, impl] if impl is not None else [type_]
@@ -218,7 +220,7 @@ def _check_duplicate_ids(
 
 
 def _assign_ids(pk: sa.Column[Any], rows: list[dict[str, Any]]) -> None:
-    if _is_required(pk):
+    if is_required(pk):
         return
     next_id = max((r[pk.name] for r in rows if r.get(pk.name) is not None), default=0) + 1
     for row in rows:

@@ -21,6 +21,7 @@ from jsonpath_ng.exceptions import JsonPathLexerError, JsonPathParserError
 from convengine._internal.jsonschemas import checked_validator
 from convengine._internal.textmatch import PatternError, TextMatcher, compile_regex
 from convengine.catalog import ce_config
+from convengine.catalog.ce_config import SETTINGS_CONFIG_TYPE
 from convengine.catalog.errors import Violation
 from convengine.catalog.vocab import (
     ANY,
@@ -56,7 +57,6 @@ from convengine.config.records import (
     ToolRecord,
     VerboseRecord,
 )
-from convengine.config.snapshot import SETTINGS_CONFIG_TYPE
 from convengine.config_loader.template_checks import check_templates
 from convengine.rules.jsonpath import compile_jsonpath
 from convengine.rules.params import parse_input_params

@@ -121,8 +121,13 @@ def _edge(e: Edge, pos: dict[str, tuple[float, float]], layer: dict[str, int]) -
     dash = ' stroke-dasharray="5 4"' if e.dashed else ""
     if e.source == e.target:
         d = f"M {x1 + 20:.1f} {y1 - NODE_H / 2:.1f} c 30 -30 50 10 {10:.1f} {NODE_H / 2 + 4:.1f}"
-    elif layer[e.target] > layer[e.source]:
+    elif layer[e.target] == layer[e.source] + 1:
         d = f"M {x1:.1f} {y1 + NODE_H / 2:.1f} L {x2:.1f} {y2 - NODE_H / 2:.1f}"
+    elif layer[e.target] > layer[e.source]:  # skips layers: curve to the side, clear of the nodes between
+        bend = 50 + 15 * (layer[e.target] - layer[e.source])
+        d = (f"M {x1 + 10:.1f} {y1 + NODE_H / 2:.1f} C {x1 + bend:.1f} {y1 + bend:.1f} "
+             f"{x2 + bend:.1f} {y2 - bend:.1f} {x2 + 10:.1f} {y2 - NODE_H / 2:.1f}")
+        x1, x2 = x1 + bend * 0.75, x2 + bend * 0.75  # the label sits on the curve
     else:  # a back edge or one within a layer: curve around
         bend = 60 + 10 * abs(layer[e.source] - layer[e.target])
         d = (f"M {x1 + 10:.1f} {y1 - NODE_H / 2:.1f} C {x1 + bend:.1f} {y1 - bend:.1f} "
@@ -154,12 +159,23 @@ def state_graph_svg(snapshot: ConfigSnapshot) -> str:
     return render_svg(states, edges, title="state graph")
 
 
-def turn_graph_svg(graph: TurnGraph) -> str:
+def turn_graph_svg(graph: TurnGraph, highlight: Iterable[str] = ()) -> str:
     """The compiled turn graph (LangGraph's nodes and edges; conditional edges dashed)."""
     drawable = graph.get_graph()
     edges = [Edge(e.source, e.target, "", bool(e.conditional)) for e in drawable.edges]
-    return render_svg(list(drawable.nodes), edges, title="turn graph")
+    return render_svg(list(drawable.nodes), edges, title="turn graph", highlight=highlight)
 
+
+def flow_graph_svg(snapshot: ConfigSnapshot, flow_code: str) -> str:
+    """One conversation flow: its nodes (``node_id: node_type``) and edges labelled by outcome."""
+    nodes = {n.node_id: f"{n.node_id}: {n.node_type}" for n in snapshot.flow_nodes
+             if n.flow_code == flow_code and n.enabled}
+    if not nodes:
+        raise KeyError(f"no flow {flow_code!r}; flows: {', '.join(sorted({n.flow_code for n in snapshot.flow_nodes}))}")
+    edges = [Edge(nodes[e.from_node], nodes[e.to_node], e.outcome or "") for e in snapshot.flow_edges
+             if e.flow_code == flow_code and e.enabled and e.from_node in nodes and e.to_node in nodes]
+    return render_svg(list(nodes.values()), edges, title=f"flow {flow_code}")
+    
 
 def workflow_graph_svg(snapshot: ConfigSnapshot) -> str:
     """Every workflow: its nodes (``WORKFLOW/node: type``) and edges labelled with their outcome or

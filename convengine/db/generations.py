@@ -24,13 +24,44 @@ from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.engine.interfaces import ReflectedColumn
 
+from convengine.catalog.ce_config import SETTINGS_CONFIG_TYPE
 from convengine.catalog.errors import ConfigError, ErrorCode
-from convengine.db.models import Base, CeConversationHistory
+from convengine.db.models import CONTROL_MODELS, Base, CeConversationHistory
 
 HISTORY = "ce_conversation_history"
 LEGACY_HISTORY = "ce_conversation_history_legacy"
 """Pre-2.0.5 history rows are kept here, unchanged, after they are converted."""
 USER_ENTRY_TYPES = frozenset({"USER_INPUT"})
+_FILLED = "convengine always fills it but declares it nullable; keeping the NOT NULL is harmless"
+RELAXED_COLUMNS: dict[str, str] = {
+    "ce_config.config_value": "a ce_config row may be written without a value (a setting left to its default)",
+    "ce_container_config.page_id": "a container row may name only the input param it fills",
+    "ce_container_config.section_id": "a container row may name only the input param it fills",
+    "ce_container_config.container_id": "a container row may name only the input param it fills",
+    "ce_llm_call_log.conversation_id": _FILLED,
+    "ce_llm_call_log.provider": _FILLED,
+    "ce_llm_call_log.model": "a scripted or custom model may have no model name",
+    "ce_llm_call_log.prompt_text": _FILLED,
+    "ce_llm_call_log.user_context": _FILLED + " (it holds the call site)",
+    "ce_llm_call_log.success": _FILLED,
+    "ce_mcp_tool.tool_group": "a blank tool group means DB",
+    "ce_pending_action.intent_code": "a blank scope means any intent",
+    "ce_pending_action.state_code": "a blank scope means any state",
+    "ce_prompt_template.intent_code": "a blank scope means any intent",
+    "ce_prompt_template.state_code": "a blank scope means any state",
+    "ce_prompt_template.system_prompt": "a template may have only a user prompt",
+    "ce_prompt_template.user_prompt": "a template may have only a system prompt",
+    "ce_response.intent_code": "a blank scope means any intent",
+    "ce_rule.intent_code": "a blank scope means any intent (ANY)",
+    "ce_rule.state_code": "a blank scope means any state (ANY)",
+    "ce_audit.payload_json": "an audit event may carry no payload (convengine writes its events to "
+                             "ce_audit_turn; ce_audit keeps ConvEngine's rows)",
+}
+"""Each NOT NULL of ConvEngine's DDL that ``db upgrade`` drops, and why convengine may write a row
+without that value (also in docs/deployment.md). A column convengine does not know is relaxed too,
+because convengine's inserts never name it."""
+KEEP_CONSTRAINTS = "keep_convengine_constraints"
+"""The Alembic config attribute that asks :func:`bring_to_current` to keep ConvEngine's NOT NULLs."""
 USER_ROLES = frozenset({"USER"})
 
 
@@ -60,15 +91,86 @@ def require_current(engine: sa.Engine) -> None:
                           code=ErrorCode.SCHEMA_OUTDATED, details={"missing": gaps})
 
 
-def bring_to_current(connection: sa.Connection) -> list[str]:
-    """Upgrade every existing ``ce_*`` table to the current columns; the changes made, in words."""
+def bring_to_current(connection: sa.Connection, *, relax: bool = True) -> list[str]:
+    """Upgrade every existing ``ce_*`` table to the current columns; the changes made, in words.
+
+    ``relax=False`` keeps ConvEngine's NOT NULL constraints (for a Java ConvEngine still sharing the
+    database): rows convengine would leave empty there are then refused by the database."""
     changes: list[str] = []
     changes += _rename_response_type(connection)
     changes += _convert_legacy_history(connection)
     for table in Base.metadata.sorted_tables:
         if sa.inspect(connection).has_table(table.name):
-            changes += _align_table(connection, table)
+            changes += _align_table(connection, table, relax=relax)
     return changes
+
+
+_OWN_WITHOUT_MODEL = ("ce_knowledge_fts",)
+"""convengine's own tables that have no model: SQLite's full-text index of knowledge passages (0006)."""
+UNSUPPORTED_PREFIXES = ("ce_semantic_",)
+"""ConvEngine's tables convengine does not implement (its semantic-query tables): a pack naming
+them is read with a warning, their rows left out."""
+
+
+def unsupported_tables(connection: sa.Connection) -> dict[str, int]:
+    """ConvEngine's ``ce_*`` tables this database holds that convengine neither uses nor exports,
+    with their row counts (the pre-2.0.5 history kept by an upgrade is not one of them)."""
+    known = set(Base.metadata.tables) | {LEGACY_HISTORY}
+    found: dict[str, int] = {}
+    for name in sorted(sa.inspect(connection).get_table_names()):
+        if name.startswith("ce_") and name not in known and not name.startswith(_OWN_WITHOUT_MODEL):
+            found[name] = connection.execute(sa.select(sa.func.count()).select_from(sa.table(name))).scalar_one()
+    return found
+
+
+def unsupported_warning(tables: dict[str, int], *, where: str) -> str | None:
+    """One warning naming every unsupported table and its rows; None when there is none."""
+    if not tables:
+        return None
+    listed = ", ".join(f"{name} ({count} row{'s' if count != 1 else ''})" for name, count in tables.items())
+    return (f"{where} holds ConvEngine tables convengine does not support, so their rows are not used nor "
+            f"exported: {listed}")
+
+
+def relax_constraints(connection: sa.Connection) -> list[str]:
+    """Drop the NOT NULLs :data:`RELAXED_COLUMNS` lists (and those of columns convengine does not
+    know) wherever they are still declared; nothing on a database that has none."""
+    changes: list[str] = []
+    for table in Base.metadata.sorted_tables:
+        if sa.inspect(connection).has_table(table.name):
+            changes += _relax_table(connection, table, _columns(connection, table.name), relax=True)
+    return changes
+
+
+def holds_foreign_configuration(connection: sa.Connection, version_table: str) -> bool:
+    """Whether control rows exist that no convengine migration has seen: a ConvEngine database
+    being adopted (its first ``db upgrade``)."""
+    inspector = sa.inspect(connection)
+    if inspector.has_table(version_table):
+        return False
+    for table in CONTROL_MODELS:
+        name = table.__tablename__
+        if inspector.has_table(name) and connection.execute(
+                sa.select(sa.literal(1)).select_from(sa.table(name)).limit(1)).first() is not None:
+            return True
+    return False
+
+
+def render_like_convengine(connection: sa.Connection) -> list[str]:
+    """Record ``template_strict: false`` for an adopted ConvEngine configuration (unless the
+    configuration already sets it): a null variable renders empty there, as ConvEngine did."""
+    config = sa.table("ce_config", *(sa.column(c) for c in (
+        "config_id", "config_type", "config_key", "config_value", "enabled")))
+    setting = "template_strict"
+    found = connection.execute(sa.select(config.c.config_id).where(
+        config.c.config_type == SETTINGS_CONFIG_TYPE, config.c.config_key == setting)).first()
+    if found is not None:
+        return []
+    next_id = (connection.execute(sa.select(sa.func.max(config.c.config_id))).scalar() or 0) + 1
+    connection.execute(sa.insert(config).values(config_id=next_id, config_type=SETTINGS_CONFIG_TYPE,
+                                                config_key=setting, config_value="false", enabled=True))
+    return [(f"ce_config[{next_id}]: {SETTINGS_CONFIG_TYPE} {setting} = false (templates render a null "
+             "variable empty, as ConvEngine did; set it to true for strict rendering)")]
 
 
 def _columns(connection: sa.Connection, table: str) -> dict[str, ReflectedColumn]:
@@ -160,16 +262,29 @@ def _text(row: sa.Row[Any]) -> str | None:
     return row.content_text if row.content_text else row.payload
 
 
-def _align_table(connection: sa.Connection, table: sa.Table) -> list[str]:
+def _align_table(connection: sa.Connection, table: sa.Table, *, relax: bool) -> list[str]:
     """Add the columns the table lacks; drop NOT NULL where the engine may write nothing."""
     columns = _columns(connection, table.name)
     changes = [_add_column(connection, table.name, column) for column in table.columns
                if column.name not in columns]
-    relax = [name for name, info in columns.items() if _needs_relaxing(table, name, info)]
-    if relax:
-        _relax_not_null(connection, table.name, [(name, columns[name]["type"]) for name in relax])
-        changes.append(f"{table.name}: NOT NULL dropped from {', '.join(relax)}")
-    return changes
+    return changes + _relax_table(connection, table, columns, relax=relax)
+
+
+def _relax_table(connection: sa.Connection, table: sa.Table, columns: dict[str, ReflectedColumn], *,
+                 relax: bool) -> list[str]:
+    names = [name for name, info in columns.items() if _needs_relaxing(table, name, info)]
+    if not names:
+        return []
+    why = "; ".join(f"{name}: {_why_relaxed(table.name, name)}" for name in names)
+    if not relax:
+        return [(f"{table.name}: NOT NULL kept on {', '.join(names)} (ConvEngine's constraints kept; a row "
+                 f"convengine writes without them is refused. Otherwise: {why})")]
+    _relax_not_null(connection, table.name, [(name, columns[name]["type"]) for name in names])
+    return [f"{table.name}: NOT NULL dropped from {', '.join(names)} ({why})"]
+
+
+def _why_relaxed(table: str, column: str) -> str:
+    return RELAXED_COLUMNS.get(f"{table}.{column}", "a column convengine does not know: its inserts never name it")
 
 
 def _add_column(connection: sa.Connection, table: str, column: sa.Column[Any]) -> str:

@@ -46,7 +46,15 @@ logger = logging.getLogger(__name__)
 
 
 class Engine:
-    """The conversational engine; see the module docstring."""
+    """The conversational engine: a database (and optionally a pack) behind one compiled LangGraph graph.
+
+    Open it with [open][convengine.Engine.open] (scripts, Jupyter) or
+    [aopen][convengine.Engine.aopen] (inside a running event loop). Each call to
+    [process][convengine.Engine.process] is one turn, serialised per conversation; a failed turn
+    leaves the conversation as it was after the previous turn and raises a
+    [ConvEngineError][convengine.ConvEngineError]. Every method has an awaitable twin named with
+    an ``a`` prefix (``aprocess``, ``aaudit``...).
+    """
 
     def __init__(self, url: str, options: EngineOptions, portal: Portal, runtime: EngineRuntime) -> None:
         """Use :meth:`open` or :meth:`aopen`: they start the runtime this wraps."""
@@ -92,6 +100,7 @@ class Engine:
         return cls(url, chosen, Portal(asyncio.get_running_loop()), runtime)
 
     def close(self) -> None:
+        """Stop the engine: close its database pools and its loop thread (safe to call twice)."""
         if self._closed:
             return
         self._closed = True
@@ -101,6 +110,7 @@ class Engine:
             self._portal.stop()
 
     async def aclose(self) -> None:
+        """The awaitable form of :meth:`close`."""
         if self._closed:
             return
         self._closed = True
@@ -138,6 +148,21 @@ class Engine:
         The user is ``owner``'s: its long-term properties are those ``owner``'s conversations saved for
         that id, never another owner's of the same id.
         A message to an ENDED conversation raises ConversationEndedError unless it resets.
+
+        Args:
+            message: the user's text.
+            conversation_id: the conversation to continue; None starts a new one (its id is in the result).
+            input_params: values for rules and templates (``inputParams``), merged into the conversation's.
+            reset: start the conversation over from a fresh state (the same id).
+            owner: the caller's identity; None for host code (no ownership check).
+            user_id: the end user, stored on the first turn.
+            draft: run on the draft configuration (the simulator).
+            version: run on configuration version N.
+
+        Raises:
+            InvalidInputError: the message, id or params are malformed or too large.
+            ConversationNotFoundError: no such conversation for this owner or user.
+            ConvEngineError: the turn failed (LLM, tool, template...); nothing of it was saved.
         """
         request = check_request(message, conversation_id, input_params, reset, self.settings, user_id)
         pick = pick_of(draft, version)
@@ -161,6 +186,7 @@ class Engine:
 
     async def astart(self, conversation_id: str | None = None, input_params: Mapping[str, Any] | None = None, *,
                      owner: str | None = None, draft: bool = False, version: int | None = None) -> TurnResult:
+        """The awaitable form of :meth:`start`."""
         pick = pick_of(draft, version)
         request = event_request("welcome", conversation_id, input_params, self.settings)
         return await self._portal.acall(self._runtime.process(request, _owner(owner), pick))
@@ -173,6 +199,7 @@ class Engine:
 
     async def aresume_from_handoff(self, conversation_id: str, *, draft: bool = False,
                                    version: int | None = None) -> TurnResult:
+        """The awaitable form of :meth:`resume_from_handoff`."""
         pick = pick_of(draft, version)
         request = event_request("handoff_resume", _cid(conversation_id), None, self.settings)
         return await self._portal.acall(self._runtime.process(request, None, pick))
@@ -188,6 +215,7 @@ class Engine:
         return self._portal.call(self._runtime.move(_cid(conversation_id), stages.UNDO, _owner(owner)))
 
     async def aundo(self, conversation_id: str, owner: str | None = None) -> UndoResult:
+        """The awaitable form of :meth:`undo`."""
         return await self._portal.acall(self._runtime.move(_cid(conversation_id), stages.UNDO, _owner(owner)))
 
     def redo(self, conversation_id: str, owner: str | None = None) -> UndoResult:
@@ -196,6 +224,7 @@ class Engine:
         return self._portal.call(self._runtime.move(_cid(conversation_id), stages.REDO, _owner(owner)))
 
     async def aredo(self, conversation_id: str, owner: str | None = None) -> UndoResult:
+        """The awaitable form of :meth:`redo`."""
         return await self._portal.acall(self._runtime.move(_cid(conversation_id), stages.REDO, _owner(owner)))
 
     # A user belongs to the caller that names it: ``owner``'s user "ana" (the conversations ``owner``
@@ -206,6 +235,7 @@ class Engine:
         return self._portal.call(self._runtime.properties(_user(user_id), _owner(owner)))
 
     async def aproperties(self, user_id: str, owner: str | None = None) -> dict[str, Any]:
+        """The awaitable form of :meth:`properties`."""
         return await self._portal.acall(self._runtime.properties(_user(user_id), _owner(owner)))
 
     def forget_user(self, user_id: str, *, conversations: bool = False, owner: str | None = None) -> dict[str, int]:
@@ -216,6 +246,7 @@ class Engine:
 
     async def aforget_user(self, user_id: str, *, conversations: bool = False,
                            owner: str | None = None) -> dict[str, int]:
+        """The awaitable form of :meth:`forget_user`."""
         return await self._portal.acall(self._runtime.forget_user(_user(user_id), conversations, _owner(owner)))
 
     def steps(self, conversation_id: str, owner: str | None = None) -> list[dict[str, Any]]:
@@ -223,6 +254,7 @@ class Engine:
         return self._portal.call(self._runtime.steps(_cid(conversation_id), _owner(owner)))
 
     async def asteps(self, conversation_id: str, owner: str | None = None) -> list[dict[str, Any]]:
+        """The awaitable form of :meth:`steps`."""
         return await self._portal.acall(self._runtime.steps(_cid(conversation_id), _owner(owner)))
 
     def lifecycle(self, conversation_id: str, owner: str | None = None) -> str:
@@ -230,6 +262,7 @@ class Engine:
         return self._portal.call(self._runtime.lifecycle(_cid(conversation_id), _owner(owner)))
 
     async def alifecycle(self, conversation_id: str, owner: str | None = None) -> str:
+        """The awaitable form of :meth:`lifecycle`."""
         return await self._portal.acall(self._runtime.lifecycle(_cid(conversation_id), _owner(owner)))
 
     def seed(self, conversation_id: str, *, context: Mapping[str, Any] | None = None,
@@ -239,6 +272,7 @@ class Engine:
 
     async def aseed(self, conversation_id: str, *, context: Mapping[str, Any] | None = None,
                     input_params: Mapping[str, Any] | None = None) -> str:
+        """The awaitable form of :meth:`seed`."""
         cid = _cid(conversation_id)
         depth = self.settings.api.max_input_depth
         values = {keys.CONTEXT: check_params(context, depth, name="context"),
@@ -255,6 +289,7 @@ class Engine:
         return self._portal.call(self._runtime.check_access(_cid(conversation_id), _owner(owner)))
 
     async def acheck_access(self, conversation_id: str, owner: str | None = None) -> bool:
+        """The awaitable form of :meth:`check_access`."""
         return await self._portal.acall(self._runtime.check_access(_cid(conversation_id), _owner(owner)))
 
     def audit(self, conversation_id: str, owner: str | None = None) -> list[AuditEvent]:
@@ -262,6 +297,7 @@ class Engine:
         return self._portal.call(self._runtime.audit(_cid(conversation_id), _owner(owner)))
 
     async def aaudit(self, conversation_id: str, owner: str | None = None) -> list[AuditEvent]:
+        """The awaitable form of :meth:`audit`."""
         return await self._portal.acall(self._runtime.audit(_cid(conversation_id), _owner(owner)))
 
     def trace(self, conversation_id: str, owner: str | None = None) -> dict[str, Any]:
@@ -270,6 +306,7 @@ class Engine:
         return build_trace(cid, self.audit(cid, owner))
 
     async def atrace(self, conversation_id: str, owner: str | None = None) -> dict[str, Any]:
+        """The awaitable form of :meth:`trace`."""
         cid = _cid(conversation_id)
         return build_trace(cid, await self.aaudit(cid, owner))
 
@@ -278,6 +315,7 @@ class Engine:
         return self._portal.call(self._runtime.history(_cid(conversation_id), _owner(owner)))
 
     async def ahistory(self, conversation_id: str, owner: str | None = None) -> list[dict[str, Any]]:
+        """The awaitable form of :meth:`history`."""
         return await self._portal.acall(self._runtime.history(_cid(conversation_id), _owner(owner)))
 
     def state(self, conversation_id: str, owner: str | None = None) -> EngineState:
@@ -285,6 +323,7 @@ class Engine:
         return self._portal.call(self._runtime.checkpointed_state(_cid(conversation_id), _owner(owner)))
 
     async def astate(self, conversation_id: str, owner: str | None = None) -> EngineState:
+        """The awaitable form of :meth:`state`."""
         return await self._portal.acall(self._runtime.checkpointed_state(_cid(conversation_id), _owner(owner)))
 
     @property
@@ -315,6 +354,7 @@ class Engine:
     async def afeedback(self, conversation_id: str, feedback_type: str, *, message_id: str | None = None,
                         assistant_response: str | None = None, metadata: Mapping[str, Any] | None = None,
                         owner: str | None = None) -> Feedback:
+        """The awaitable form of :meth:`feedback`."""
         request = check_feedback(_cid(conversation_id), feedback_type, message_id, assistant_response, metadata,
                                  max_depth=self.settings.api.max_input_depth)
         return await self._portal.acall(self._runtime.feedback(request, _owner(owner)))
@@ -324,6 +364,7 @@ class Engine:
         return self._portal.call(self._runtime.feedbacks(_cid(conversation_id), _owner(owner)))
 
     async def afeedbacks(self, conversation_id: str, owner: str | None = None) -> list[Feedback]:
+        """The awaitable form of :meth:`feedbacks`."""
         return await self._portal.acall(self._runtime.feedbacks(_cid(conversation_id), _owner(owner)))
 
     def reload(self) -> ConfigSnapshot:
@@ -331,6 +372,7 @@ class Engine:
         return self._portal.call(self._runtime.reload())
 
     async def areload(self) -> ConfigSnapshot:
+        """The awaitable form of :meth:`reload`."""
         return await self._portal.acall(self._runtime.reload())
 
     def cache_report(self, warmup: bool = True) -> dict[str, Any]:
@@ -340,6 +382,7 @@ class Engine:
 
     async def acache_report(self, warmup: bool = True) -> dict[str, Any]:
 
+        """The awaitable form of :meth:`cache_report`."""
         return await self._portal.acall(cache_report(self._runtime, warmup))
 
     def subscribe(self, conversation_id: str | None = None) -> Subscription:
@@ -355,10 +398,12 @@ class Engine:
 
     @property
     def snapshot(self) -> ConfigSnapshot:
+        """The configuration the next turn runs on (reloaded when another process changes it)."""
         return self._runtime.holder.current
 
     @property
     def settings(self) -> EngineSettings:
+        """The effective settings: keyword arguments > environment > the pack's ``settings:`` > defaults."""
         return self.snapshot.settings
 
     @property
@@ -386,10 +431,12 @@ class Engine:
 
     @property
     def is_postgres(self) -> bool:
+        """Whether the database is PostgreSQL (else SQLite)."""
         return bool(self._runtime.url.is_postgres)
 
     @property
     def libpq_url(self) -> str | None:
+        """The PostgreSQL URL in libpq form (for psycopg); None on SQLite."""
         return self._runtime.url.libpq
 
     @property

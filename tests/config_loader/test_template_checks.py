@@ -68,6 +68,8 @@ async def test_unknown_template_variables_are_warnings_naming_the_row() -> None:
               "match_pattern": "ANY", "action": "SET_INPUT_PARAM", "action_value": '{"size": "L"}'}]
     snapshot = validate_pack(with_rows(ce_rule=rules, ce_response=[
         response(41, "{{size}} for {{user_input}} in {{state}}, {{context.anything}}"),
+        response(43, "{{userInfo.userId}} {{conversationInfo.turn}} {{properties.language}} {{conversationLog}}",
+                 state="CONFIRM"),  # the memory namespaces every template sees
         response(42, "{{sise}} pizza", state="CONFIRM")]))
     warnings = [w for w in snapshot.warnings if "not provided" in w]
     assert len(warnings) == 1 and warnings[0].startswith("ce_response[42].exact_text: 'sise' is not provided")

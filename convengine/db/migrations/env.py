@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from alembic import context
 
+from convengine.db.migrate import VERSION_TABLE
 from convengine.db.models import Base
-
-VERSION_TABLE = "convengine_alembic_version"
 
 config = context.config
 connection = config.attributes.get("connection")

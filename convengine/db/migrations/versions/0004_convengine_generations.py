@@ -10,7 +10,7 @@ Brings ce_* tables created by any ConvEngine release since 2.0.0 to the current 
 
 from alembic import op
 
-from convengine.db.generations import bring_to_current
+from convengine.db.generations import KEEP_CONSTRAINTS, bring_to_current
 
 revision = "0004"
 down_revision = "0003"
@@ -19,9 +19,9 @@ depends_on = None
 
 
 def upgrade() -> None:
-    changes = bring_to_current(op.get_bind())
     config = op.get_context().config
     assert config is not None, "migrations run through alembic commands, which pass their Config"
+    changes = bring_to_current(op.get_bind(), relax=not config.attributes.get(KEEP_CONSTRAINTS, False))
     config.attributes.setdefault("changes", []).extend(changes)
 
 
