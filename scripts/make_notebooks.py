@@ -411,6 +411,7 @@ engine.state(cid)["workflow"]["vars"]["order"]'''),
 
 view = attach_flows(engine.graph, engine.snapshot).get_graph(xray=True)
 sorted(n for n in view.nodes if n.startswith("flow:"))'''),
+    new_code_cell('''flow_graph(engine, "SUPPORT")  # the workflow every message enters, node by node'''),
     new_code_cell('''engine.close()'''),
 ]
 
