@@ -409,6 +409,21 @@ class FlowsSettings(_Section):
     other intent's classifier matches)."""
 
 
+class ChainsSettings(_Section):
+    """Chain runs (convengine.chains): the scheduler that resumes due ``schedule`` steps."""
+
+    scheduler: bool = True
+    """A server (``convengine serve``) polls for due runs; off, run ``convengine chains run-due`` instead."""
+    poll_interval_s: float = Field(2.0, gt=0, le=3600)
+    """How often a server's scheduler looks for due runs."""
+    claim_ttl_s: float = Field(300.0, gt=0, le=86_400)
+    """How long a worker holds a run it is running; a run whose worker was lost is taken again after it."""
+    batch: int = Field(20, ge=1, le=1000)
+    """Runs one poll takes at most."""
+    max_answer_bytes: int = Field(65_536, ge=16)
+    """The largest answer (as JSON) a person may resume a ``human`` step with."""
+
+
 # --- convengine.llm and engine-level ---------------------------------------------------
 
 
@@ -565,6 +580,7 @@ class EngineSettings(BaseSettings):
     api: ApiSettings = Field(default_factory=ApiSettings)
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
     flows: FlowsSettings = Field(default_factory=FlowsSettings)
+    chains: ChainsSettings = Field(default_factory=ChainsSettings)
     conversation_memory: ConversationMemorySettings = Field(default_factory=ConversationMemorySettings)
     security: SecuritySettings = Field(default_factory=SecuritySettings)
     """Operator-only: see ``OPERATOR_ONLY_SETTINGS``."""
