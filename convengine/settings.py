@@ -462,6 +462,9 @@ class AuthSettings(_Section):
     """Keys for the conversation endpoints (``Authorization: Bearer <key>`` or ``X-API-Key``)."""
     admin_keys: list[str] = Field(default_factory=list)
     """Keys that may also use the admin endpoints (cache refresh/analyze) and read any conversation."""
+    chain_keys: list[str] = Field(default_factory=list)
+    """Keys of people who operate chains: they may list every chain run, read it and resume a run waiting
+    at a ``human`` step (the ``chains`` scope), without the admin endpoints."""
     tenants: dict[str, list[str]] = Field(default_factory=dict)
     """Tenant name -> its keys (user keys, valid without being listed in ``api_keys``): the keys of a
     tenant share its conversations and users; a key in no tenant is a tenant of its own."""

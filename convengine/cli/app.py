@@ -12,6 +12,7 @@ from rich.text import Text
 
 from convengine.catalog.defaults import DEFAULT_DATABASE_URL, LIVE_CHANNEL
 from convengine.catalog.errors import ConvEngineError
+from convengine.cli.chains import chains_app
 from convengine.cli.export import export_test
 from convengine.cli.guard import fail, guarded, state
 from convengine.cli.knowledge import knowledge_app
@@ -27,6 +28,7 @@ pack_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
 app.add_typer(db_app, name="db")
 app.add_typer(pack_app, name="pack")
 app.add_typer(knowledge_app, name="knowledge")
+app.add_typer(chains_app, name="chains")
 app.command("export-test")(export_test)
 register_version_commands(pack_app)  # pack versions|draft|diff|publish|rollback|channel
 
