@@ -23,6 +23,8 @@ class ChainState(TypedDict, total=False):
     seq: int
     at: str
     outputs: dict[str, Any]
+    input: dict[str, Any]
+    """The run's input (the run row keeps it too; a Studio thread gives it here)."""
 
 
 StepDriver = Callable[[str, ChainState], Awaitable[ChainState]]
@@ -36,6 +38,8 @@ class ChainContext:
 
 
 ChainGraph = CompiledStateGraph[ChainState, ChainContext, ChainState, ChainState]
+ContextProvider = Callable[[str], Awaitable[ChainContext]]
+"""Where a node gets its context when the run brings none (LangGraph Studio): from the chain code."""
 CACHE_SIZE = 64
 
 
@@ -43,20 +47,25 @@ def thread_of(run_id: str) -> str:
     return f"chain:{run_id}"
 
 
-def build_chain_graph(chain: Chain) -> StateGraph[ChainState, ChainContext, ChainState, ChainState]:
+def build_chain_graph(chain: Chain, provider: ContextProvider | None = None,
+                      ) -> StateGraph[ChainState, ChainContext, ChainState, ChainState]:
     graph: StateGraph[ChainState, ChainContext, ChainState, ChainState] = StateGraph(
         ChainState, context_schema=ChainContext)
     ids = [s.step_id for s in chain.steps]
     for step_id in ids:
-        graph.add_node(step_id, _node(step_id))
+        graph.add_node(step_id, _node(step_id, chain.code, provider))
         graph.add_conditional_edges(step_id, _route, {**{i: i for i in ids}, vocab.END: END})
     graph.add_edge(START, chain.first)
     return graph
 
 
-def _node(step_id: str) -> Callable[[ChainState, Runtime[ChainContext]], Awaitable[ChainState]]:
+def _node(step_id: str, code: str,
+          provider: ContextProvider | None) -> Callable[[ChainState, Runtime[ChainContext]], Awaitable[ChainState]]:
     async def run(state: ChainState, runtime: Runtime[ChainContext]) -> ChainState:
-        return await runtime.context.run_step(step_id, state)
+        context = runtime.context
+        if context is None and provider is not None:
+            context = await provider(code)
+        return await context.run_step(step_id, state)
 
     run.__name__ = f"chain_step_{step_id}"
     return run

@@ -140,7 +140,7 @@ class Chains:
                "claimed_until": now() + _ttl(snapshot)}
         await self.store.insert_run(row)
         await self._audit(row, stages.CHAIN_RUN_STARTED, {"trigger": trigger, "version": number})
-        return await self._drive(row, {"seq": 0, "at": spec.first, "outputs": {}})
+        return await self._drive(row, {"seq": 0, "at": spec.first, "outputs": {}, "input": values})
 
     async def aresume(self, run_id: str, answer: Any = None, *, owner: str | None = None) -> ChainRun:
         row = await self._row(run_id, owner)
@@ -196,6 +196,36 @@ class Chains:
                 await asyncio.wait_for(stop.wait(), self.engine.settings.chains.poll_interval_s)
             except TimeoutError:
                 pass
+
+    async def studio_context(self, code: str, thread_id: str) -> ChainContext:
+        """The context of a LangGraph Studio thread running chain ``code``: the thread is a run (its checkpoints
+        are Studio's; its steps and audit are stored like any run's, and it is never the scheduler's)."""
+        number, snapshot = await self._served()
+        spec = chain_of(snapshot, code)
+        try:
+            run_id = str(uuid.UUID(thread_id))
+        except ValueError:
+            run_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"convengine-studio:{thread_id}"))
+        row = await self.store.run(run_id)
+        if row is None:
+            cid = str(uuid.uuid4())
+            await self.engine.runtime.store.ensure_conversation(cid)
+            row = {"run_id": run_id, "chain_code": spec.code, "version_no": number, "conversation_id": cid,
+                   "owner_id": None, "status": vocab.RUNNING, "current_step": spec.first, "trigger": "studio",
+                   "input_json": {}, "claimed_by": "studio", "claimed_until": None}
+            await self.store.insert_run(row)
+            await self._audit(row, stages.CHAIN_RUN_STARTED, {"trigger": "studio", "version": number})
+        fixed = row
+
+        async def run_step(step_id: str, state: ChainState) -> ChainState:
+            result = await self._step(fixed, snapshot, spec, step_id, state)
+            if result.get("at") == vocab.END:
+                await self.store.update_run(run_id, status=vocab.COMPLETED, current_step=None,
+                                            output_json=result.get("outputs"), claimed_by=None)
+                await self._audit(fixed, stages.CHAIN_RUN_COMPLETED, {"steps": len(result.get("outputs") or {})})
+            return result
+
+        return ChainContext(run_step)
 
     # --- running ----------------------------------------------------------------------------
 
@@ -267,7 +297,8 @@ class Chains:
         async def audit(stage: str, payload: dict[str, Any]) -> None:
             await self._audit(row, stage, {"seq": seq, **payload})
 
-        run = StepRun(self.engine, snapshot, chain, step, row, outputs, audit, seq)
+        values = dict(state.get("input") or row.get("input_json") or {})
+        run = StepRun(self.engine, snapshot, chain, step, row, outputs, audit, seq, values)
         await self.store.update_run(row["run_id"], current_step=step_id)
         if step.step_type in vocab.PAUSING_TYPES:
             await self.store.record_step(row["run_id"], seq, step_id, step.step_type, vocab.STEP_WAITING)
@@ -283,7 +314,8 @@ class Chains:
             raise
         await self.store.record_step(row["run_id"], seq, step_id, step.step_type, vocab.STEP_DONE, output)
         await audit(stages.CHAIN_STEP, {"step": step_id, "type": step.step_type, "output": output})
-        return {"seq": seq + 1, "at": run.next or chain.next_of(step), "outputs": {**outputs, step_id: output}}
+        return {"seq": seq + 1, "at": run.next or chain.next_of(step), "outputs": {**outputs, step_id: output},
+                "input": values}
 
     async def _audit(self, row: Mapping[str, Any], stage: str, payload: dict[str, Any]) -> None:
         """An audit event of the run on its conversation: stored, and published to live streams."""

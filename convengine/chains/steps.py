@@ -56,6 +56,7 @@ class StepRun:
     """Earlier steps' outputs by step id."""
     audit: Auditor
     seq: int
+    input: dict[str, Any] = field(default_factory=dict)
     next: str | None = None
     """Where the run goes after this step (None: the step's ``next`` or the following step)."""
 
@@ -73,7 +74,7 @@ class StepRun:
 
     def scopes(self) -> dict[str, Any]:
         """What templates and expressions see: the run's ``input``, earlier ``steps`` and the ``run``."""
-        return {"input": self.run.get("input_json") or {}, "steps": self.outputs,
+        return {"input": self.input, "steps": self.outputs,
                 "run": {"id": self.run["run_id"], "chain": self.chain.code,
                         "conversationId": self.run["conversation_id"]}}
 
@@ -222,10 +223,10 @@ class ChainSession:
 
     @property
     def user_text(self) -> str:
-        return json.dumps(self.step.run.get("input_json") or {}, default=str)
+        return json.dumps(self.step.input, default=str)
 
     def read_params(self) -> Mapping[str, Any]:
-        return dict(self.step.run.get("input_json") or {})
+        return dict(self.step.input)
 
     def read_context(self) -> Mapping[str, Any]:
         return {}
