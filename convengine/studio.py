@@ -23,10 +23,10 @@ from langgraph.config import get_config
 from convengine.audit import TurnAudit
 from convengine.catalog import state as keys
 from convengine.catalog.errors import ConvEngineError
+from convengine.catalog.state import EngineState
 from convengine.chains import Chains
 from convengine.chains.graph import ChainContext, ChainGraph, build_chain_graph
 from convengine.chains.model import chains_of
-from convengine.catalog.state import EngineState
 from convengine.config_loader.companions import default_pack, pack_options
 from convengine.config_loader.loader import validate_pack
 from convengine.engine import Engine

@@ -74,7 +74,7 @@ async def start_run(chain: str, body: StartRunRequest, chains: ChainsDep, caller
 async def run_list(chains: ChainsDep, caller: CallerDep, status: str | None = None, chain: str | None = None,
                    limit: Annotated[int, Query(ge=1, le=500)] = 50) -> list[dict[str, Any]]:
     """Runs, newest first: the caller's own, or every run with the chains scope."""
-    runs = await chains.engine.portal.acall(chains.alist(owner=_reader(caller), status=status, chain=chain,
+    runs = await chains.engine.portal.acall(chains.aruns(owner=_reader(caller), status=status, chain=chain,
                                                          limit=limit))
     return [r.to_dict() for r in runs]
 

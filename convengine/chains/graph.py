@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import Any, TypedDict
+from dataclasses import dataclass
+from typing import Any, Protocol, TypedDict
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
@@ -30,11 +31,11 @@ class ChainState(TypedDict, total=False):
 StepDriver = Callable[[str, ChainState], Awaitable[ChainState]]
 
 
+@dataclass(frozen=True, slots=True)
 class ChainContext:
     """``Runtime.context`` of a chain run: runs one step (see :mod:`convengine.chains.runtime`)."""
 
-    def __init__(self, run_step: StepDriver) -> None:
-        self.run_step = run_step
+    run_step: StepDriver
 
 
 ChainGraph = CompiledStateGraph[ChainState, ChainContext, ChainState, ChainState]
@@ -59,11 +60,18 @@ def build_chain_graph(chain: Chain, provider: ContextProvider | None = None,
     return graph
 
 
-def _node(step_id: str, code: str,
-          provider: ContextProvider | None) -> Callable[[ChainState, Runtime[ChainContext]], Awaitable[ChainState]]:
+class StepNode(Protocol):
+    """A node as LangGraph calls it: the state, and the runtime by keyword."""
+
+    def __call__(self, state: ChainState, runtime: Runtime[ChainContext]) -> Awaitable[ChainState]: ...
+
+
+def _node(step_id: str, code: str, provider: ContextProvider | None) -> StepNode:
     async def run(state: ChainState, runtime: Runtime[ChainContext]) -> ChainState:
         context = runtime.context
-        if context is None and provider is not None:
+        if context is None:
+            if provider is None:
+                raise RuntimeError(f"chain {code}: a run needs its ChainContext (convengine.chains.Chains runs it)")
             context = await provider(code)
         return await context.run_step(step_id, state)
 

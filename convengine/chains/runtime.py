@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphInterrupt, GraphRecursionError
 from langgraph.types import Command
 
@@ -118,9 +119,9 @@ class Chains:
     def get(self, run_id: str, owner: str | None = None) -> ChainRun:
         return self.engine.portal.call(self.aget(run_id, owner))
 
-    def list(self, *, owner: str | None = None, status: str | None = None, chain: str | None = None,
+    def runs(self, *, owner: str | None = None, status: str | None = None, chain: str | None = None,
              limit: int = 50) -> list[ChainRun]:
-        return self.engine.portal.call(self.alist(owner=owner, status=status, chain=chain, limit=limit))
+        return self.engine.portal.call(self.aruns(owner=owner, status=status, chain=chain, limit=limit))
 
     # --- async API --------------------------------------------------------------------------
 
@@ -140,7 +141,8 @@ class Chains:
                "claimed_until": now() + _ttl(snapshot)}
         await self.store.insert_run(row)
         await self._audit(row, stages.CHAIN_RUN_STARTED, {"trigger": trigger, "version": number})
-        return await self._drive(row, {"seq": 0, "at": spec.first, "outputs": {}, "input": values})
+        start: ChainState = {"seq": 0, "at": spec.first, "outputs": {}, "input": values}
+        return await self._drive(row, start)
 
     async def aresume(self, run_id: str, answer: Any = None, *, owner: str | None = None) -> ChainRun:
         row = await self._row(run_id, owner)
@@ -174,7 +176,7 @@ class Chains:
         row = await self._row(run_id, owner)
         return ChainRun.of(row, await self.store.steps(row["run_id"]))
 
-    async def alist(self, *, owner: str | None = None, status: str | None = None, chain: str | None = None,
+    async def aruns(self, *, owner: str | None = None, status: str | None = None, chain: str | None = None,
                     limit: int = 50) -> list[ChainRun]:
         if status is not None and status not in vocab.RUN_STATUSES:
             raise InvalidInputError(f"status must be one of {', '.join(vocab.RUN_STATUSES)}")
@@ -190,7 +192,7 @@ class Chains:
         while not stop.is_set():
             try:
                 await self.arun_due()
-            except Exception:  # noqa: BLE001 - the scheduler outlives one bad poll (e.g. the database restarting)
+            except Exception:
                 logger.exception("chains: a scheduler poll failed; retrying")
             try:
                 await asyncio.wait_for(stop.wait(), self.engine.settings.chains.poll_interval_s)
@@ -248,7 +250,7 @@ class Chains:
             raise ChainRunNotFoundError(f"no chain run {rid}", details={"runId": rid})
         return row
 
-    async def _drive(self, row: dict[str, Any], payload: Any) -> ChainRun:
+    async def _drive(self, row: dict[str, Any], payload: ChainState | Command[Any] | None) -> ChainRun:
         """Run the run's graph from ``payload`` (the start state, a resume command, or None to continue)
         until it pauses or ends, then record where it is and release the claim."""
         serving = self.engine.runtime.versions
@@ -256,8 +258,8 @@ class Chains:
         version_hash, snapshot = await serving.snapshot(row["version_no"])
         chain = chain_of(snapshot, row["chain_code"])
         graph = self.graphs.get(version_hash, chain)
-        config = {"configurable": {"thread_id": thread_of(row["run_id"])},
-                  "recursion_limit": vocab.MAX_STEPS_PER_RUN + 1}
+        config: RunnableConfig = {"configurable": {"thread_id": thread_of(row["run_id"])},
+                                  "recursion_limit": vocab.MAX_STEPS_PER_RUN + 1}
         context = ChainContext(lambda step_id, state: self._step(row, snapshot, chain, step_id, state))
         try:
             await graph.ainvoke(payload, config, context=context)

@@ -27,7 +27,6 @@ from langgraph.checkpoint.serde.jsonplus import (
     EXT_METHOD_SINGLE_ARG,
     JsonPlusSerializer,
 )
-
 from langgraph.types import Interrupt
 
 from convengine.catalog.errors import UnsafeCheckpointError

@@ -52,7 +52,7 @@ def list_runs(url: UrlOption = DEFAULT_DATABASE_URL,
     """Chain runs, newest first."""
     engine, chains = _open(url)
     try:
-        runs = chains.list(status=status, limit=limit)
+        runs = chains.runs(status=status, limit=limit)
     finally:
         engine.close()
     table = Table("run", "chain", "status", "step", "created")

@@ -55,8 +55,8 @@ async def test_a_human_step_pauses_the_run_until_a_person_answers(db_url: str) -
         trail = _audit(await engine.aaudit(run.conversation_id))
         assert trail[0] == stages.CHAIN_RUN_STARTED and trail[-1] == stages.CHAIN_RUN_COMPLETED
         assert stages.CHAIN_WAITING in trail and stages.CHAIN_RESUMED in trail and stages.CHAIN_NOTIFY in trail
-        assert [r.run_id for r in await chains.alist(owner="key:a")] == [run.run_id]
-        assert await chains.alist(owner="key:b") == []
+        assert [r.run_id for r in await chains.aruns(owner="key:a")] == [run.run_id]
+        assert await chains.aruns(owner="key:b") == []
 
 
 async def test_a_decide_branch_skips_the_human_step(db_url: str) -> None:
@@ -165,7 +165,7 @@ async def test_bad_input_is_refused_before_anything_is_written(db_url: str) -> N
             await chains.astart("NOPE")
         with pytest.raises(InvalidInputError, match="not a UUID"):
             await chains.aget("nope")
-        assert await chains.alist() == []
+        assert await chains.aruns() == []
 
 
 async def test_two_resumes_at_once_resume_the_run_once(db_url: str) -> None:

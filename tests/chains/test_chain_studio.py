@@ -32,7 +32,7 @@ async def test_a_studio_thread_runs_the_chain_and_resumes_its_human_step(
     monkeypatch.setenv("CONVENGINE_STUDIO_CHAIN_DATABASE_URL", url)
     monkeypatch.setenv("CONVENGINE_STUDIO_CHAIN", "REFUND")
     monkeypatch.setenv("CONVENGINE_MCP__HTTP_API__ALLOWED_HOSTS", '["127.0.0.1"]')
-    import convengine.studio as studio
+    from convengine import studio
 
     studio = importlib.reload(studio)
     assert studio.chain is not None

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-import pytest
-
 from convengine.catalog import stages
 from convengine.chains import Chains
 from convengine.chains.store import now
