@@ -74,15 +74,16 @@ class RunStore:
                           output: Any = None, error: str | None = None) -> None:
         """The step's one row (``seq`` is its place in the run): a step run again after a restart, or
         resumed after a pause, updates its row instead of adding one."""
-        values = {"run_id": run_id, "seq": seq, "step_id": step_id, "step_type": step_type, "status": status,
-                  "output_json": output, "error": error, "started_at": now(),
-                  "finished_at": None if status == vocab.STEP_WAITING else now()}
+        finished = None if status == vocab.STEP_WAITING else now()
         async with self.engine.begin() as conn:
-            insert = (postgresql.insert(STEP) if conn.dialect.name == "postgresql" else sqlite.insert(STEP)).values(**values)
+            dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+            insert = dialect.insert(STEP).values(run_id=run_id, seq=seq, step_id=step_id, step_type=step_type,
+                                                 status=status, output_json=output, error=error, started_at=now(),
+                                                 finished_at=finished)
             await conn.execute(insert.on_conflict_do_update(
                 index_elements=["run_id", "seq"],
-                set_={k: insert.excluded[k] for k in ("step_id", "step_type", "status", "output_json", "error",
-                                                       "finished_at")}))
+                set_={c.name: insert.excluded[c.name] for c in (STEP.c.step_id, STEP.c.step_type, STEP.c.status,
+                                                                STEP.c.output_json, STEP.c.error, STEP.c.finished_at)}))
 
     # --- claims -------------------------------------------------------------------------
 
