@@ -23,7 +23,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphInterrupt, GraphRecursionError
 from langgraph.types import Command
 
-from convengine._internal.turn_io import normalise_conversation_id
+from convengine._internal.storable import storable_value
+from convengine._internal.turn_io import check_params, normalise_conversation_id
 from convengine.audit import AuditEvent
 from convengine.catalog import chains as vocab
 from convengine.catalog import stages
@@ -43,6 +44,7 @@ from convengine.checkpointing.persistence import insert_events
 from convengine.config.snapshot import ConfigSnapshot
 from convengine.engine import Engine
 from convengine.security.redact import redact_text
+from convengine.settings import EngineSettings
 
 logger = logging.getLogger(__name__)
 MAX_INPUT_BYTES = 65_536
@@ -129,7 +131,7 @@ class Chains:
                      owner: str | None = None, trigger: str = "api") -> ChainRun:
         number, snapshot = await self._served()
         spec = chain_of(snapshot, chain)
-        values = _checked_input(input)
+        values = _checked_input(input, self.engine.settings.api.max_input_depth)
         cid = normalise_conversation_id(conversation_id) if conversation_id else str(uuid.uuid4())
         if conversation_id:
             await self.engine.acheck_access(cid, owner)
@@ -146,7 +148,7 @@ class Chains:
 
     async def aresume(self, run_id: str, answer: Any = None, *, owner: str | None = None) -> ChainRun:
         row = await self._row(run_id, owner)
-        _check_answer(answer, self.engine.settings.chains.max_answer_bytes)
+        answer = _checked_answer(answer, self.engine.settings)
         if row["status"] != vocab.WAITING:
             raise ChainRunNotPausedError(f"chain run {row['run_id']} is {row['status']}, not waiting for a person",
                                          details={"runId": row["run_id"], "status": row["status"]})
@@ -332,25 +334,27 @@ def _ttl(snapshot: ConfigSnapshot) -> timedelta:
 
 
 def _json(value: Any) -> Any:
-    """A step's output as stored: JSON values only (anything else as its text)."""
-    return json.loads(json.dumps(value, default=str))
+    """A step's output as stored: JSON values only (anything else as its text), every NUL or lone surrogate
+    (a webhook's or a model's reply is untrusted) replaced, so either backend stores it."""
+    return storable_value(json.loads(json.dumps(value, default=str)))
 
 
-def _checked_input(values: Mapping[str, Any] | None) -> dict[str, Any]:
-    if values is None:
-        return {}
-    if not isinstance(values, Mapping):
-        raise InvalidInputError("a chain run's input must be a JSON object")
-    if len(json.dumps(values, default=str)) > MAX_INPUT_BYTES:
+def _checked_input(values: Mapping[str, Any] | None, max_depth: int) -> dict[str, Any]:
+    """A run's input: a JSON object the database can store (no NUL, finite numbers, bounded depth and size)."""
+    checked = check_params(values, max_depth, name="a chain run's input")
+    if len(json.dumps(checked)) > MAX_INPUT_BYTES:
         raise InvalidInputError(f"a chain run's input is larger than {MAX_INPUT_BYTES} bytes as JSON")
-    return _json(dict(values))
+    return checked
 
 
-def _check_answer(answer: Any, limit: int) -> None:
+def _checked_answer(answer: Any, settings: EngineSettings) -> Any:
+    """A person's answer: any JSON value, checked as a run's input is, at most ``chains.max_answer_bytes``."""
+    limit = settings.chains.max_answer_bytes
     try:
-        size = len(json.dumps(answer))
+        size = len(json.dumps(answer, allow_nan=False))
     except (TypeError, ValueError, RecursionError):
         raise InvalidInputError("a human step's answer must be JSON (text, numbers, lists, objects)") from None
     if size > limit:
         raise InvalidInputError(f"a human step's answer is {size} bytes as JSON; the limit is {limit} "
                                 "(settings chains.max_answer_bytes)")
+    return check_params({"answer": answer}, settings.api.max_input_depth + 1, name="a human step's")["answer"]

@@ -16,7 +16,7 @@ import pytest
 from langgraph.types import Interrupt
 
 from convengine.catalog import stages
-from convengine.catalog.errors import ConfigValidationError, UnsafeCheckpointError
+from convengine.catalog.errors import ConfigValidationError, InvalidInputError, UnsafeCheckpointError
 from convengine.chains import Chains
 from convengine.checkpointing.serde import StrictSerializer
 from convengine.config_loader import validate_pack
@@ -87,3 +87,20 @@ def test_a_rewritten_interrupt_cannot_rebuild_an_object(tmp_path: Path) -> None:
     assert not marker.exists()
     genuine = serde.loads_typed(serde.dumps_typed([Interrupt(value={"kind": "human"}, id="i-1")]))
     assert genuine == [Interrupt(value={"kind": "human"}, id="i-1")]
+
+
+async def test_unstorable_text_in_input_answer_or_a_reply_never_breaks_a_run(db_url: str) -> None:
+    """A NUL (PostgreSQL cannot store one) from a caller is refused; from a webhook's reply it is replaced."""
+    with http_server(lambda path, body: (200, {"note": "bad\u0000byte"})) as stub:
+        data = chain_pack(step("ask", "human", prompt="ok?"), step("hook", "webhook", url=f"{stub.url}/x"),
+                          settings={"mcp": {"http-api": {"allowed-hosts": ["127.0.0.1"]}}})
+        async with engine_on(db_url, data) as engine:
+            chains = Chains(engine)
+            with pytest.raises(InvalidInputError, match="input"):
+                await chains.astart("C", {"name": "a\u0000b"})
+            run = await chains.astart("C", {"name": "ok"})
+            with pytest.raises(InvalidInputError):
+                await chains.aresume(run.run_id, {"why": "x\u0000"})
+            done = await chains.aresume(run.run_id, {"why": "fine"})
+        assert done.status == "COMPLETED", done.error
+        assert done.output["hook"]["response"]["note"] == "bad\ufffdbyte"
