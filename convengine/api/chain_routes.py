@@ -46,6 +46,7 @@ OperatorDep = Annotated[Caller, Depends(operator_of)]
 
 
 class StartRunRequest(BaseModel):
+    chain: str = Field(..., min_length=1, max_length=200, description="The chain to run (ce_chain.chain_code).")
     input: dict[str, Any] | None = Field(None, description="The run's input (templates and expressions: `input`).")
     conversationId: str | None = Field(None, description="The conversation the run belongs to (new when absent).")
 
@@ -62,10 +63,10 @@ async def chain_list(chains: ChainsDep, _: CallerDep) -> list[dict[str, Any]]:
             for c in chains_of(chains.engine.snapshot).values()]
 
 
-@router.post("/api/v1/chains/{chain}/runs", responses={**REFUSALS, 413: {"model": ErrorBody}})
-async def start_run(chain: str, body: StartRunRequest, chains: ChainsDep, caller: CallerDep) -> dict[str, Any]:
+@router.post("/api/v1/chains/runs", responses={**REFUSALS, 413: {"model": ErrorBody}})
+async def start_run(body: StartRunRequest, chains: ChainsDep, caller: CallerDep) -> dict[str, Any]:
     """Start a run of ``chain`` (owned by the caller) and run it until it pauses or ends."""
-    run = await chains.engine.portal.acall(chains.astart(chain, body.input, conversation_id=body.conversationId,
+    run = await chains.engine.portal.acall(chains.astart(body.chain, body.input, conversation_id=body.conversationId,
                                                          owner=caller.owner, trigger="http"))
     return run.to_dict()
 

@@ -27,7 +27,7 @@ def _pack() -> dict[str, Any]:
 
 async def test_start_read_and_resume_with_scopes(db_url: str) -> None:
     async with in_process(create_app(db_url, pack=_pack(), settings=SETTINGS)) as client:
-        started = await client.post("/api/v1/chains/C/runs", json={"input": {"order": "A1"}}, headers=bearer(USER_A))
+        started = await client.post("/api/v1/chains/runs", json={"chain": "C", "input": {"order": "A1"}}, headers=bearer(USER_A))
         assert started.status_code == 200, started.text
         run = started.json()
         assert run["status"] == "WAITING" and run["steps"][0]["output"] is None
@@ -43,7 +43,7 @@ async def test_start_read_and_resume_with_scopes(db_url: str) -> None:
         assert_refused(await client.post(path + "/resume", json={"answer": "yes"}), 401, "UNAUTHORIZED")
         assert_refused(await client.post("/api/v1/chains/runs/not-a-uuid/resume", json={}, headers=bearer(OPERATOR)),
                        422, "INVALID_INPUT")
-        assert_refused(await client.post("/api/v1/chains/NOPE/runs", json={}, headers=bearer(USER_A)),
+        assert_refused(await client.post("/api/v1/chains/runs", json={"chain": "NOPE"}, headers=bearer(USER_A)),
                        422, "INVALID_INPUT", "no enabled chain")
         assert_refused(await client.post(path + "/resume", json={"answer": "x" * 70_000}, headers=bearer(OPERATOR)),
                        422, "INVALID_INPUT", "chains.max_answer_bytes")
@@ -69,7 +69,7 @@ async def test_a_servers_scheduler_fires_a_due_schedule(db_url: str) -> None:
     data = chain_pack(step("later", "schedule", delay_s=0), step("tell", "notify", text="fired"),
                       settings={"chains": {"poll-interval-s": 0.2}})
     async with in_process(create_app(db_url, pack=data)) as client:
-        run = (await client.post("/api/v1/chains/C/runs", json={})).json()
+        run = (await client.post("/api/v1/chains/runs", json={"chain": "C"})).json()
         assert run["status"] == "SCHEDULED"
         for _ in range(100):
             view = (await client.get(f"/api/v1/chains/runs/{run['runId']}")).json()

@@ -31,7 +31,7 @@ def test_a_paused_run_survives_a_killed_server_and_completes_once(db_url: str, t
         env = {"PACK_PAYMENTS_URL": payments.url, "CONVENGINE_MCP__HTTP_API__ALLOWED_HOSTS": '["127.0.0.1"]'}
         first = Server(db_url, tmp_path / "first.log", pack=PACK, env=env)
         try:
-            started = httpx.post(f"{first.base}/api/v1/chains/REFUND/runs", json={"input": {"order": "A7", "amount": 300}},
+            started = httpx.post(f"{first.base}/api/v1/chains/runs", json={"chain": "REFUND", "input": {"order": "A7", "amount": 300}},
                                  timeout=30)
             assert started.status_code == 200, started.text
             run = started.json()
