@@ -319,7 +319,7 @@ async function openRun(runId) {
   $("#resume-form").hidden = run.status !== "WAITING";
   $("#open-run-conversation").onclick = (event) => { event.preventDefault(); openConversation(run.conversationId); };
   $("#run-steps").replaceChildren(...run.steps.map((s) => el("li", { class: s.status === "FAILED" ? "undone" : "", "data-step": s.step },
-    el("strong", {}, `${s.seq}. ${s.step}`), ` (${s.type}) ${s.status}`,
+    el("strong", {}, s.step), ` (${s.type}) ${s.status}`,
     s.error ? el("pre", {}, s.error) : null, s.output !== null ? el("pre", {}, text(s.output)) : null)));
 }
 
