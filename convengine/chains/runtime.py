@@ -310,12 +310,16 @@ class Chains:
             output = _json(await EXECUTORS[step.step_type](run))
         except GraphInterrupt:
             raise
-        except ConvEngineError as exc:
-            message = redact_text(exc.message)
+        except Exception as caught:  # any failure fails the step, named (a bug too, logged)
+            failure = caught if isinstance(caught, ConvEngineError) else ChainStepError(
+                f"chain {chain.code} step {step_id}: internal error {type(caught).__name__}")
+            if failure is not caught:
+                logger.exception("chain %s run %s step %s failed", chain.code, row["run_id"], step_id)
+            message = redact_text(failure.message)
             await self.store.record_step(row["run_id"], seq, step_id, step.step_type, vocab.STEP_FAILED, error=message)
             await audit(stages.CHAIN_STEP_FAILED, {"step": step_id, "type": step.step_type,
-                                                   "errorCode": exc.code.value, "message": message})
-            raise
+                                                   "errorCode": failure.code.value, "message": message})
+            raise failure from None
         await self.store.record_step(row["run_id"], seq, step_id, step.step_type, vocab.STEP_DONE, output)
         await audit(stages.CHAIN_STEP, {"step": step_id, "type": step.step_type, "output": output})
         return {"seq": seq + 1, "at": run.next or chain.next_of(step), "outputs": {**outputs, step_id: output},
