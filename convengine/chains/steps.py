@@ -37,6 +37,7 @@ from convengine.security.redact import redact_text
 from convengine.settings import HTTP_MAX_ATTEMPTS, HTTP_MAX_TIMEOUT_MS, EngineSettings
 from convengine.templates.render import render_text
 from convengine.tools.http import HttpRequest
+from convengine.tools.runner import ToolRunner
 
 
 class Auditor(Protocol):
@@ -270,9 +271,10 @@ async def agent(s: StepRun) -> Any:
     raise s.fail(f"no answer within max_steps {s.config.get('max_steps') or 4}")
 
 
-async def _tool(session: ChainSession, runner: Any, allowed: list[str], code: str, args: object) -> dict[str, Any]:
+async def _tool(session: ChainSession, runner: ToolRunner | None, allowed: list[str], code: str,
+                args: object) -> dict[str, Any]:
     row = runner.find(session, code) if runner is not None and code in allowed else None
-    if row is None or not isinstance(args, dict):
+    if runner is None or row is None or not isinstance(args, dict):
         return {"tool": code, "error": f"tool {code!r} is not available to this agent"}
     try:
         result = await runner.execute(session, row, args)
