@@ -17,6 +17,8 @@ class Chain:
     description: str | None
     steps: tuple[ChainStepRecord, ...]
     """Enabled steps by position, then step id: the order a run takes them in when no step jumps."""
+    every_s: int | None = None
+    """The scheduler starts a run every this many seconds (None: only callers start runs)."""
 
     def step(self, step_id: str) -> ChainStepRecord:
         return next(s for s in self.steps if s.step_id == step_id)
@@ -49,7 +51,7 @@ def chains_of(snapshot: ConfigSnapshot) -> dict[str, Chain]:
         steps = sorted((s for s in snapshot.chain_steps if s.enabled and s.chain_code == chain.chain_code),
                        key=lambda s: (s.position, s.step_id))
         if steps:
-            out[chain.chain_code] = Chain(chain.chain_code, chain.description, tuple(steps))
+            out[chain.chain_code] = Chain(chain.chain_code, chain.description, tuple(steps), chain.every_s)
     return out
 
 

@@ -160,7 +160,7 @@ class Chains:
 
     async def arun_due(self) -> list[ChainRun]:
         settings = self.engine.settings.chains
-        done = []
+        done = await self._start_scheduled()
         for run_id, before in await self.store.claim_due(self.worker, settings.claim_ttl_s, settings.batch):
             row = await self.store.run(run_id)
             if row is None:
@@ -173,6 +173,29 @@ class Chains:
                 await self._audit(row, stages.CHAIN_RESUMED, {"by": "recovery", "step": row["current_step"]})
                 done.append(await self._drive(row, None))
         return done
+
+    async def _start_scheduled(self) -> list[ChainRun]:
+        """Start the runs chains with ``every_s`` are due for: one per chain and period, whichever worker
+        inserts the period's run first (its id is derived from the chain and the period)."""
+        number, snapshot = await self._served()
+        started = []
+        for chain in chains_of(snapshot).values():
+            if chain.every_s is None:
+                continue
+            period = int(now().timestamp()) // chain.every_s
+            run_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"convengine-chain:{chain.code}:{chain.every_s}:{period}"))
+            cid = str(uuid.uuid4())
+            row = {"run_id": run_id, "chain_code": chain.code, "version_no": number, "conversation_id": cid,
+                   "owner_id": None, "status": vocab.RUNNING, "current_step": chain.first, "trigger": "schedule",
+                   "input_json": {}, "claimed_by": self.worker, "claimed_until": now() + _ttl(snapshot)}
+            if not await self.store.insert_run_once(row):
+                continue
+            await self.engine.runtime.store.ensure_conversation(cid)
+            await self._audit(row, stages.CHAIN_RUN_STARTED, {"trigger": "schedule", "version": number,
+                                                              "period": period})
+            start: ChainState = {"seq": 0, "at": chain.first, "outputs": {}, "input": {}}
+            started.append(await self._drive(row, start))
+        return started
 
     async def aget(self, run_id: str, owner: str | None = None) -> ChainRun:
         row = await self._row(run_id, owner)

@@ -44,6 +44,14 @@ class RunStore:
         async with self.engine.begin() as conn:
             await conn.execute(sa.insert(RUN).values(**row, created_at=now(), updated_at=now()))
 
+    async def insert_run_once(self, row: dict[str, Any]) -> bool:
+        """Insert the run unless a run of that id exists: True for exactly one of competing workers."""
+        async with self.engine.begin() as conn:
+            dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+            result = await conn.execute(dialect.insert(RUN).values(**row, created_at=now(), updated_at=now())
+                                        .on_conflict_do_nothing(index_elements=["run_id"]).returning(RUN.c.run_id))
+            return result.first() is not None
+
     async def update_run(self, run_id: str, **values: Any) -> None:
         async with self.engine.begin() as conn:
             await conn.execute(sa.update(RUN).where(RUN.c.run_id == run_id).values(**values, updated_at=now()))

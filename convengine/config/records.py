@@ -325,6 +325,7 @@ class ChainRecord(Record):
     ID: ClassVar[str] = "chain_code"
     chain_code: str
     description: str | None = None
+    every_s: int | None = None
     enabled: bool = True
     created_at: datetime | None = field(default=None, compare=False, repr=False)
 

@@ -51,6 +51,11 @@ def validate_chains(v: FlowFindings, labels: dict[str, dict[Any, str]], *,
     for code, own in steps.items():
         if not own:
             found.append(Violation(CHAIN, code, None, f"chain {code}: no enabled step"))
+        every = chains[code].every_s
+        if every is not None and (isinstance(every, bool) or not isinstance(every, int)
+                                  or not 1 <= every <= vocab.MAX_DELAY_S):
+            found.append(Violation(CHAIN, code, "every_s", f"chain {code}: every_s must be a whole number of "
+                                   f"seconds from 1 to {vocab.MAX_DELAY_S} (got {str(every)[:40]!r})"))
         for step in own.values():
             found += [Violation(STEP, step.chain_step_id, "config", f"chain {code} step {step.step_id}: {reason}")
                       for reason in step_problems(step, set(own), pack_env_names)]

@@ -376,6 +376,8 @@ class CeChain(Base):
     __tablename__ = "ce_chain"
     chain_code: Mapped[str] = mapped_column(sa.Text, primary_key=True)
     description: Mapped[str | None] = mapped_column(sa.Text)
+    every_s: Mapped[int | None] = mapped_column(sa.Integer, nullable=True)
+    """Start a run every this many seconds (the scheduler's inbound trigger); NULL: only callers start runs."""
     enabled: Mapped[bool] = _enabled()
     created_at: Mapped[datetime | None] = _created()
 

@@ -178,3 +178,10 @@ async def test_two_resumes_at_once_resume_the_run_once(db_url: str) -> None:
         assert sorted(type(r).__name__ for r in results) == ["ChainRun", "ChainRunNotPausedError"]
         view = await first.aget(run.run_id)
         assert view.status == "COMPLETED" and [s["step"] for s in view.steps] == ["ask", "tell"]
+
+
+def test_every_s_is_checked_at_load() -> None:
+    bad = chain_pack(step("a", "notify", text="x"))
+    bad["ce_chain"][0]["every_s"] = 0
+    with pytest.raises(ConfigValidationError, match="chain C: every_s must be a whole number of seconds"):
+        validate_pack(bad)

@@ -42,3 +42,15 @@ async def test_a_run_whose_worker_was_lost_is_taken_again_after_its_claim_lapses
         again = await chains.arun_due()
         assert [r.status for r in again] == ["COMPLETED"]
         assert [s["step"] for s in again[0].steps] == ["a", "b"]  # each step once
+
+
+async def test_a_chain_with_every_s_is_started_once_per_period_across_two_workers(db_url: str) -> None:
+    data = chain_pack(step("tell", "notify", text="hourly report"))
+    data["ce_chain"][0]["every_s"] = 3600
+    async with engine_on(db_url, data) as one, engine_on(db_url, None) as two:
+        first, second = Chains(one, worker="worker-1"), Chains(two, worker="worker-2")
+        fired = await asyncio.gather(first.arun_due(), second.arun_due(), first.arun_due())
+        started = [r for batch in fired for r in batch]
+        assert len(started) == 1 and started[0].trigger == "schedule" and started[0].status == "COMPLETED"
+        assert await second.arun_due() == []  # the same period: nothing new
+        assert [r.run_id for r in await first.aruns()] == [started[0].run_id]
