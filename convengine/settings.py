@@ -458,6 +458,21 @@ class FlowsSettings(_Section):
     other intent's classifier matches)."""
 
 
+class ChainsSettings(_Section):
+    """Chain runs (convengine.chains): the scheduler that resumes due ``schedule`` steps."""
+
+    scheduler: bool = True
+    """A server (``convengine serve``) polls for due runs; off, run ``convengine chains run-due`` instead."""
+    poll_interval_s: float = Field(2.0, gt=0, le=3600)
+    """How often a server's scheduler looks for due runs."""
+    claim_ttl_s: float = Field(300.0, gt=0, le=86_400)
+    """How long a worker holds a run it is running; a run whose worker was lost is taken again after it."""
+    batch: int = Field(20, ge=1, le=1000)
+    """Runs one poll takes at most."""
+    max_answer_bytes: int = Field(65_536, ge=16)
+    """The largest answer (as JSON) a person may resume a ``human`` step with."""
+
+
 # --- convengine.llm and engine-level ---------------------------------------------------
 
 
@@ -496,6 +511,9 @@ class AuthSettings(_Section):
     """Keys for the conversation endpoints (``Authorization: Bearer <key>`` or ``X-API-Key``)."""
     admin_keys: list[str] = Field(default_factory=list)
     """Keys that may also use the admin endpoints (cache refresh/analyze) and read any conversation."""
+    chain_keys: list[str] = Field(default_factory=list)
+    """Keys of people who operate chains: they may list every chain run, read it and resume a run waiting
+    at a ``human`` step (the ``chains`` scope), without the admin endpoints."""
     tenants: dict[str, list[str]] = Field(default_factory=dict)
     """Tenant name -> its keys (user keys, valid without being listed in ``api_keys``): the keys of a
     tenant share its conversations and users; a key in no tenant is a tenant of its own."""
@@ -614,6 +632,7 @@ class EngineSettings(BaseSettings):
     api: ApiSettings = Field(default_factory=ApiSettings)
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
     flows: FlowsSettings = Field(default_factory=FlowsSettings)
+    chains: ChainsSettings = Field(default_factory=ChainsSettings)
     conversation_memory: ConversationMemorySettings = Field(default_factory=ConversationMemorySettings)
     security: SecuritySettings = Field(default_factory=SecuritySettings)
     """Operator-only: see ``OPERATOR_ONLY_SETTINGS``."""

@@ -24,6 +24,9 @@ from convengine.audit import TurnAudit
 from convengine.catalog import state as keys
 from convengine.catalog.errors import ConvEngineError
 from convengine.catalog.state import EngineState
+from convengine.chains import Chains
+from convengine.chains.graph import ChainContext, ChainGraph, build_chain_graph
+from convengine.chains.model import chains_of
 from convengine.config_loader.companions import default_pack, pack_options
 from convengine.config_loader.loader import validate_pack
 from convengine.engine import Engine
@@ -100,3 +103,55 @@ def _with_flows(compiled: TurnGraph) -> TurnGraph:
 
 graph = _with_flows(build_graph(context_provider=studio_context, with_context_schema=False,
                                 finish=("commit_run", commit_run)).compile(name="convengine"))
+
+
+# --- chains --------------------------------------------------------------------------------------
+# ``chain`` in langgraph.json: the chain CONVENGINE_STUDIO_CHAIN (default: the first) of the pack
+# CONVENGINE_STUDIO_CHAIN_PACK (default: examples/chains_approvals.yaml), on its own database
+# (CONVENGINE_STUDIO_CHAIN_DATABASE_URL, default sqlite:///convengine-chains.db: importing it must not
+# replace the turn graph's pack). A Studio thread is a chain run (input: ``{"input": {"order": "A1",
+# "amount": 300}}``): its steps are persisted in
+# ce_chain_run_step and audited like any run's, a human step is an interrupt Studio resumes, and the
+# thread's checkpoints are Studio's own.
+
+_chain_engine: Engine | None = None
+_chain_runs: OrderedDict[str, ChainContext] = OrderedDict()
+
+
+def _chain_pack() -> Path:
+    return Path(os.environ.get("CONVENGINE_STUDIO_CHAIN_PACK") or Path(default_pack()).with_name("chains_approvals.yaml"))
+
+
+async def _open_chain_engine() -> Engine:
+    global _chain_engine
+    if _chain_engine is None:
+        url = os.environ.get("CONVENGINE_STUDIO_CHAIN_DATABASE_URL") or "sqlite:///convengine-chains.db"
+        _chain_engine = await Engine.aopen(url, **await asyncio.to_thread(pack_options, _chain_pack()))
+    return _chain_engine
+
+
+async def studio_chain_context(code: str) -> ChainContext:
+    """The context of the current Studio run of chain ``code`` (one chain run per Studio thread)."""
+    configurable = get_config().get("configurable") or {}
+    thread = str(configurable.get("thread_id") or "")
+    if thread not in _chain_runs:
+        engine = await _open_chain_engine()
+        _chain_runs[thread] = await Chains(engine, worker="studio").studio_context(code, thread)
+        while len(_chain_runs) > MAX_OPEN_RUNS:
+            _chain_runs.popitem(last=False)
+    return _chain_runs[thread]
+
+
+def _studio_chain() -> ChainGraph | None:
+    try:
+        found = chains_of(validate_pack(_chain_pack()))
+    except ConvEngineError as exc:
+        logging.getLogger(__name__).warning("Studio draws no chain: %s", exc)
+        return None
+    code = os.environ.get("CONVENGINE_STUDIO_CHAIN") or next(iter(sorted(found)), None)
+    if code is None or code not in found:
+        return None
+    return build_chain_graph(found[code], studio_chain_context).compile(name=f"chain:{code}")
+
+
+chain = _studio_chain()

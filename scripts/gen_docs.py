@@ -446,8 +446,8 @@ def turn_svg() -> str:
 LAYER_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Front ends", "Python package API, CLI, HTTP, Studio, pytest plugin, web console",
      ("cli", "api | studio | testing", "console")),
-    ("Engine", "opening, running turns, the commit, reloads, feedback, conversation tests, the publish gate",
-     ("engine",)),
+    ("Engine", "chain runs; opening, running turns, the commit, reloads, feedback, conversation tests, the publish gate",
+     ("chains", "engine")),
     ("Turn", "the graph, memory, workflows, flows, the steps, the LLM gateway, tool executors",
      ("graph | memory", "workflows", "flows", "nodes", "llm | tools")),
     ("Configuration and rules", "versions, pack reading and checks, templates, rules (pure), the config model",

@@ -306,6 +306,76 @@ server.shutdown()'''),
 ]
 
 
+CHAINS = [
+    new_markdown_cell('''# Chains
+
+A chain is a durable run of primitive steps (`assistant`, `agent`, `webhook`, `human`, `decide`, `notify`,
+`schedule`) stored in `ce_chain` and `ce_chain_step`. This notebook runs `examples/chains_approvals.yaml`:
+a refund asks the assistant, decides on the amount, waits for a person's approval, calls a payments
+webhook (a small server started here on 127.0.0.1) and notifies; a reminder waits for its schedule.'''),
+    new_code_cell(SETUP),
+    new_code_cell('''import json
+import os
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+from convengine.chains import Chains
+
+
+class Payments(BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        reply = json.dumps({"id": f"R-{body['order']}"}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, *args):
+        pass
+
+
+server = HTTPServer(("127.0.0.1", 0), Payments)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+os.environ["PACK_PAYMENTS_URL"] = f"http://127.0.0.1:{server.server_port}"
+engine = Engine.open(f"sqlite:///{workdir / 'chains.db'}", pack=EXAMPLES / "chains_approvals.yaml",
+                     settings={"mcp": {"http_api": {"allowed_hosts": ["127.0.0.1"]}}})
+chains = Chains(engine)'''),
+    new_markdown_cell("## A refund that needs a person: the run pauses at the human step"),
+    new_code_cell('''run = chains.start("REFUND", {"order": "A1", "amount": 250})
+print(run.status, "at", run.current_step)
+for step in run.steps:
+    print(step["seq"], step["step"], step["status"], step["output"])
+assert (run.status, run.current_step) == ("WAITING", "approve")'''),
+    new_markdown_cell("Someone approves it (over HTTP: `POST /api/v1/chains/runs/{id}/resume`); the run goes on "
+                      "to the webhook and the notification."),
+    new_code_cell('''done = chains.resume(run.run_id, {"approved": True})
+print(done.status)
+print(done.output["done"]["text"])
+assert done.status == "COMPLETED" and done.output["pay"]["response"] == {"id": "R-A1"}'''),
+    new_markdown_cell("## A small refund skips the approval"),
+    new_code_cell('''small = chains.start("REFUND", {"order": "B2", "amount": 40})
+print(small.status, [s["step"] for s in small.steps])
+assert "approve" not in [s["step"] for s in small.steps]'''),
+    new_markdown_cell('''## A schedule
+
+The reminder waits for its `schedule` step; a server's scheduler (or `convengine chains run-due` from
+cron) resumes due runs, each exactly once. Its delay is 0 here, so it is due at once.'''),
+    new_code_cell('''reminder = chains.start("REMIND", {"name": "Ana"})
+print(reminder.status, reminder.due_at)
+fired = chains.run_due()
+print([(r.chain, r.status) for r in fired])
+assert [r.status for r in fired] == ["COMPLETED"] and chains.run_due() == []'''),
+    new_markdown_cell("## The audit trail of a run is its conversation's"),
+    new_code_cell('''for event in engine.audit(done.conversation_id):
+    if event.stage.startswith("CHAIN_"):
+        print(event.stage, {k: v for k, v in event.payload.items() if k in ("step", "type", "text", "by")})
+engine.close()
+server.shutdown()'''),
+]
+
+
 MEMORY = [
     new_markdown_cell('''# Conversation memory: users, long-term properties, undo and redo
 
@@ -439,3 +509,4 @@ if __name__ == "__main__":
     write("06_memory.ipynb", MEMORY)
     write("07_flows.ipynb", FLOWS)
     write("08_workflows.ipynb", WORKFLOWS)
+    write("09_chains.ipynb", CHAINS)

@@ -15,7 +15,7 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("
 def test_there_are_notebooks() -> None:
     assert [n.name for n in NOTEBOOKS] == ["01_quickstart.ipynb", "02_rules_and_state_graph.ipynb",
                                            "03_slot_filling.ipynb", "04_tools_and_planner.ipynb", "05_knowledge.ipynb",
-                                           "06_memory.ipynb", "07_flows.ipynb", "08_workflows.ipynb"]
+                                           "06_memory.ipynb", "07_flows.ipynb", "08_workflows.ipynb", "09_chains.ipynb"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[n.stem for n in NOTEBOOKS])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -17,6 +18,7 @@ from convengine.api import console_routes, contract
 from convengine.api.admission import busy_response
 from convengine.api.auth import Authenticate
 from convengine.api.browser import OriginCheck, SecurityHeaders
+from convengine.api.chain_routes import router as chain_router
 from convengine.api.config import DEFAULT_HOST, ApiConfig, resolve_api
 from convengine.api.flow_routes import router as flow_router
 from convengine.api.memory_routes import router as memory_router
@@ -36,6 +38,7 @@ from convengine.catalog.errors import (
     MessageTooLargeError,
     ServerBusyError,
 )
+from convengine.chains import Chains
 from convengine.engine import Engine
 
 logger = logging.getLogger(__name__)
@@ -68,9 +71,13 @@ def create_app(url: str = DEFAULT_DATABASE_URL, *, engine: Engine | None = None,
             app.state.engine = served
             app.state.readiness = readiness_of(served)
             bridge = app.state.bridge = await _start_bridge(served)
+            app.state.chains = Chains(served)
+            scheduler = _start_scheduler(app.state.chains)
             try:
                 yield
             finally:
+                if scheduler is not None:
+                    await _stop_scheduler(*scheduler)
                 if bridge is not None:
                     await bridge.stop()
         finally:
@@ -82,6 +89,7 @@ def create_app(url: str = DEFAULT_DATABASE_URL, *, engine: Engine | None = None,
     app.include_router(router)
     app.include_router(flow_router)
     app.include_router(memory_router)
+    app.include_router(chain_router)
     console_routes.install(app)  # the web console and /docs served offline
     app.state.console_pack = options.get("pack")
     app.include_router(versions_router)  # /api/v1/versions/* (admin)
@@ -137,6 +145,22 @@ async def _start_bridge(engine: Engine) -> Any:
     bridge = PgAuditBridge(url, engine.bus)
     await bridge.start()
     return bridge
+
+
+def _start_scheduler(chains: Chains) -> tuple[asyncio.Event, asyncio.Task[None]] | None:
+    """Every worker polls for due chain runs (``chains.scheduler``); claims keep each run to one of them."""
+    if not chains.engine.settings.chains.scheduler:
+        return None
+    stop = asyncio.Event()
+    return stop, asyncio.get_running_loop().create_task(chains.serve(stop), name="convengine-chains-scheduler")
+
+
+async def _stop_scheduler(stop: asyncio.Event, task: asyncio.Task[None]) -> None:
+    stop.set()
+    try:
+        await asyncio.wait_for(task, 30)
+    except TimeoutError:
+        task.cancel()
 
 
 def _body_limit(app: FastAPI) -> int:

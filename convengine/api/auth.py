@@ -50,6 +50,16 @@ class Principal:
 
     identity: str
     admin: bool = False
+    scopes: frozenset[str] = frozenset()
+    """What the caller may do besides its own conversations: ``chains`` (:data:`CHAINS_SCOPE`)."""
+
+    def may(self, scope: str) -> bool:
+        """Whether the caller has ``scope`` (an admin has every scope)."""
+        return self.admin or scope in self.scopes
+
+
+CHAINS_SCOPE = "chains"
+"""List and read every chain run, resume one waiting for a person (``api.auth.chain_keys``)."""
 
 
 Authenticate = Callable[[Request], Principal | None | Awaitable[Principal | None]]
@@ -81,6 +91,7 @@ class KeyList(BaseModel):
     model_config = ConfigDict(extra="forbid")
     api_keys: list[str] = Field(default_factory=list)
     admin_keys: list[str] = Field(default_factory=list)
+    chain_keys: list[str] = Field(default_factory=list)
     tenants: dict[str, list[str]] = Field(default_factory=dict)
 
 
@@ -108,6 +119,8 @@ class _Table:
                                           f"{name!r}; a key belongs to one tenant", code=ErrorCode.SETTINGS_INVALID)
             for key in keys.api_keys:
                 users[_check_key(key)] = Principal(key_identity(key))
+            for key in keys.chain_keys:
+                users[_check_key(key)] = Principal(key_identity(key), scopes=frozenset({CHAINS_SCOPE}))
         for key, name in tenant_of.items():
             if key in admins:
                 raise ConfigError(f"api.auth.tenants: tenant {name!r} lists an admin key; admin keys act as the host "
@@ -159,7 +172,7 @@ class ApiKeys:
 
     def __init__(self, settings: AuthSettings, clock: Callable[[], float] = time.monotonic) -> None:
         self._settings = KeyList(api_keys=settings.api_keys, admin_keys=settings.admin_keys,
-                                 tenants=settings.tenants)
+                                 chain_keys=settings.chain_keys, tenants=settings.tenants)
         self._file = KeysFile(Path(settings.keys_file), clock) if settings.keys_file else None
         if self._file is not None and not self._file.path.is_file():
             raise ConfigError(f"api.auth.keys_file {self._file.path} is not a file", code=ErrorCode.SETTINGS_INVALID)
@@ -228,7 +241,8 @@ def _field(loc: tuple[Any, ...]) -> str:
     """Where a keys file is wrong, without quoting what it holds (it may be a file that holds other secrets)."""
     if not loc:
         return "(top)"
-    return str(loc[0]) if loc[0] in KeyList.model_fields else "a field other than api_keys, admin_keys, tenants"
+    return str(loc[0]) if loc[0] in KeyList.model_fields else \
+        "a field other than api_keys, admin_keys, chain_keys, tenants"
 
 
 def _check_tenant(name: str) -> None:

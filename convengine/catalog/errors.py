@@ -143,6 +143,11 @@ class ErrorCode(str, enum.Enum):
     PUBLISH_REFUSED = "PUBLISH_REFUSED"
     GATE_REQUIRED = "GATE_REQUIRED"
     DRAFT_NOT_NAMED = "DRAFT_NOT_NAMED"
+    # Chains (convengine.chains)
+    CHAIN_RUN_NOT_FOUND = "CHAIN_RUN_NOT_FOUND"
+    CHAIN_RUN_NOT_PAUSED = "CHAIN_RUN_NOT_PAUSED"
+    CHAIN_STEP_FAILED = "CHAIN_STEP_FAILED"
+    CHAIN_STEP_LIMIT = "CHAIN_STEP_LIMIT"
     # Load: every turn slot of the process is taken and its admission queue is full (HTTP 503)
     SERVER_BUSY = "SERVER_BUSY"
     # HTTP API refusals (never raised by the engine itself)
@@ -276,6 +281,18 @@ class ConversationNotFoundError(ConvEngineError, LookupError):
     default_code = ErrorCode.CONVERSATION_NOT_FOUND
 
 
+class ChainRunNotFoundError(ConversationNotFoundError):
+    """No chain run of that id (or, with an owner, none of that owner's): answered like a missing conversation."""
+
+    default_code = ErrorCode.CHAIN_RUN_NOT_FOUND
+
+
+class ChainRunNotPausedError(InvalidInputError):
+    """A resume of a chain run that is not paused at the kind of step the caller resumes."""
+
+    default_code = ErrorCode.CHAIN_RUN_NOT_PAUSED
+
+
 class ConversationBusyError(ConvEngineError):
     default_code = ErrorCode.CONVERSATION_BUSY
 
@@ -368,6 +385,12 @@ class LlmSchemaViolationError(LlmError):
 
 class ToolError(StepError):
     default_code = ErrorCode.TOOL_EXECUTION_FAILED
+
+
+class ChainStepError(StepError):
+    """A chain step failed (its run is FAILED; the message names chain, run and step)."""
+
+    default_code = ErrorCode.CHAIN_STEP_FAILED
 
 
 class PersistenceError(ConvEngineError):

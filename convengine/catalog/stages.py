@@ -274,6 +274,18 @@ WORKFLOW_RETURNED = _stage("WORKFLOW_RETURNED", _A, "a sub-workflow ended and it
 WORKFLOW_COMPLETED = _stage("WORKFLOW_COMPLETED", _A, "a workflow reached an end node")
 WORKFLOW_RESET = _stage("WORKFLOW_RESET", _A, "the workflow position was cleared")
 
+# --- chains (convengine.chains): audited on the run's conversation ------------------------
+_A = "chains"
+CHAIN_RUN_STARTED = _stage("CHAIN_RUN_STARTED", _A, "a chain run started (`runId`, `chain`, `trigger`)")
+CHAIN_STEP = _stage("CHAIN_STEP", _A, "a chain step finished (`runId`, `seq`, `step`, `type`, `output`)")
+CHAIN_STEP_FAILED = _stage("CHAIN_STEP_FAILED", _A, "a chain step failed; the run is FAILED (`errorCode`, `message`)")
+CHAIN_WAITING = _stage("CHAIN_WAITING", _A, "a chain run paused at a human step")
+CHAIN_SCHEDULED = _stage("CHAIN_SCHEDULED", _A, "a chain run paused at a schedule step until `dueAt`")
+CHAIN_RESUMED = _stage("CHAIN_RESUMED", _A, "a paused chain run was resumed (`by`: a person or the scheduler)")
+CHAIN_NOTIFY = _stage("CHAIN_NOTIFY", _A, "a notify step's message (`text`, `data`), streamed live")
+CHAIN_WEBHOOK_REFUSED = _stage("CHAIN_WEBHOOK_REFUSED", _A, "a webhook step's URL was refused (private, loopback, changed host)")
+CHAIN_RUN_COMPLETED = _stage("CHAIN_RUN_COMPLETED", _A, "a chain run reached its end")
+
 # --- outside a turn ---------------------------------------------------------------------
 _A = "outside a turn"
 MCP_USER_FEEDBACK = _stage("MCP_USER_FEEDBACK", _A, "thumbs up/down on a conversation (from the feedback API)")

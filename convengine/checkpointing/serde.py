@@ -27,6 +27,7 @@ from langgraph.checkpoint.serde.jsonplus import (
     EXT_METHOD_SINGLE_ARG,
     JsonPlusSerializer,
 )
+from langgraph.types import Interrupt
 
 from convengine.catalog.errors import UnsafeCheckpointError
 
@@ -42,6 +43,9 @@ VALUE_TYPES: dict[tuple[str, str], Callable[..., Any]] = {
     ("builtins", "set"): set,
     ("builtins", "frozenset"): frozenset,
     ("collections", "deque"): collections.deque,
+    ("langgraph.types", "Interrupt"): Interrupt,
+    # a paused chain run's pending interrupt (convengine.chains): LangGraph's frozen record of a value and
+    # an id, which runs no code; its value is read back under these same rules
 }
 METHODS: dict[tuple[str, str, str], Callable[[Any], Any]] = {
     ("datetime", "datetime", "fromisoformat"): datetime.datetime.fromisoformat,

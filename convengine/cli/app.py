@@ -13,6 +13,7 @@ from rich.text import Text
 
 from convengine.catalog.defaults import DEFAULT_DATABASE_URL, LIVE_CHANNEL
 from convengine.catalog.errors import ConfigError, ConvEngineError
+from convengine.cli.chains import chains_app
 from convengine.cli.export import export_test
 from convengine.cli.guard import fail, guarded, state, terminal
 from convengine.cli.init import init
@@ -30,6 +31,7 @@ pack_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
 app.add_typer(db_app, name="db")
 app.add_typer(pack_app, name="pack")
 app.add_typer(knowledge_app, name="knowledge")
+app.add_typer(chains_app, name="chains")
 app.command("export-test")(export_test)
 app.command("init")(init)
 register_version_commands(pack_app)  # pack versions|draft|diff|publish|rollback|channel

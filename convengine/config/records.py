@@ -319,6 +319,32 @@ class FlowEdgeRecord(Record):
     created_at: datetime | None = field(default=None, compare=False, repr=False)
 
 
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChainRecord(Record):
+    TABLE: ClassVar[str] = "ce_chain"
+    ID: ClassVar[str] = "chain_code"
+    chain_code: str
+    description: str | None = None
+    every_s: int | None = None
+    enabled: bool = True
+    created_at: datetime | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChainStepRecord(Record):
+    TABLE: ClassVar[str] = "ce_chain_step"
+    ID: ClassVar[str] = "chain_step_id"
+    chain_step_id: int
+    chain_code: str
+    step_id: str
+    step_type: str
+    position: int = 100
+    config: Any = None
+    description: str | None = None
+    enabled: bool = True
+    created_at: datetime | None = field(default=None, compare=False, repr=False)
+
 RECORD_TYPES: dict[str, type[Record]] = {
     r.TABLE: r
     for r in (
@@ -341,5 +367,7 @@ RECORD_TYPES: dict[str, type[Record]] = {
         FlowRecord,
         FlowNodeRecord,
         FlowEdgeRecord,
+        ChainRecord,
+        ChainStepRecord,
     )
 }

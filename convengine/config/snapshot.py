@@ -15,6 +15,8 @@ from convengine.catalog.booleans import truthy
 from convengine.catalog.ce_config import ConfigKey
 from convengine.catalog.vocab import ANY, PHASES, UNKNOWN
 from convengine.config.records import (
+    ChainRecord,
+    ChainStepRecord,
     ClassifierRecord,
     ConfigRow,
     ContainerConfigRecord,
@@ -64,6 +66,8 @@ class ConfigSnapshot:
     flows: tuple[FlowRecord, ...] = ()
     flow_nodes: tuple[FlowNodeRecord, ...] = ()
     flow_edges: tuple[FlowEdgeRecord, ...] = ()
+    chains: tuple[ChainRecord, ...] = ()
+    chain_steps: tuple[ChainStepRecord, ...] = ()
     warnings: tuple[str, ...] = field(default=(), compare=False)
     known_states: frozenset[str] = field(default=frozenset(), compare=False)
     version: str = field(default="", compare=False)

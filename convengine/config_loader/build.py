@@ -13,6 +13,7 @@ from convengine.catalog.errors import ConfigError, ConfigValidationError, Violat
 from convengine.catalog.vocab import ANY, RULE_ACTIONS, RULE_TYPES, canonical_phase, canonical_tool_group
 from convengine.config.records import RECORD_TYPES, ConfigRow, Record
 from convengine.config.snapshot import ConfigSnapshot
+from convengine.config_loader.chain_checks import validate_chains
 from convengine.config_loader.flow_checks import validate_flows
 from convengine.config_loader.rows import RowSet, coerce_rows
 from convengine.config_loader.validate import Validation, validate
@@ -39,6 +40,8 @@ _SNAPSHOT_FIELDS = {
     "ce_flow": "flows",
     "ce_flow_node": "flow_nodes",
     "ce_flow_edge": "flow_edges",
+    "ce_chain": "chains",
+    "ce_chain_step": "chain_steps",
 }
 
 
@@ -83,6 +86,7 @@ def build_snapshot(data: SnapshotInput) -> ConfigSnapshot:
     validate_flows(check, labels, python_sandbox=settings.flows.python_sandbox if settings else "strict",
                    **({"pack_env_names": settings.security.pack_env_names} if settings else {}))
     validate_workflows(check, labels, root=settings.flows.root_workflow if settings else None)
+    validate_chains(check, labels, **({"pack_env_names": settings.security.pack_env_names} if settings else {}))
     violations = rowset.violations + settings_violations + check.violations
     if violations or settings is None:
         raise ConfigValidationError(violations, source=data.source)

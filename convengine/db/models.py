@@ -371,6 +371,86 @@ class CeFlowEdge(Base):
 FLOW_MODELS: tuple[type[Base], ...] = (CeFlow, CeFlowNode, CeFlowEdge)
 
 
+
+class CeChain(Base):
+    """convengine's own: a chain, primitive steps run in order (convengine.chains)."""
+
+    __tablename__ = "ce_chain"
+    chain_code: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    description: Mapped[str | None] = mapped_column(sa.Text)
+    every_s: Mapped[int | None] = mapped_column(sa.Integer, nullable=True)
+    """Start a run every this many seconds (the scheduler's inbound trigger); NULL: only callers start runs."""
+    enabled: Mapped[bool] = _enabled()
+    created_at: Mapped[datetime | None] = _created()
+
+
+class CeChainStep(Base):
+    """One step of a chain: its type, its place in the order and its JSON configuration."""
+
+    __tablename__ = "ce_chain_step"
+    __table_args__ = (sa.UniqueConstraint("chain_code", "step_id"),)
+    chain_step_id: Mapped[int] = _id()
+    chain_code: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    step_id: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    step_type: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    position: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=100, server_default="100")
+    """Steps run by position (then step id); a step's ``next`` or a ``decide`` branch jumps."""
+    config: Mapped[Any] = mapped_column(JSON, nullable=True)
+    description: Mapped[str | None] = mapped_column(sa.Text)
+    enabled: Mapped[bool] = _enabled()
+    created_at: Mapped[datetime | None] = _created()
+
+
+CHAIN_MODELS: tuple[type[Base], ...] = (CeChain, CeChainStep)
+
+
+class CeChainRun(Base):
+    """convengine's own: one run of a chain (a thread on the engine's checkpointer, ``chain:<run_id>``)."""
+
+    __tablename__ = "ce_chain_run"
+    __table_args__ = (sa.Index(None, "status", "due_at"), sa.Index(None, "chain_code", "created_at"))
+    run_id: Mapped[str] = mapped_column(UUID, primary_key=True)
+    chain_code: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    version_no: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    """The configuration version (ce_config_version) the run is pinned to, from start to end."""
+    conversation_id: Mapped[str] = mapped_column(UUID, nullable=False, index=True)
+    """The conversation the run's audit trail, stream and ``assistant`` turns belong to."""
+    owner_id: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    status: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    current_step: Mapped[str | None] = mapped_column(sa.Text)
+    trigger: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    input_json: Mapped[Any] = mapped_column(JSON, nullable=True)
+    output_json: Mapped[Any] = mapped_column(JSON, nullable=True)
+    error: Mapped[str | None] = mapped_column(sa.Text)
+    due_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    """When a SCHEDULED run is due."""
+    claimed_by: Mapped[str | None] = mapped_column(sa.Text)
+    """The worker running the run now (NULL while it is paused or over)."""
+    claimed_until: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    """When a claim lapses (a worker lost while running a run): another may take it then."""
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, nullable=False, default=utcnow)
+    updated_at: Mapped[datetime | None] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
+
+
+class CeChainRunStep(Base):
+    """One step a run took, written once (``seq`` is the step's place in the run)."""
+
+    __tablename__ = "ce_chain_run_step"
+    __table_args__ = (sa.UniqueConstraint("run_id", "seq"),)
+    run_step_id: Mapped[int] = _id()
+    run_id: Mapped[str] = mapped_column(UUID, sa.ForeignKey("ce_chain_run.run_id", ondelete="CASCADE"), nullable=False)
+    seq: Mapped[int] = mapped_column(sa.Integer, nullable=False)
+    step_id: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    step_type: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    status: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    output_json: Mapped[Any] = mapped_column(JSON, nullable=True)
+    error: Mapped[str | None] = mapped_column(sa.Text)
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime, nullable=False, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+CHAIN_RUN_MODELS: tuple[type[Base], ...] = (CeChainRun, CeChainRunStep)
+
 class CeLlmUsage(Base):
     """convengine's own: the tokens of one LLM call and their price (for the monthly spend cap)."""
 
@@ -663,6 +743,7 @@ CONTROL_MODELS: tuple[type[Base], ...] = (
     CeStateGraph,
     CeMemory,
     *FLOW_MODELS,
+    *CHAIN_MODELS,
 )
 RUNTIME_MODELS: tuple[type[Base], ...] = (CeConversation, CeAudit, CeConversationHistory, CeLlmCallLog,
                                            CeMcpUserFeedback)

@@ -407,6 +407,11 @@ class Engine:
         return self.snapshot.settings
 
     @property
+    def portal(self) -> Portal:
+        """The engine's event loop, reachable from any thread (what its synchronous methods call through)."""
+        return self._portal
+
+    @property
     def runtime(self) -> EngineRuntime:
         """The engine's resources on its event loop (LangGraph Studio builds its turn contexts from them)."""
         return self._runtime

@@ -50,6 +50,7 @@ function showTab(name) {
   for (const tab of document.querySelectorAll(".tab")) tab.classList.toggle("active", tab.dataset.tab === name);
   for (const panel of document.querySelectorAll(".panel")) panel.hidden = panel.id !== name;
   if (name === "conversations") loadConversations();
+  if (name === "chains") loadRuns();
   if (name === "configuration") loadConfiguration();
 }
 
@@ -299,6 +300,43 @@ async function loadConfiguration() {
   }));
 }
 
+// --- chain runs (the public chains API: an admin key or a key with the chains scope sees every run) -------
+let openRunId = null;
+
+async function loadRuns(event) {
+  if (event) event.preventDefault();
+  const query = new URLSearchParams();
+  if ($("#run-status").value) query.set("status", $("#run-status").value);
+  const rows = await getJson(`/api/v1/chains/runs?${query}`);
+  $("#run-list tbody").replaceChildren(...rows.map((r) => el("tr", { "data-run": r.runId, onclick: () => openRun(r.runId) },
+    el("td", {}, el("code", {}, r.runId)), el("td", {}, r.chain), el("td", {}, r.status), el("td", {}, r.currentStep || ""),
+    el("td", {}, r.dueAt || ""), el("td", {}, r.updatedAt || r.createdAt || ""))));
+}
+
+async function openRun(runId) {
+  openRunId = runId;
+  const run = await getJson(`/api/v1/chains/runs/${runId}`);
+  $("#run").hidden = false;
+  $("#run-id").textContent = run.runId;
+  $("#run-state").textContent = `${run.chain} · ${run.status}${run.currentStep ? ` at ${run.currentStep}` : ""} · version ${run.version}`;
+  $("#run-error").textContent = run.error || "";
+  $("#resume-form").hidden = run.status !== "WAITING";
+  $("#open-run-conversation").onclick = (event) => { event.preventDefault(); openConversation(run.conversationId); };
+  $("#run-steps").replaceChildren(...run.steps.map((s) => el("li", { class: s.status === "FAILED" ? "undone" : "", "data-step": s.step },
+    el("strong", {}, s.step), ` (${s.type}) ${s.status}`,
+    s.error ? el("pre", {}, s.error) : null, s.output !== null ? el("pre", {}, text(s.output)) : null)));
+}
+
+async function resumeRun(event) {
+  event.preventDefault();
+  let answer;
+  try { answer = JSON.parse($("#answer").value || "null"); } catch (error) { showError(`the answer is not JSON: ${error.message}`); return; }
+  await api(`/api/v1/chains/runs/${openRunId}/resume`, {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ answer }) });
+  await openRun(openRunId);
+  await loadRuns();
+}
+
 async function loadInfo() {
   try {
     const info = await getJson("/console/api/info");
@@ -314,6 +352,8 @@ $("#send-form").addEventListener("submit", send);
 $("#undo").addEventListener("click", () => undo().catch(() => {}));
 $("#reset").addEventListener("click", newConversation);
 $("#search-form").addEventListener("submit", loadConversations);
+$("#run-form").addEventListener("submit", (event) => loadRuns(event).catch(() => {}));
+$("#resume-form").addEventListener("submit", (event) => resumeRun(event).catch(() => {}));
 $("#export").addEventListener("click", () => exportConversation().catch(() => {}));
 $("#follow-conversation").addEventListener("click", () => {  // its turns as they run, the list refreshed after each
   const cid = openCid;
