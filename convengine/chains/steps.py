@@ -28,16 +28,13 @@ from convengine.chains.store import now
 from convengine.config.records import ChainStepRecord
 from convengine.config.snapshot import ConfigSnapshot
 from convengine.engine import Engine
-from convengine.flows.agent import CALL_SITE as AGENT_CALL_SITE
-from convengine.flows.agent import MAX_OBSERVATION_CHARS
+from convengine.flows.agent import AgentSpec, run_instruction_agent
 from convengine.flows.service import _fixed_origin, resolve_secrets
-from convengine.nodes.planner import PLANNER_SCHEMA
 from convengine.rules.expr import ExpressionError, compile_expression
 from convengine.security.redact import redact_text
 from convengine.settings import HTTP_MAX_ATTEMPTS, HTTP_MAX_TIMEOUT_MS, EngineSettings
 from convengine.templates.render import render_text
 from convengine.tools.http import HttpRequest
-from convengine.tools.runner import ToolRunner
 
 
 class Auditor(Protocol):
@@ -243,44 +240,21 @@ class _SessionContext:
 
 
 async def agent(s: StepRun) -> Any:
-    """The agent's plan loop: each plan CALLs a tool of the step's ``tools`` or ANSWERs; ``max_steps`` plans."""
-    llm, runner = s.engine.runtime.services.llm, s.engine.runtime.services.tools
-    if llm is None:
-        raise s.fail("agent steps need an LLM (Engine.open(..., llm=...))")
+    """The flows' instruction agent (:func:`~convengine.flows.agent.run_instruction_agent`) on the step's
+    ``instructions``, ``tools``, ``model``, ``temperature`` and ``max_steps``: each plan CALLs one of the
+    step's own tools or ANSWERs; the step fails when it has no answer (no model, out of steps)."""
     session = ChainSession(s)
-    allowed = [str(t) for t in s.config.get("tools") or []]
+    spec = AgentSpec.from_config(s.config)
     question = str(s.render(s.config.get("input") or "{{ input }}"))
-    tools = [{"tool_code": code, "description": getattr(runner.find(session, code) if runner else None,
-                                                        "description", None)} for code in allowed]
-    system = (f"{s.config['instructions']}\n\nTools you may call: {json.dumps(tools)}\n"
-              "Reply with JSON: action CALL_TOOL (tool_code, args) or ANSWER (answer).")
-    observations: list[dict[str, Any]] = []
-    options = {k: v for k, v in (("model", s.config.get("model")), ("temperature", s.config.get("temperature")))
-               if v is not None}
     try:
-        for step in range(1, min(int(s.config.get("max_steps") or 4), 32) + 1):
-            user = json.dumps({"question": question, "observations": observations}, ensure_ascii=False, default=str)
-            plan = await llm.json(session, AGENT_CALL_SITE, system=system, user=user, schema=PLANNER_SCHEMA, **options)
-            if plan.get("action") == "ANSWER" and plan.get("answer"):
-                return {"answer": str(plan["answer"]), "steps": step, "tools": observations}
-            observations.append(await _tool(session, runner, allowed, str(plan.get("tool_code") or ""),
-                                            plan.get("args") or {}))
+        outcome = await run_instruction_agent(session, spec, question, [], trace={"chain": s.chain.code,
+                                                                                  "step": s.step.step_id})
     finally:
         for stage, payload in session.events:
             await s.audit(stage, {**payload, "step": s.step.step_id})
-    raise s.fail(f"no answer within max_steps {s.config.get('max_steps') or 4}")
-
-
-async def _tool(session: ChainSession, runner: ToolRunner | None, allowed: list[str], code: str,
-                args: object) -> dict[str, Any]:
-    row = runner.find(session, code) if runner is not None and code in allowed else None
-    if runner is None or row is None or not isinstance(args, dict):
-        return {"tool": code, "error": f"tool {code!r} is not available to this agent"}
-    try:
-        result = await runner.execute(session, row, args)
-    except ConvEngineError as exc:
-        return {"tool": code, "error": redact_text(exc.message)}
-    return {"tool": code, "result": json.dumps(result, default=str)[:MAX_OBSERVATION_CHARS]}
+    if outcome.answer is None:
+        raise s.fail(f"no answer ({outcome.reason}) within max_steps {spec.max_steps}")
+    return {"answer": outcome.answer, "steps": outcome.steps, "tools": list(outcome.observations)}
 
 
 EXECUTORS: dict[str, Executor] = {

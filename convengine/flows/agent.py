@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from convengine.catalog import flows as vocab
 from convengine.catalog import stages
@@ -26,9 +26,10 @@ from convengine.catalog.errors import ConvEngineError
 from convengine.config.flows import Flow
 from convengine.config.records import FlowNodeRecord
 from convengine.flows.walk_state import WAIT, Result, Walk
+from convengine.llm.session import LlmSession
 from convengine.nodes.planner import PLANNER_SCHEMA
-from convengine.nodes.turn import Turn
 from convengine.security.redact import redact_text
+from convengine.tools.base import ToolSession
 
 __all__ = ["AgentOutcome", "AgentSpec", "agent", "memory_key", "remember", "run_instruction_agent"]
 
@@ -76,6 +77,12 @@ class AgentOutcome:
     memory: list[dict[str, str]]
     steps: int
     reason: str | None = None
+    observations: tuple[dict[str, Any], ...] = ()
+    """What each tool call it made returned (or why it was refused), in order."""
+
+
+class AgentSession(LlmSession, ToolSession, Protocol):
+    """What an instruction agent runs in: a flow or workflow node's turn, or a chain's agent step."""
 
 
 def memory_key(node: FlowNodeRecord | str) -> str:
@@ -93,7 +100,7 @@ def remember(memory: object, question: str, answer: str | None = None) -> list[d
     return kept[-MEMORY_TURNS:]
 
 
-async def run_instruction_agent(turn: Turn, spec: AgentSpec, question: str, memory: object, *,
+async def run_instruction_agent(turn: AgentSession, spec: AgentSpec, question: str, memory: object, *,
                                 trace: Mapping[str, Any]) -> AgentOutcome:
     """Run the planner loop for ``question`` with the agent's ``memory``; ``trace`` (e.g. flow and node)
     goes into each ``FLOW_AGENT_*`` audit row."""
@@ -117,11 +124,11 @@ async def run_instruction_agent(turn: Turn, spec: AgentSpec, question: str, memo
             answer = str(plan["answer"])
             turn.audit(stages.FLOW_AGENT_ANSWERED, {**audit, "steps": step, "model": spec.model,
                                                    "temperature": spec.temperature})
-            return AgentOutcome(answer, remember(past, question, answer), step)
+            return AgentOutcome(answer, remember(past, question, answer), step, observations=tuple(observations))
         observations.append(await _tool(turn, audit, spec.tools, str(plan.get("tool_code") or ""),
                                         plan.get("args") or {}))
     turn.audit(stages.FLOW_AGENT_FAILED, {**audit, "reason": "MAX_STEPS", "maxSteps": spec.max_steps})
-    return AgentOutcome(None, past, spec.max_steps, "MAX_STEPS")
+    return AgentOutcome(None, past, spec.max_steps, "MAX_STEPS", tuple(observations))
 
 
 async def agent(walk: Walk, flow: Flow, node: FlowNodeRecord, mode: str) -> Result:
@@ -140,7 +147,7 @@ async def agent(walk: Walk, flow: Flow, node: FlowNodeRecord, mode: str) -> Resu
     return WAIT if config.get("stay") else Result("next")
 
 
-def _system(turn: Turn, spec: AgentSpec, memory: Sequence[dict[str, str]]) -> str:
+def _system(turn: AgentSession, spec: AgentSpec, memory: Sequence[dict[str, str]]) -> str:
     runner = turn.ctx.services.tools
     tools = []
     for code in spec.tools:
@@ -151,7 +158,7 @@ def _system(turn: Turn, spec: AgentSpec, memory: Sequence[dict[str, str]]) -> st
             "Reply with JSON: action CALL_TOOL (tool_code, args) or ANSWER (answer).")
 
 
-def _refused(turn: Turn, audit: dict[str, Any], declared: Sequence[str], code: str, reason: str) -> dict[str, Any]:
+def _refused(turn: AgentSession, audit: dict[str, Any], declared: Sequence[str], code: str, reason: str) -> dict[str, Any]:
     turn.audit(stages.FLOW_AGENT_TOOL, {**audit, "tool": code[:200], "status": "REFUSED", "reason": reason})
     told = {NOT_DECLARED: "is not one of this agent's tools", UNKNOWN_TOOL: "is not available",
             BAD_ARGS: "needs its args as a JSON object"}[reason]
@@ -159,7 +166,7 @@ def _refused(turn: Turn, audit: dict[str, Any], declared: Sequence[str], code: s
                                          f"{json.dumps(list(declared))}"}
 
 
-async def _tool(turn: Turn, audit: dict[str, Any], declared: Sequence[str], code: str, args: object) -> dict[str, Any]:
+async def _tool(turn: AgentSession, audit: dict[str, Any], declared: Sequence[str], code: str, args: object) -> dict[str, Any]:
     """Run a tool the node declares (``args`` a JSON object); anything else is refused and the model told."""
     if code not in declared:
         return _refused(turn, audit, declared, code, NOT_DECLARED)
