@@ -40,3 +40,8 @@ MAX_DELAY_S = 366 * 24 * 3600
 MAX_STEPS_PER_RUN = 500
 """Steps one run may take (a ``decide`` loop is stopped there, FAILED with CHAIN_STEP_LIMIT)."""
 MAX_NOTIFY_CHARS = 10_000
+
+
+def run_thread(run_id: str) -> str:
+    """The checkpointer thread of a chain run."""
+    return f"chain:{run_id}"

@@ -45,7 +45,7 @@ CACHE_SIZE = 64
 
 
 def thread_of(run_id: str) -> str:
-    return f"chain:{run_id}"
+    return vocab.run_thread(run_id)
 
 
 def build_chain_graph(chain: Chain, provider: ContextProvider | None = None,

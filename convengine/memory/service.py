@@ -19,6 +19,7 @@ from convengine.audit.collector import TurnAudit
 from convengine.catalog import stages
 from convengine.catalog import state as keys
 from convengine.catalog.booleans import truthy
+from convengine.catalog.chains import run_thread
 from convengine.catalog.errors import (
     ConvEngineError,
     ConversationEndedError,
@@ -34,6 +35,8 @@ from convengine.checkpointing.persistence import insert_events
 from convengine.db.models import (
     CeAudit,
     CeAuditTurn,
+    CeChainRun,
+    CeChainRunStep,
     CeConversation,
     CeConversationHistory,
     CeConversationVersion,
@@ -48,6 +51,7 @@ from convengine.security.secrets import MASK, mask
 from convengine.settings import EngineSettings
 
 CONVERSATION = CeConversation.__table__
+CHAIN_RUN, CHAIN_RUN_STEP = CeChainRun.__table__, CeChainRunStep.__table__
 Write = Callable[[sa.Connection], None]
 T = TypeVar("T")
 
@@ -321,10 +325,17 @@ async def forget_user(host: MemoryHost, user_id: str, conversations: bool, owner
         async with host.locks.hold(cid) as held, host.saver.bind(held):
             if conversations:
                 await host.saver.adelete_thread(cid)
+                for run_id in await _run(host, held, partial(_chain_runs, cid=cid)):
+                    await host.saver.adelete_thread(run_thread(run_id))  # a chain run's paused state
             await _run(host, held, _erase_rows(cid, conversations))
             if held is not None:
                 await commit_turn_connection(held)
     return {"properties": erased, "conversations": len(owned) if conversations else 0}
+
+
+def _chain_runs(conn: sa.Connection, *, cid: str) -> list[str]:
+    """The chain runs held in a conversation (their rows go with it; their steps by cascade)."""
+    return [str(r[0]) for r in conn.execute(sa.select(CHAIN_RUN.c.run_id).where(CHAIN_RUN.c.conversation_id == cid))]
 
 
 def _erase_rows(cid: str, conversations: bool) -> Write:
@@ -332,7 +343,9 @@ def _erase_rows(cid: str, conversations: bool) -> Write:
         if not conversations:
             conn.execute(sa.update(steps.STEP).where(steps.STEP.c.conversation_id == cid).values(properties_json=None))
             return
-        for model in (CeLlmCallLog, CeAudit, CeAuditTurn, CeConversationHistory, CeConversationVersion):
+        runs = sa.select(CHAIN_RUN.c.run_id).where(CHAIN_RUN.c.conversation_id == cid)
+        conn.execute(sa.delete(CHAIN_RUN_STEP).where(CHAIN_RUN_STEP.c.run_id.in_(runs)))  # SQLite: no cascade by default
+        for model in (CeLlmCallLog, CeAudit, CeAuditTurn, CeConversationHistory, CeConversationVersion, CeChainRun):
             table = model.__table__
             conn.execute(sa.delete(table).where(table.c.conversation_id == cid))
         conn.execute(sa.delete(steps.STEP).where(steps.STEP.c.conversation_id == cid))

@@ -185,3 +185,21 @@ def test_every_s_is_checked_at_load() -> None:
     bad["ce_chain"][0]["every_s"] = 0
     with pytest.raises(ConfigValidationError, match="chain C: every_s must be a whole number of seconds"):
         validate_pack(bad)
+
+
+async def test_forgetting_a_user_with_their_conversations_erases_their_chain_runs_and_paused_state(db_url: str) -> None:
+    data = chain_pack(step("ask", "human", prompt="Approve {{ input.amount }}?"), step("tell", "notify", text="ok"))
+    async with engine_on(db_url, data) as engine:
+        cid = (await engine.aprocess("hello", user_id="alice")).conversation_id
+        chains = Chains(engine)
+        paused = await chains.astart("C", {"amount": 120}, conversation_id=cid)
+        other = await chains.astart("C", {"amount": 5})  # another conversation, nobody's user
+        assert paused.status == other.status == "WAITING"
+        thread = {"configurable": {"thread_id": f"chain:{paused.run_id}"}}
+        assert await engine.graph.checkpointer.aget_tuple(thread) is not None
+        erased = await engine.aforget_user("alice", conversations=True)
+        assert erased["conversations"] == 1
+        with pytest.raises(ChainRunNotFoundError):
+            await chains.aget(paused.run_id)
+        assert await engine.graph.checkpointer.aget_tuple(thread) is None  # its paused state is gone too
+        assert (await chains.aget(other.run_id)).status == "WAITING"  # another conversation's run stays
