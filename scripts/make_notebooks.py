@@ -15,7 +15,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 HERE = Path(__file__).resolve().parent.parent / "notebooks"
 
 SETUP = '''from convengine import Engine, ScriptedLLM
-from convengine.testing.notebooks import flow_graph, notebook_setup, state_graph, turn_graph
+from convengine.testing.notebooks import chain_graph, flow_graph, notebook_setup, state_graph, turn_graph
 
 nb = notebook_setup()  # the example packs (importable), and a temporary folder for databases
 EXAMPLES, workdir = nb.examples, nb.workdir'''
@@ -367,6 +367,7 @@ print(reminder.status, reminder.due_at)
 fired = chains.run_due()
 print([(r.chain, r.status) for r in fired])
 assert [r.status for r in fired] == ["COMPLETED"] and chains.run_due() == []'''),
+    new_code_cell('''chain_graph(engine, "REFUND")  # its steps in order, the decide step's branches labelled'''),
     new_markdown_cell("## The audit trail of a run is its conversation's"),
     new_code_cell('''for event in engine.audit(done.conversation_id):
     if event.stage.startswith("CHAIN_"):

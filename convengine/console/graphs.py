@@ -11,7 +11,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
+from convengine.catalog import chains as chain_vocab
 from convengine.catalog import workflows as wf_vocab
+from convengine.chains.model import chain_of, config_of
 from convengine.config.flows import workflow_catalog_of
 from convengine.config.snapshot import ConfigSnapshot
 from convengine.engine.runtime import TurnGraph
@@ -197,3 +199,22 @@ def workflow_graph_svg(snapshot: ConfigSnapshot) -> str:
             if called is not None and called.entry in called.nodes:
                 edges.append(Edge(name(code, node.node_id), name(called.code, str(called.entry)), "sub-workflow", True))
     return render_svg(nodes or ["no workflows"], edges, title="workflows")
+
+
+def chain_graph_svg(snapshot: ConfigSnapshot, chain_code: str) -> str:
+    """One chain: its steps (``step: type``) in order, each to its ``next`` (or the following step), a
+    ``decide`` step's branches labelled with their condition and its ``otherwise``."""
+    chain = chain_of(snapshot, chain_code)
+    name = {s.step_id: f"{s.step_id}: {s.step_type}" for s in chain.steps}
+    name[chain_vocab.END] = "end"
+    edges: list[Edge] = []
+    for step in chain.steps:
+        config = config_of(step)
+        if step.step_type == chain_vocab.DECIDE:
+            for branch in config.get("branches") or []:
+                edges.append(Edge(name[step.step_id], name.get(str(branch.get("goto")), "end"), str(branch.get("when"))))
+            edges.append(Edge(name[step.step_id], name.get(str(config.get("otherwise") or chain.following(step.step_id)),
+                                                            "end"), "otherwise", True))
+        else:
+            edges.append(Edge(name[step.step_id], name.get(chain.next_of(step), "end")))
+    return render_svg(list(name.values()), edges, title=f"chain {chain.code}")

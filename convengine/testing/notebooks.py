@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from convengine.console.graphs import flow_graph_svg, state_graph_svg, turn_graph_svg
+from convengine.console.graphs import chain_graph_svg, flow_graph_svg, state_graph_svg, turn_graph_svg
 from convengine.engine import Engine
 
 _MARKER = Path("examples") / "support_desk.yaml"
@@ -77,3 +77,8 @@ def state_graph(engine: Engine) -> Svg:
 def flow_graph(engine: Engine, flow_code: str) -> Svg:
     """One conversation flow of the configuration, node by node."""
     return Svg(flow_graph_svg(engine.snapshot, flow_code))
+
+
+def chain_graph(engine: Engine, chain_code: str) -> Svg:
+    """One chain of the configuration, step by step (a ``decide`` step's branches labelled)."""
+    return Svg(chain_graph_svg(engine.snapshot, chain_code))
