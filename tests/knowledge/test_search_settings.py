@@ -180,3 +180,24 @@ def test_bad_knowledge_node_options_are_refused_naming_flow_node_and_option(opti
     with pytest.raises(ConfigValidationError) as caught:
         build_snapshot(SnapshotInput(tables, settings_overrides={"flows": data["settings"]["flows"]}))
     assert any(f"flow KB node search: {reason}" in str(v) for v in caught.value.violations), caught.value.violations
+
+
+def test_the_fallback_searches_the_standalone_query_the_rewrite_call_wrote(db_url: str) -> None:
+    from convengine.llm import ScriptedLLM
+
+    llm = ScriptedLLM({"DIALOGUE_ACT": [
+        {"dialogueAct": "QUESTION", "confidence": 0.9},
+        {"dialogueAct": "QUESTION", "confidence": 0.9, "standaloneQuery": "how long does express delivery take"}],
+        "INTENT_AGENT": {"intent": None, "confidence": 0}})
+    pack = copy.deepcopy(FAQ_PACK)
+    pack["settings"]["flow"] = {"dialogue-act": {"resolute": "LLM_ONLY"}, "query-rewrite": {"enabled": True}}
+    engine = Engine.open(db_url, pack=pack, llm=llm)
+    try:
+        engine.knowledge.ingest("faq", [ROOT / "examples" / "faq"])
+        first = engine.process("how much does express delivery cost")
+        follow = engine.process("and how long does that take?", first.conversation_id)
+        assert "express delivery takes 1 to 2 business days" in follow.text
+        answered = [e for e in engine.audit(first.conversation_id) if e.stage == "KNOWLEDGE_FALLBACK_ANSWERED"][-1]
+        assert answered.payload["query"] == "how long does express delivery take"
+    finally:
+        engine.close()
