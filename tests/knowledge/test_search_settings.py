@@ -201,3 +201,20 @@ def test_the_fallback_searches_the_standalone_query_the_rewrite_call_wrote(db_ur
         assert answered.payload["query"] == "how long does express delivery take"
     finally:
         engine.close()
+
+
+def test_a_workflow_knowledge_node_is_checked_the_same_way() -> None:
+    from tests.workflows.packs import chain as wf_chain
+    from tests.workflows.packs import node as wf_node
+    from tests.workflows.packs import workflow, workflows_pack
+
+    data = workflows_pack([workflow("W")], [wf_node("W", "in", "trigger"),
+                                            wf_node("W", "kb", "knowledge", fusion="borda", where={"lang": []}),
+                                            wf_node("W", "end", "end")], wf_chain("W", "in", "kb", "end"))
+    with pytest.raises(ConfigValidationError) as caught:
+        build_snapshot(SnapshotInput({k: v for k, v in data.items() if k != "settings"},
+                                     settings_overrides=data["settings"]))
+    found = [str(v) for v in caught.value.violations]
+    assert any("workflow W node kb: fusion must be one of weighted, rrf (got 'borda') (rule: node-config)" in v
+               for v in found), found
+    assert any("workflow W node kb: where: 'lang' needs at least one value" in v for v in found), found
