@@ -117,11 +117,13 @@ def _runner(walk: Walk) -> HttpRunner:
 
 
 async def answer_from_knowledge(walk: Walk, flow: Flow, node: FlowNodeRecord, config: dict[str, Any]) -> Result:
-    """Search the knowledge bases for the query (a template, default the user's message) with the node's
+    """Search the knowledge bases for the query (a template; default the user's message, or the standalone
+    query the dialogue-act rewrite wrote) with the node's
     options (``where``, ``fusion``, ``mmr``, ``dedupe``, ``query_turns``); the best passage at or above
     ``min_score`` is said (``found``), else ``not_found``."""
     where = f"ce_flow_node[{flow.code}/{node.node_id}]"
-    query = str(walk.render(config.get("query") or "{{ input }}", where))[:MAX_QUERY_CHARS]
+    standalone = None if config.get("query") else walk.turn.standalone_query  # the rewrite call's, as the fallback
+    query = str(standalone or walk.render(config.get("query") or "{{ input }}", where))[:MAX_QUERY_CHARS]
     kbs = config.get("knowledge_bases") or None
     min_score = float(config.get("min_score", walk.turn.settings.knowledge.fallback.min_score))
     if walk.turn.ctx.services.retriever is None or walk.turn.ctx.services.store is None:
@@ -133,7 +135,7 @@ async def answer_from_knowledge(walk: Walk, flow: Flow, node: FlowNodeRecord, co
     warned = set[str]()
     hits = await search(walk.turn, query, kbs, top_k, options, warned) if query.strip() and filters is not None else []
     alone = query
-    contextual = with_earlier_turns(walk.turn, query, int(config.get("query_turns", 0)))
+    contextual = None if standalone else with_earlier_turns(walk.turn, query, int(config.get("query_turns", 0)))
     if contextual and filters is not None and (not hits or hits[0].score < min_score):
         more = await search(walk.turn, contextual, kbs, top_k, options, warned)
         if more and (not hits or more[0].score > hits[0].score):

@@ -218,3 +218,27 @@ def test_a_workflow_knowledge_node_is_checked_the_same_way() -> None:
     assert any("workflow W node kb: fusion must be one of weighted, rrf (got 'borda') (rule: node-config)" in v
                for v in found), found
     assert any("workflow W node kb: where: 'lang' needs at least one value" in v for v in found), found
+
+
+@pytest.mark.asyncio
+async def test_a_flow_knowledge_node_without_a_query_searches_the_rewritten_standalone_query(db_url: str) -> None:
+    from convengine.llm import ScriptedLLM
+
+    llm = ScriptedLLM({"DIALOGUE_ACT": [
+        {"dialogueAct": "GREETING", "confidence": 0.9},
+        {"dialogueAct": "QUESTION", "confidence": 0.9, "standaloneQuery": "how long does express delivery take"}],
+        "INTENT_AGENT": {"intent": None, "confidence": 0}})
+    nodes = [node("KB", "start", "start"), node("KB", "wait", "entity", variable="q", prompt="Ask away."),
+             node("KB", "search", "knowledge", knowledge_bases=["faq"], min_score=0.6),
+             node("KB", "none", "message", text="I could not find that."), node("KB", "end", "end")]
+    edges = [*chain("KB", "start", "wait", "search", "end"), edge("KB", "search", "none", outcome="not_found"),
+             edge("KB", "none", "end")]
+    pack = flows_pack(nodes=nodes, edges=edges, flows=[{"flow_code": "KB", "intent_code": "GREETING", "priority": 1}])
+    pack["settings"]["flow"] = {"dialogue-act": {"resolute": "LLM_ONLY"}, "query-rewrite": {"enabled": True}}
+    async with engine_on(db_url, pack, llm=llm) as engine:
+        await asyncio.to_thread(engine.knowledge.add_text, "faq", "express.md", "Express delivery arrives the next day.")
+        cid = (await engine.aprocess("hello")).conversation_id
+        answer = await engine.aprocess("and how long does that take?", cid)
+        assert answer.text == "Express delivery arrives the next day."
+        assert payload_of(await turn_events(engine, cid), "FLOW_KNOWLEDGE")["query"] == (
+            "how long does express delivery take")
