@@ -242,3 +242,30 @@ async def test_a_flow_knowledge_node_without_a_query_searches_the_rewritten_stan
         assert answer.text == "Express delivery arrives the next day."
         assert payload_of(await turn_events(engine, cid), "FLOW_KNOWLEDGE")["query"] == (
             "how long does express delivery take")
+
+
+def test_the_cli_says_when_it_searches_a_base_of_another_model(db_url: str, tmp_path: Path,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    from typer.testing import CliRunner
+
+    from convengine.cli.app import app
+
+    (tmp_path / "small.py").write_text("from convengine.knowledge import HashingEmbeddings\n"
+                                       "small = HashingEmbeddings(128)\n")
+    old = Knowledge.open(db_url, embeddings=HashingEmbeddings(384))
+    try:
+        old.add_text("faq", "shipping.md", "Shipping takes three to five working days.")
+    finally:
+        old.close()
+    import sys
+    sys.path.insert(0, str(tmp_path))
+    try:
+        caplog.set_level(logging.WARNING, logger=SEARCH_LOG)
+        done = CliRunner().invoke(app, ["knowledge", "search", "faq", "shipping", "--url", db_url,
+                                        "--embeddings", "small:small"])
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert done.exit_code == 0, done.output
+    assert "vector -" in done.output and "shipping.md" in done.output
+    assert any("was embedded with HashingEmbeddings:hashing-384, not HashingEmbeddings:hashing-128" in r.getMessage()
+               for r in caplog.records)
