@@ -15,18 +15,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictBool,
-    StrictFloat,
-    StrictInt,
-    StrictStr,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from convengine.catalog import ce_config
@@ -356,8 +345,7 @@ class KnowledgeFallbackSettings(_Section):
     """Conversation-aware search for follow-ups ("and how long does that take?"): when the message
     alone finds nothing at ``min_score``, search again with this many earlier user messages before
     it. 0: the message alone (or the dialogue-act LLM's standalone query, when it wrote one)."""
-    filters: dict[str, StrictStr | StrictInt | StrictFloat | StrictBool
-                  | list[StrictStr | StrictInt | StrictFloat | StrictBool]] = Field(default_factory=dict)
+    filters: dict[str, str | int | float | bool | list[str | int | float | bool]] = Field(default_factory=dict)
     """Document metadata the passages must have (``{lang: en, product: [loans, cards]}``: every key, a list
     for any of its values); empty: no filter."""
 
