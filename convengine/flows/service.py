@@ -161,11 +161,11 @@ async def answer_from_knowledge(walk: Walk, flow: Flow, node: FlowNodeRecord, co
     return Result("next", vocab.FOUND)
 
 
-def _filters(walk: Walk, spec: Any, where: str) -> dict[str, Any] | None:
+def _filters(walk: Walk, spec: object, where: str) -> dict[str, Any] | None:
     """The node's ``where`` with its text values rendered as templates (``{{ session.product }}``); None when
     a rendered value cannot match any document (it holds a NUL character), so the node finds nothing."""
     filters: dict[str, Any] = {}
-    for key, wanted in (spec or {}).items():
+    for key, wanted in (spec.items() if isinstance(spec, dict) else ()):
         values = [walk.render(v, where) if isinstance(v, str) and "{{" in v else v
                   for v in (wanted if isinstance(wanted, list) else [wanted])]
         if any(isinstance(v, str) and "\x00" in v for v in values):
