@@ -10,6 +10,7 @@ block, the defaults below. ``ce_config`` rows then override per component
 from __future__ import annotations
 
 import codecs
+import re
 import typing
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -21,6 +22,7 @@ from convengine.catalog import ce_config
 from convengine.catalog.defaults import DEFAULT_DATABASE_URL
 from convengine.catalog.errors import ConfigError, ErrorCode
 from convengine.catalog.names import PIPELINE_END_GUARD
+from convengine.catalog.vocab import KNOWLEDGE_FILTER_KEY
 from convengine.security.env_refs import DEFAULT_PACK_ENV_NAMES, resolve_env_refs
 from convengine.security.redact import remember_settings_secrets
 
@@ -343,6 +345,20 @@ class KnowledgeFallbackSettings(_Section):
     """Conversation-aware search for follow-ups ("and how long does that take?"): when the message
     alone finds nothing at ``min_score``, search again with this many earlier user messages before
     it. 0: the message alone (or the dialogue-act LLM's standalone query, when it wrote one)."""
+    filters: dict[str, str | int | float | bool | list[str | int | float | bool]] = Field(default_factory=dict)
+    """Document metadata the passages must have (``{lang: en, product: [loans, cards]}``: every key, a list
+    for any of its values); empty: no filter."""
+
+    @field_validator("filters")
+    @classmethod
+    def _filter_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key, wanted in value.items():
+            if not re.match(KNOWLEDGE_FILTER_KEY, key):
+                raise ValueError(f"filter key {key[:40]!r} must be 1-64 letters, digits, '_', '.' or '-'")
+            if wanted == [] or any(isinstance(v, str) and "\x00" in v
+                                   for v in (wanted if isinstance(wanted, list) else [wanted])):
+                raise ValueError(f"filter {key!r} needs at least one value, and no NUL character in one")
+        return value
 
 
 class ConversationMemorySettings(_Section):

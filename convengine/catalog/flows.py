@@ -39,6 +39,10 @@ QUERY_SOURCES = (QUERY_TEMPLATE, QUERY_MESSAGE, QUERY_SUMMARY)
 KNOWLEDGE_QUERY_MAX_CHARS = 1000
 KNOWLEDGE_MAX_TOP_K = 20
 """Most passages a knowledge node fetches (its ``top_k``, like ``knowledge.fallback.top_k``)."""
+KNOWLEDGE_MAX_QUERY_TURNS = 10
+"""Earlier user messages a knowledge node's ``query_turns`` may add (as ``knowledge.fallback.query_turns``)."""
+KNOWLEDGE_FUSIONS = ("weighted", "rrf")
+"""A knowledge node's ``fusion`` (as ``knowledge.fusion``)."""
 PYTHON_MAX_TIMEOUT_S = 60.0
 """The longest a python node's script may run (its ``timeout_s``, ``flows.python-timeout-s``)."""
 PYTHON_MAX_MEMORY_MB = 8192

@@ -190,6 +190,8 @@ STATE_GRAPH_BLOCKED = _stage("STATE_GRAPH_BLOCKED", _A, "a violation was blocked
 _A = "knowledge"
 KNOWLEDGE_FALLBACK_NO_MATCH = _stage("KNOWLEDGE_FALLBACK_NO_MATCH", _A, "no passage was close enough")
 KNOWLEDGE_FALLBACK_ANSWERED = _stage("KNOWLEDGE_FALLBACK_ANSWERED", _A, "the knowledge bases answered")
+KNOWLEDGE_MODEL_MISMATCH = _stage("KNOWLEDGE_MODEL_MISMATCH", _A,
+                                  "a base embedded by another model was searched by full text only")
 KNOWLEDGE_EMBEDDING_FAILED = _stage("KNOWLEDGE_EMBEDDING_FAILED", _A, "the query could not be embedded")
 KNOWLEDGE_SYNTHESIS_SKIPPED = _stage("KNOWLEDGE_SYNTHESIS_SKIPPED", _A, "passages were returned without synthesis")
 KNOWLEDGE_SYNTHESIS_FAILED = _stage("KNOWLEDGE_SYNTHESIS_FAILED", _A, "the synthesis call failed")

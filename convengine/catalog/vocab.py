@@ -189,3 +189,8 @@ ROUTING_DECISIONS = (
 )
 
 PENDING_ACTION_STATUSES = ("OPEN", "IN_PROGRESS", "EXECUTED", "REJECTED", "EXPIRED")
+
+# --- knowledge search ------------------------------------------------------------------
+
+KNOWLEDGE_FILTER_KEY = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"
+"""A metadata filter's key (``where:`` of a knowledge node, ``knowledge.fallback.filters``, ``filters=``)."""

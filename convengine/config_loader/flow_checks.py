@@ -23,6 +23,7 @@ from convengine.catalog import workflows as wf_vocab
 from convengine.catalog.errors import Violation
 from convengine.config.flows import intent_of
 from convengine.config.records import FlowEdgeRecord, FlowNodeRecord, FlowRecord
+from convengine.knowledge.store import filter_problem
 from convengine.rules.expr import ExpressionError, compile_expression
 from convengine.security.env_refs import DEFAULT_PACK_ENV_NAMES, refused_reason, refused_refs
 from convengine.settings import HTTP_MAX_ATTEMPTS, HTTP_MAX_TIMEOUT_MS
@@ -150,11 +151,33 @@ def _check_node(c: _Check, node: FlowNodeRecord, where: str) -> None:
         _service_limits(c, node, where, config)
     if node.node_type == vocab.KNOWLEDGE:
         _query_from(c, node, where, config.get("query_from"))
-    top_k = config.get("top_k") if node.node_type == vocab.KNOWLEDGE else None
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int)
-                              or not 1 <= top_k <= vocab.KNOWLEDGE_MAX_TOP_K):
-        c.bad(NODE, node.flow_node_id, "config", f"{where}: top_k must be a whole number from 1 to "
-              f"{vocab.KNOWLEDGE_MAX_TOP_K} (got {str(top_k)[:40]!r})")
+        for reason in knowledge_option_problems(config):
+            c.bad(NODE, node.flow_node_id, "config", f"{where}: {reason}")
+
+
+def knowledge_option_problems(config: dict[str, Any]) -> list[str]:
+    """What is wrong with a knowledge node's search options: ``top_k``, ``min_score``, ``where`` (metadata
+    filters), ``fusion``, ``mmr``, ``dedupe`` and ``query_turns``."""
+    found = []
+
+    def number(name: str, low: float, high: float, whole: bool) -> None:
+        value = config.get(name)
+        kinds = (int,) if whole else (int, float)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, kinds) or not low <= value <= high):
+            found.append(f"{name} must be a {'whole number' if whole else 'number'} from {low:g} to {high:g} "
+                         f"(got {str(value)[:40]!r})")
+
+    number("top_k", 1, vocab.KNOWLEDGE_MAX_TOP_K, True)
+    number("min_score", 0, 1, False)
+    number("mmr", 0, 1, False)
+    number("query_turns", 0, vocab.KNOWLEDGE_MAX_QUERY_TURNS, True)
+    if config.get("fusion") is not None and config["fusion"] not in vocab.KNOWLEDGE_FUSIONS:
+        found.append(f"fusion must be one of {', '.join(vocab.KNOWLEDGE_FUSIONS)} (got {str(config['fusion'])[:40]!r})")
+    if config.get("dedupe") is not None and not isinstance(config["dedupe"], bool):
+        found.append(f"dedupe must be true or false (got {str(config['dedupe'])[:40]!r})")
+    if config.get("where") is not None and (problem := filter_problem(config["where"])):
+        found.append(f"where: {problem}")
+    return found
 
 
 def _query_from(c: _Check, node: FlowNodeRecord, where: str, value: object) -> None:

@@ -100,6 +100,9 @@ def _node(c: _Check, node: FlowNodeRecord) -> None:
               "ce_flow row of kind workflow", vocab.RULE_SUB_WORKFLOW)
     if node.node_type in vocab.AGENT_TYPES:
         _agent_options(c, node, where, config)
+    if node.node_type == vocab.KNOWLEDGE:
+        for reason in flow_checks.knowledge_option_problems(config):
+            c.bad(NODE, node.flow_node_id, "config", where, reason, vocab.RULE_CONFIG)
 
 
 def _agent_options(c: _Check, node: FlowNodeRecord, where: str, config: dict[str, Any]) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -14,7 +13,8 @@ from convengine.catalog.errors import ConvEngineError
 from convengine.config.flows import Flow
 from convengine.config.records import FlowNodeRecord
 from convengine.flows.walk_state import NEXT, FlowError, Result, Walk
-from convengine.nodes.knowledge import source_of, synthesise
+from convengine.knowledge.search import SearchOptions
+from convengine.nodes.knowledge import MAX_QUERY_CHARS, search, source_of, synthesise, with_earlier_turns
 from convengine.rules.jsonpath import compile_jsonpath
 from convengine.security.env_refs import pack_may_read, refused_reason
 from convengine.security.redact import ENV_REF, redact_text, remember_secret
@@ -147,28 +147,39 @@ def knowledge_query(walk: Walk, config: dict[str, Any], where: str) -> str:
 
 
 async def answer_from_knowledge(walk: Walk, flow: Flow, node: FlowNodeRecord, config: dict[str, Any]) -> Result:
-    """Search the knowledge bases for the query (see :func:`knowledge_query`); the best passage at or
-    above ``min_score`` is said (``found``), else ``not_found``."""
+    """Search the knowledge bases for the query (:func:`knowledge_query`: the node's ``query_from`` parts;
+    by default its ``query`` template, the user's message, or the standalone query the dialogue-act
+    rewrite wrote) with the node's options (``where``, ``fusion``, ``mmr``, ``dedupe``, ``query_turns``);
+    the best passage at or above ``min_score`` is said (``found``), else ``not_found``."""
     where = f"ce_flow_node[{flow.code}/{node.node_id}]"
-    query = knowledge_query(walk, config, where)
+    own = config.get("query") or config.get("query_from")
+    standalone = None if own else walk.turn.standalone_query  # the rewrite call's, as the fallback
+    query = str(standalone or knowledge_query(walk, config, where))[:MAX_QUERY_CHARS]
     kbs = config.get("knowledge_bases") or None
     min_score = float(config.get("min_score", walk.turn.settings.knowledge.fallback.min_score))
-    retriever, store = walk.turn.ctx.services.retriever, walk.turn.ctx.services.store
-    if retriever is None or store is None:
+    if walk.turn.ctx.services.retriever is None or walk.turn.ctx.services.store is None:
         raise FlowError(f"{where}: knowledge nodes need the engine's knowledge store (open the engine with Engine.open)")
-    engine = store.sync_engine
-    vector = await retriever.aembed(query) if retriever.embeddings is not None else None
-
-    def search() -> list[Any]:
-        with engine.connect() as conn:
-            return retriever.search(conn, kbs, query, min(int(config.get("top_k", 3)), vocab.KNOWLEDGE_MAX_TOP_K), vector)
-
-    hits = await asyncio.to_thread(search) if query.strip() else []
+    top_k = min(int(config.get("top_k", 3)), vocab.KNOWLEDGE_MAX_TOP_K)
+    filters = _filters(walk, config.get("where"), where)
+    options = SearchOptions(filters=filters or None, fusion=config.get("fusion"), mmr=config.get("mmr"),
+                            dedupe=bool(config.get("dedupe", True)))
+    warned = set[str]()
+    hits = await search(walk.turn, query, kbs, top_k, options, warned) if query.strip() and filters is not None else []
+    alone = query
+    contextual = None if standalone else with_earlier_turns(walk.turn, query, int(config.get("query_turns", 0)))
+    if contextual and filters is not None and (not hits or hits[0].score < min_score):
+        more = await search(walk.turn, contextual, kbs, top_k, options, warned)
+        if more and (not hits or more[0].score > hits[0].score):
+            query, hits = contextual, more
     best = hits[0] if hits and hits[0].score >= min_score else None
-    walk.turn.audit(stages.FLOW_KNOWLEDGE, {"flow": flow.code, "node": node.node_id, "query": query,
-                                           "queryFrom": _query_sources(config),
-                                           "found": best is not None, "candidates": [
-                                               {"source": h.source, "score": h.score} for h in hits]})
+    audit: dict[str, Any] = {"flow": flow.code, "node": node.node_id, "query": query,
+                             "queryFrom": _query_sources(config), "found": best is not None,
+                             "candidates": [{"source": h.source, "score": h.score} for h in hits]}
+    if filters:
+        audit["filters"] = filters
+    if query != alone:
+        audit["message"] = alone
+    walk.turn.audit(stages.FLOW_KNOWLEDGE, audit)
     if best is None:
         return Result("next", vocab.NOT_FOUND)
     answer = None
@@ -180,3 +191,16 @@ async def answer_from_knowledge(walk: Walk, flow: Flow, node: FlowNodeRecord, co
     if config.get("say", True):
         walk.say(answer or best.text, sources=sources)
     return Result("next", vocab.FOUND)
+
+
+def _filters(walk: Walk, spec: object, where: str) -> dict[str, Any] | None:
+    """The node's ``where`` with its text values rendered as templates (``{{ session.product }}``); None when
+    a rendered value cannot match any document (it holds a NUL character), so the node finds nothing."""
+    filters: dict[str, Any] = {}
+    for key, wanted in (spec.items() if isinstance(spec, dict) else ()):
+        values = [walk.render(v, where) if isinstance(v, str) and "{{" in v else v
+                  for v in (wanted if isinstance(wanted, list) else [wanted])]
+        if any(isinstance(v, str) and "\x00" in v for v in values):
+            return None
+        filters[key] = values if isinstance(wanted, list) else values[0]
+    return filters

@@ -17,6 +17,7 @@ leg runs on the database's vector index (:mod:`convengine.knowledge.index`).
 from __future__ import annotations
 
 import itertools
+import logging
 import re
 import threading
 from collections.abc import Mapping, Sequence
@@ -55,6 +56,7 @@ _QUESTION_FRAME = re.compile(r"\bhow\s+(?:long|much|many|often|soon|far)\b", re.
 """``how long``/``how much``...: the kind of answer asked for (a duration, a price), never the topic."""
 _STEMMER = snowballstemmer.stemmer("english")
 _STEMMER_LOCK = threading.Lock()  # a Snowball stemmer object keeps state while it stems
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +115,27 @@ class SearchOptions:
         if self.fusion not in (None, "weighted", "rrf"):
             raise InvalidInputError(f"fusion must be weighted or rrf, not {self.fusion!r}",
                                     code=ErrorCode.INVALID_INPUT)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelMismatch:
+    """A base searched with a model other than the one that embedded it: its passages are searched by
+    full text only (their vectors are never compared with the query's)."""
+
+    kb_name: str
+    base_model: str | None
+    """The model that embedded the base's passages (None: none of them has a vector)."""
+    query_model: str
+
+    @property
+    def message(self) -> str:
+        held = f"was embedded with {self.base_model}" if self.base_model else "holds no vectors"
+        return (f"knowledge base {self.kb_name!r} {held}, not {self.query_model}: it is searched by full text "
+                f"only; ingest it again with reembed=True (CLI: --reembed) to search it with {self.query_model}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kb": self.kb_name, "baseModel": self.base_model, "queryModel": self.query_model,
+                "message": self.message}
 
 
 def query_tokens(text: str) -> list[str]:
@@ -201,6 +224,9 @@ class Retriever:
         self._model = model_name(embeddings) if embeddings is not None else None
         self._indexes: dict[str, VectorIndex] = {}
         self._lock = threading.Lock()
+        self._base_models: dict[tuple[str, str], tuple[str, frozenset[str | None]]] = {}
+        """(database, base) -> (the base's stamp, the models its passages were embedded with)."""
+        self._warned: set[tuple[str, str, str | None]] = set()
 
     def embed(self, text: str) -> np.ndarray | None:
         if self.embeddings is None:
@@ -231,11 +257,39 @@ class Retriever:
         for index in indexes:
             index.close()
 
+    def mismatches(self, conn: sa.Connection, stamps: Mapping[str, str]) -> list[ModelMismatch]:
+        """The bases of ``stamps`` whose passages this retriever's model did not embed (each logged once
+        per process). Their model is read again only after the base changed."""
+        if self._model is None:
+            return []
+        database = conn.engine.url.render_as_string(hide_password=True)
+        found = []
+        for kb, stamp in sorted(stamps.items()):
+            cached = self._base_models.get((database, kb))
+            if cached is None or cached[0] != stamp:
+                cached = (stamp, frozenset(store.embedding_models(conn, kb)))
+                self._base_models[(database, kb)] = cached
+            models = cached[1]
+            if not models or self._model in models:
+                continue  # an empty base, or one this model embedded
+            embedded = sorted(m for m in models if m)
+            mismatch = ModelMismatch(kb, ", ".join(embedded) or None, self._model)
+            found.append(mismatch)
+            if (key := (database, kb, mismatch.base_model)) not in self._warned:
+                self._warned.add(key)
+                logger.warning("%s", mismatch.message)
+        return found
+
     def search(self, conn: sa.Connection, kbs: Sequence[str] | None, query: str, k: int,
-               query_vector: np.ndarray | None, options: SearchOptions | None = None) -> list[SearchHit]:
-        """The ``k`` best passages of ``kbs`` (all bases when None) for ``query``."""
+               query_vector: np.ndarray | None, options: SearchOptions | None = None,
+               mismatches: list[ModelMismatch] | None = None) -> list[SearchHit]:
+        """The ``k`` best passages of ``kbs`` (all bases when None) for ``query``. A base embedded by
+        another model than this retriever's is searched by full text only and added to ``mismatches``."""
         options = options or SearchOptions()
         stamps = {kb: stamp for kb, stamp in store.stamps(conn, kbs).items() if kb not in self.external}
+        mismatched = self.mismatches(conn, stamps)
+        if mismatches is not None:
+            mismatches.extend(mismatched)
         names = sorted(stamps)
         tokens = query_tokens(query)
         external = [base for name, base in sorted(self.external.items()) if kbs is None or name in kbs]

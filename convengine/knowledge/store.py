@@ -14,6 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from convengine.catalog.errors import ErrorCode, InvalidInputError
+from convengine.catalog.vocab import KNOWLEDGE_FILTER_KEY
 from convengine.db.models import CeKnowledgeBase, CeKnowledgeChunk, CeKnowledgeDocument, utcnow
 from convengine.knowledge.chunking import Document, Passage
 
@@ -21,7 +22,7 @@ BASE = CeKnowledgeBase.__table__
 DOCUMENT = CeKnowledgeDocument.__table__
 CHUNK = CeKnowledgeChunk.__table__
 KB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-FILTER_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+FILTER_KEY = re.compile(KNOWLEDGE_FILTER_KEY)
 
 FTS = sa.table("ce_knowledge_fts", sa.column("rowid"))
 TSV: sa.ColumnClause[Any] = sa.literal_column("ce_knowledge_chunk.tsv")
@@ -144,6 +145,26 @@ def _matches(key: str, value: FilterValue) -> sa.ColumnElement[bool]:
         return field.as_string() == value
     raise InvalidInputError(f"metadata filter {key!r}: {type(value).__name__} values cannot be matched "
                             "(use text, numbers, booleans or a list of them)", code=ErrorCode.INVALID_INPUT)
+
+
+def filter_problem(filters: object) -> str | None:
+    """Why ``filters`` (as a pack writes them) cannot be a metadata filter, or None when they can: an object
+    of keys (1-64 letters, digits, ``_``, ``.``, ``-``) to text, numbers, booleans or a non-empty list of them."""
+    if not isinstance(filters, Mapping):
+        return f"must be an object of metadata keys to values (got {type(filters).__name__})"
+    for key, wanted in filters.items():
+        if not isinstance(key, str) or not FILTER_KEY.match(key):
+            return f"key {str(key)[:40]!r} must be 1-64 letters, digits, '_', '.' or '-'"
+        values = wanted if isinstance(wanted, list) else [wanted]
+        if not values:
+            return f"{key!r} needs at least one value"
+        for value in values:
+            if not isinstance(value, (str, int, float)):
+                return (f"{key!r}: {type(value).__name__} values cannot be matched "
+                        "(use text, numbers, booleans or a list of them)")
+            if isinstance(value, str) and "\x00" in value:
+                return f"{key!r}: a text value cannot hold a NUL character"
+    return None
 
 
 def filtered_documents(filters: Filters) -> sa.Select[tuple[int]]:

@@ -23,7 +23,7 @@ from convengine.catalog import params as pk
 from convengine.catalog import state as keys
 from convengine.catalog.errors import ConvEngineError
 from convengine.catalog.vocab import UNKNOWN
-from convengine.knowledge.search import SearchHit
+from convengine.knowledge.search import ModelMismatch, SearchHit, SearchOptions
 from convengine.llm.spend import capped
 from convengine.nodes.common import SkipAudit, Step
 from convengine.nodes.turn import Turn
@@ -40,15 +40,18 @@ async def knowledge_fallback(turn: Turn) -> None:
     settings = turn.settings.knowledge.fallback
     kbs = settings.knowledge_bases or None
     query = (turn.standalone_query or turn.user_text)[:MAX_QUERY_CHARS]
-    hits = await _search(turn, query, kbs, settings.top_k)
+    options, warned = SearchOptions(filters=settings.filters or None), set[str]()
+    hits = await search(turn, query, kbs, settings.top_k, options, warned)
     alone = query
-    contextual = _with_earlier_turns(turn, query, settings.query_turns) if not turn.standalone_query else None
+    contextual = with_earlier_turns(turn, query, settings.query_turns) if not turn.standalone_query else None
     if contextual and (not hits or hits[0].score < settings.min_score):
-        more = await _search(turn, contextual, kbs, settings.top_k)
+        more = await search(turn, contextual, kbs, settings.top_k, options, warned)
         if more and (not hits or more[0].score > hits[0].score):
             query, hits = contextual, more
     audit = {"query": query, "minScore": settings.min_score, "knowledgeBases": settings.knowledge_bases or "ALL",
              "candidates": [_candidate(h) for h in hits]}
+    if settings.filters:
+        audit["filters"] = settings.filters
     if query != alone:
         audit["message"] = alone
     if not hits or hits[0].score < settings.min_score:
@@ -65,7 +68,7 @@ async def knowledge_fallback(turn: Turn) -> None:
     turn.route_to(names.POST_RESPONSE_RULES)
 
 
-def _with_earlier_turns(turn: Turn, query: str, count: int) -> str | None:
+def with_earlier_turns(turn: Turn, query: str, count: int) -> str | None:
     """``query`` after the last ``count`` user messages (None when there are none to add)."""
     if count <= 0:
         return None
@@ -77,10 +80,13 @@ def _with_earlier_turns(turn: Turn, query: str, count: int) -> str | None:
     return f"{context[-room:]} {query}" if room > 0 else None
 
 
-async def _search(turn: Turn, query: str, kbs: list[str] | None, k: int) -> list[SearchHit]:
+async def search(turn: Turn, query: str, kbs: list[str] | None, k: int, options: SearchOptions | None = None,
+                 warned: set[str] | None = None) -> list[SearchHit]:
+    """The ``k`` best passages for ``query``; an embeddings outage leaves the lexical leg (audited), and a
+    base embedded by another model than the engine's is audited (once per turn with ``warned``)."""
     retriever, store = turn.ctx.services.retriever, turn.ctx.services.store
     if retriever is None or store is None:
-        raise RuntimeError("knowledge_fallback needs the engine's retriever and store "
+        raise RuntimeError("knowledge search needs the engine's retriever and store "
                            "(open the engine with Engine.open)")
     vector = None
     try:
@@ -88,12 +94,19 @@ async def _search(turn: Turn, query: str, kbs: list[str] | None, k: int) -> list
     except Exception as exc:  # noqa: BLE001 - any embeddings outage leaves the lexical leg
         turn.audit(stages.KNOWLEDGE_EMBEDDING_FAILED, {"error": type(exc).__name__, "message": str(exc)[:200]})
     engine = store.sync_engine
+    mismatches: list[ModelMismatch] = []
 
     def run() -> list[SearchHit]:
         with engine.connect() as conn:
-            return retriever.search(conn, kbs, query, k, vector)
+            return retriever.search(conn, kbs, query, k, vector, options, mismatches)
 
-    return await asyncio.to_thread(run)
+    hits = await asyncio.to_thread(run)
+    warned = set() if warned is None else warned
+    for mismatch in mismatches:
+        if mismatch.kb_name not in warned:
+            warned.add(mismatch.kb_name)
+            turn.audit(stages.KNOWLEDGE_MODEL_MISMATCH, mismatch.to_dict())
+    return hits
 
 
 async def synthesise(turn: Turn, query: str, hits: list[SearchHit]) -> str | None:
