@@ -182,7 +182,7 @@ def test_a_follow_up_is_searched_with_the_earlier_turns_when_configured(db_url: 
         assert lost.text.startswith("Sorry, I don't know that one")  # the message alone has no topic
     finally:
         plain.close()
-    aware = Engine.open(db_url, pack=pack)
+    aware = Engine.open(db_url, pack=pack, replace=True)  # the same database, another setting
     try:
         first = aware.process("how much does express delivery cost")
         follow = aware.process("and how long does that take?", first.conversation_id)
