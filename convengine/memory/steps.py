@@ -32,9 +32,12 @@ def _stage(event: AuditEvent) -> str:
 
 def side_effects(events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
     """What the turn did outside the engine, one entry per task run or tool call."""
+    return _side_effects([(_stage(e), e) for e in events])
+
+
+def _side_effects(staged: Sequence[tuple[str, AuditEvent]]) -> list[dict[str, Any]]:
     found = []
-    for event in events:
-        stage = _stage(event)
+    for stage, event in staged:
         if stage in SIDE_EFFECT_STAGES:
             payload = event.payload
             what = (payload.get("taskBean") or payload.get("toolCode") or payload.get("tool_code")
@@ -46,15 +49,16 @@ def side_effects(events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
 def step_row(conversation_id: str, turn_key: str, final: dict[str, Any],
              events: Sequence[AuditEvent]) -> dict[str, Any]:
     """The step row of a completed turn (its final state and its audit events)."""
+    staged = [(_stage(e), e) for e in events]  # each event's stage name once (a turn has some eighty)
     actions = [{"ruleId": e.payload.get("ruleId"), "action": e.payload.get("action"),
-                "phase": e.payload.get("phase")} for e in events if _stage(e) == ACTION_STAGE]
-    data = [{"stage": _stage(e), "step": e.step, "payload": e.payload} for e in events
-            if _stage(e) in DATA_STAGES or _stage(e).endswith(DATA_STAGE_SUFFIX)]
+                "phase": e.payload.get("phase")} for stage, e in staged if stage == ACTION_STAGE]
+    data = [{"stage": stage, "step": e.step, "payload": e.payload} for stage, e in staged
+            if stage in DATA_STAGES or stage.endswith(DATA_STAGE_SUFFIX)]
     payload = final.get(keys.PAYLOAD) or {}
     return {"conversation_id": conversation_id, "turn_key": turn_key, "turn": int(final.get(keys.TURN) or 0),
             "input_text": final.get(keys.USER_TEXT) or "", "actions_json": json_safe(actions),
             "data_json": json_safe(data), "output_json": json_safe(stored_assistant(payload)) if payload else None,
-            "side_effects_json": side_effects(events), "undone": False, "created_at": datetime.now(UTC)}
+            "side_effects_json": _side_effects(staged), "undone": False, "created_at": datetime.now(UTC)}
 
 
 _COLUMNS = ("conversation_id", "turn_key", "turn", "input_text", "actions_json", "data_json", "output_json",

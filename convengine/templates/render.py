@@ -135,6 +135,21 @@ def _compile(source: str, mode: str) -> jinja2.Template:
     return _ENVS[mode].from_string(translate(source))
 
 
+_MARKERS = ("{{", "{%", "{#")
+
+
+@lru_cache(maxsize=2048)
+def _static_text(source: str, mode: str) -> str | None:
+    """What ``source`` renders to when it is plain text (no expression, block or comment once translated
+    from ConvEngine's forms), whatever the variables; None when it is a template."""
+    try:
+        if any(marker in translate(source) for marker in _MARKERS):
+            return None
+        return str(_compile(source, mode).render({}))
+    except Exception:  # noqa: BLE001 - rendered (and reported) the usual way
+        return None
+
+
 def check_syntax(source: str | None) -> str | None:
     """Why ``source`` does not compile (``does not parse: ... (line N)``), or None when it does."""
     if not source:
@@ -225,8 +240,12 @@ def render_text(source: str | None, variables: Mapping[str, Any], *, template: s
     """
     if not source:
         return ""
+    bounds = TemplateLimits.of(limits)
     if strict is None:
-        strict = TemplateLimits.of(limits).strict_text
+        strict = bounds.strict_text
+    static = _static_text(source, "text" if strict else "lenient")
+    if static is not None and len(static) <= bounds.max_chars:
+        return static  # plain text (most responses): nothing to resolve, rendered once
     if strict:
         _require(source, variables, template, nulls=True)
     try:
