@@ -52,7 +52,14 @@ async def test_turn_view_shows_steps_rules_llm_prompts_and_state_change(db_url: 
         assert steps["reset_conversation"]["status"] == "SKIPPED"
         assert steps["reset_conversation"]["skipped"] == "NO_RESET_TRIGGER"
         extraction = steps["schema_extraction"]
-        assert extraction["status"] == "OK" and isinstance(extraction["durationMs"], int)  # whole ms, as ConvEngine
+        assert extraction["status"] == "OK" and isinstance(extraction["durationMs"], float)  # the audit's 3 decimals
+        assert extraction["durationMs"] > 0 and extraction["stepClass"] == "SchemaExtractionStep"
+        assert steps["reset_conversation"]["stepClass"] == "ResetConversationStep"  # skipped: named from the catalogue
+        fall = turn["waterfall"]
+        ran = [s for s in turn["steps"] if s["status"] != "SKIPPED"]
+        assert [b["step"] for b in fall["bars"]] == [s["step"] for s in ran]
+        assert fall["bars"][1]["startMs"] == ran[0]["durationMs"]  # one after the other, as they ran
+        assert abs(fall["stepsMs"] + fall["engineMs"] - fall["totalMs"]) < 0.01 and fall["engineMs"] >= 0
         assert "SCHEMA_EXTRACTION_LLM_OUTPUT" in [s["stage"] for s in extraction["stages"]]
         applied = [r for r in turn["rules"] if r["kind"] == "RULE_APPLIED"]
         assert [(r["action"], r["actionValue"]) for r in applied] == [("SET_STATE", "ORDERED")]
