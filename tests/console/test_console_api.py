@@ -115,3 +115,18 @@ async def test_docs_and_console_are_served_from_the_package(db_url: str) -> None
             assert asset.startswith("/console/static/") or asset == "/docs", asset
             assert (await client.get(asset)).status_code == 200
         assert "https://" not in (await client.get("/console/static/console.js")).text
+
+
+async def test_graphs_fall_back_to_the_built_in_layout_without_graphviz(monkeypatch: pytest.MonkeyPatch) -> None:
+    from convengine.console import graphs
+
+    edges = [graphs.Edge("IDLE", "ASKED", "ORDER"), graphs.Edge("ASKED", "DONE", 'say "done" \\ now')]
+    if graphs.shutil.which("dot"):
+        drawn = ET.fromstring(graphs.render_svg(["IDLE"], edges, title="states"))
+        assert drawn.get("data-layout") == "dot"
+        assert {g.get("data-node") for g in drawn.iter(f"{SVG}g")} >= {"IDLE", "ASKED", "DONE"}
+        assert 'say "done" \\ now' in [t.text for t in drawn.iter(f"{SVG}text")]  # quoted safely for dot
+    monkeypatch.setattr(graphs.shutil, "which", lambda name: None)
+    fallback = ET.fromstring(graphs.render_svg(["IDLE"], edges, title="states"))
+    assert fallback.get("data-layout") is None
+    assert {g.get("data-node") for g in fallback.iter(f"{SVG}g")} == {"IDLE", "ASKED", "DONE"}
