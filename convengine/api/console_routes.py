@@ -17,6 +17,7 @@ from fastapi import APIRouter, FastAPI, HTTPException, Query, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
 from pydantic import AwareDatetime, BeforeValidator
+from starlette.concurrency import run_in_threadpool
 
 from convengine._internal.turn_io import normalise_conversation_id
 from convengine.api.body import DepthCheckedRoute
@@ -172,18 +173,19 @@ SVG: dict[int | str, dict[str, Any]] = {**ADMIN, 200: {"content": {"image/svg+xm
 
 @router.get("/console/api/config/state-graph.svg", tags=["console"], response_class=Response, responses=SVG)
 async def state_graph(engine: EngineDep, _: AdminDep) -> Response:
-    return Response(graphs.state_graph_svg(engine.snapshot), media_type="image/svg+xml", headers=SECURITY_HEADERS)
+    """The states and their transitions, drawn by Graphviz's dot when installed (admin)."""
+    return Response(await run_in_threadpool(graphs.state_graph_svg, engine.snapshot), media_type="image/svg+xml", headers=SECURITY_HEADERS)
 
 
 @router.get("/console/api/config/turn-graph.svg", tags=["console"], response_class=Response, responses=SVG)
 async def turn_graph(engine: EngineDep, _: AdminDep) -> Response:
-    return Response(graphs.turn_graph_svg(engine.graph), media_type="image/svg+xml", headers=SECURITY_HEADERS)
+    return Response(await run_in_threadpool(graphs.turn_graph_svg, engine.graph), media_type="image/svg+xml", headers=SECURITY_HEADERS)
 
 
 @router.get("/console/api/config/workflows.svg", tags=["console"], response_class=Response, responses=SVG)
 async def workflow_graph(engine: EngineDep, _: AdminDep) -> Response:
     """The configuration's workflows: nodes, edges with their conditions, sub-workflow hand-overs (admin)."""
-    return Response(graphs.workflow_graph_svg(engine.snapshot), media_type="image/svg+xml", headers=SECURITY_HEADERS)
+    return Response(await run_in_threadpool(graphs.workflow_graph_svg, engine.snapshot), media_type="image/svg+xml", headers=SECURITY_HEADERS)
 
 
 async def _audit(engine: Engine, cid: str) -> list[Any]:

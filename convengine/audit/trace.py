@@ -25,12 +25,13 @@ def build_trace(conversation_id: str, events: Sequence[AuditEvent]) -> dict[str,
     return trace
 
 
-def step_tree(events: Sequence[AuditEvent], *, skipped: bool = False
+def step_tree(events: Sequence[AuditEvent], *, skipped: bool = False, precise: bool = False
               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The steps of ``events`` (each with the stages emitted while it ran) and every stage, in order.
 
     With ``skipped``, a step routed past is a step of its own (status ``SKIPPED``, ``skipped``: the
-    reason) instead of a stage of the step around it; ConvEngine's trace shape has no such steps."""
+    reason) instead of a stage of the step around it; ConvEngine's trace shape has no such steps.
+    With ``precise``, ``durationMs`` keeps the audit's fractions of a millisecond (the console's waterfall)."""
     steps: list[dict[str, Any]] = []
     stages: list[dict[str, Any]] = []
     open_steps: list[dict[str, Any]] = []
@@ -45,7 +46,7 @@ def step_tree(events: Sequence[AuditEvent], *, skipped: bool = False
             steps.append(step)
             open_steps.append(step)
         elif event.stage in (audit_stages.STEP_EXIT, audit_stages.STEP_ERROR) and open_steps:
-            _close(open_steps, event, stage)
+            _close(open_steps, event, stage, precise)
         elif skipped and event.stage == audit_stages.STEP_SKIPPED:
             steps.append({"step": event.payload.get("step"), "status": "SKIPPED", "skipped": event.payload.get("reason"),
                           "durationMs": None, "error": None, "stages": []})
@@ -54,17 +55,23 @@ def step_tree(events: Sequence[AuditEvent], *, skipped: bool = False
     return steps, stages
 
 
-def _close(open_steps: list[dict[str, Any]], event: AuditEvent, stage: dict[str, Any]) -> None:
+def _close(open_steps: list[dict[str, Any]], event: AuditEvent, stage: dict[str, Any], precise: bool) -> None:
     name = event.payload.get("step")
     index = next((i for i in range(len(open_steps) - 1, -1, -1) if open_steps[i]["step"] == name), len(open_steps) - 1)
     step = open_steps[index]
     del open_steps[index:]
     step["status"] = "ERROR" if event.stage == audit_stages.STEP_ERROR else "OK"
     step["endedAt"] = stage["createdAt"]
-    step["durationMs"] = _millis(event.payload.get("durationMs"))
+    step["durationMs"] = (_exact if precise else _millis)(event.payload.get("durationMs"))
     if event.stage == audit_stages.STEP_ERROR:
         message = event.payload.get("errorMessage")
         step["error"] = None if message is None else str(message)
+
+
+def _exact(value: Any) -> float | None:
+    """The audit's ``durationMs`` as recorded (3 decimals); anything unreadable is None."""
+    millis = _millis(value)
+    return None if millis is None else round(float(value), 3)
 
 
 def _millis(value: Any) -> int | None:

@@ -1,11 +1,16 @@
 """Graphs drawn as SVG on the server: the state graph of the configuration, the turn graph and the workflows.
 
-A small layered layout (longest path from the roots, back edges ignored for layering) is enough
-for graphs of tens of nodes; every label is XML-escaped.
+Graphviz's ``dot`` (Debian's ``graphviz`` package; scripts/setup installs it) lays them out when it
+is on the PATH: it places edge labels so they do not overlap. Without it (or when it fails) a small
+layered layout (longest path from the roots, back edges ignored for layering) draws them; every
+label is XML-escaped either way.
 """
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -23,6 +28,8 @@ LAYER_GAP = 70
 NODE_GAP = 24
 CHAR_W = 7.2
 PAD = 20
+DOT_TIMEOUT_S = 10
+FONT = "Liberation Sans, Arial, Helvetica, sans-serif"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +94,62 @@ def _topological(nodes: Sequence[str], forward: dict[str, list[str]]) -> list[st
 
 
 def render_svg(nodes: Sequence[str], edges: Sequence[Edge], *, title: str, highlight: Iterable[str] = ()) -> str:
-    """The graph as an SVG document (top to bottom); ``highlight`` nodes are drawn emphasised."""
+    """The graph as an SVG document (top to bottom), laid out by Graphviz's ``dot`` when it is
+    installed, else by :func:`render_layered`; ``highlight`` nodes are drawn emphasised."""
     nodes = list(dict.fromkeys([*nodes, *(e.source for e in edges), *(e.target for e in edges)]))
+    drawn = render_dot(nodes, edges, title=title, highlight=highlight)
+    return drawn if drawn is not None else render_layered(nodes, edges, title=title, highlight=highlight)
+
+
+def _quoted(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+
+
+def dot_source(nodes: Sequence[str], edges: Sequence[Edge], *, title: str, highlight: Iterable[str] = ()) -> str:
+    """The graph in Graphviz's DOT language: nodes by number, every name a quoted label."""
+    ids = {name: f"n{i}" for i, name in enumerate(nodes)}
+    marked = set(highlight)
+    lines = [f"digraph {_quoted(title)} {{", "  rankdir=TB; nodesep=0.35; ranksep=0.45;",
+             f"  graph [fontname={_quoted(FONT)}]; edge [fontname={_quoted(FONT)}, fontsize=10, color=\"#667788\", fontcolor=\"#445566\"];",
+             f"  node [shape=box, style=\"rounded,filled\", fillcolor=\"#eef3ff\", color=\"#4a5a8a\", fontname={_quoted(FONT)}, fontsize=12];"]
+    for name in nodes:
+        fill = ', fillcolor="#ffe9a8"' if name in marked else ""
+        lines.append(f"  {ids[name]} [label={_quoted(name)}, id={_quoted('node_' + ids[name])}{fill}];")
+    for e in edges:
+        attrs = [f"label={_quoted(e.label)}"] if e.label else []
+        if e.dashed:
+            attrs.append("style=dashed")
+        lines.append(f"  {ids[e.source]} -> {ids[e.target]} [{', '.join(attrs)}];")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def render_dot(nodes: Sequence[str], edges: Sequence[Edge], *, title: str, highlight: Iterable[str] = ()) -> str | None:
+    """The SVG ``dot`` draws, or None when ``dot`` is not installed or failed (the caller falls back)."""
+    dot = shutil.which("dot")
+    if dot is None:
+        return None
+    source = dot_source(nodes, edges, title=title, highlight=highlight)
+    try:
+        done = subprocess.run([dot, "-Tsvg"], input=source.encode(), capture_output=True,
+                              timeout=DOT_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    svg = done.stdout.decode("utf-8", "replace")
+    start = svg.find("<svg")
+    if done.returncode != 0 or start < 0:
+        return None
+    names = {f"node_n{i}": escape(name, _QUOTES) for i, name in enumerate(nodes)}
+    svg = _NODE_GROUP.sub(lambda m: f'{m.group(0)} data-node="{names.get(m.group(1), "")}"', svg[start:])
+    label = escape(title, _QUOTES)
+    return svg.replace("<svg ", f'<svg class="graph" data-layout="dot" role="img" aria-label="{label}" ', 1)
+
+
+_NODE_GROUP = re.compile(r'<g id="(node_n\d+)" class="node"')
+
+
+def render_layered(nodes: Sequence[str], edges: Sequence[Edge], *, title: str, highlight: Iterable[str] = ()) -> str:
+    """The graph drawn by the built-in layered layout (the fallback when ``dot`` is missing)."""
     layer = layers(nodes, edges)
     rows: dict[int, list[str]] = defaultdict(list)
     for n in nodes:

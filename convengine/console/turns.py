@@ -16,8 +16,9 @@ from convengine.audit import trace
 from convengine.audit.events import AuditEvent
 from convengine.audit.turns import script_output, split_turns
 from convengine.catalog import stages
+from convengine.catalog.names import JAVA_STEP_CLASSES
 
-__all__ = ["split_turns", "step_tree", "summary", "view"]
+__all__ = ["split_turns", "step_tree", "summary", "view", "waterfall"]
 
 LLM_STAGES = (stages.LLM_CALL, stages.LLM_CALL_ERROR)
 TOOL_CALL_STAGES = (stages.MCP_TOOL_CALL, stages.TOOL_ORCHESTRATION_REQUEST)
@@ -67,7 +68,8 @@ def view(index: int, events: Sequence[AuditEvent], llm_rows: Sequence[dict[str, 
     user = _last(events, stages.USER_INPUT)
     return {**summary(index, events), "inputParams": user.get("inputParams") if user else None,
             "contextChanges": result.get("contextChanges") if result else None,
-            "steps": step_tree(events), "rules": rules(events),
+            "steps": (steps := step_tree(events)), "waterfall": waterfall(steps, _last(events, stages.PIPELINE_TIMING)),
+            "rules": rules(events),
             "llmCalls": llm_calls(events, llm_rows), "toolCalls": tool_calls(events),
             "scriptOutput": script_output(events),
             "events": len(events)}
@@ -75,7 +77,27 @@ def view(index: int, events: Sequence[AuditEvent], llm_rows: Sequence[dict[str, 
 
 def step_tree(events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
     """The turn's steps in order: entered steps with their stages and duration, skipped ones with their reason."""
-    return trace.step_tree(events, skipped=True)[0]
+    steps = trace.step_tree(events, skipped=True, precise=True)[0]
+    for step in steps:
+        step["stepClass"] = step.get("stepClass") or JAVA_STEP_CLASSES.get(step["step"])
+    return steps
+
+
+def waterfall(steps: Sequence[dict[str, Any]], timing: dict[str, Any] | None) -> dict[str, Any]:
+    """Where the turn's time went: each step that ran as a bar (start and length in milliseconds, one
+    after the other as they ran) and the turn's time outside every step as ``engineMs``, so the bars
+    add up to ``totalMs`` (the turn's PIPELINE_TIMING)."""
+    bars, at = [], 0.0
+    for step in steps:
+        if step["status"] == "SKIPPED" or step["durationMs"] is None:
+            continue
+        bars.append({"step": step["step"], "stepClass": step["stepClass"], "startMs": round(at, 3),
+                     "durationMs": step["durationMs"], "status": step["status"]})
+        at += step["durationMs"]
+    total = timing.get("totalMs") if timing else None
+    total = float(total) if isinstance(total, int | float) and not isinstance(total, bool) else None
+    engine = round(max(total - at, 0.0), 3) if total is not None else None
+    return {"totalMs": total, "stepsMs": round(at, 3), "engineMs": engine, "bars": bars}
 
 
 def _stage(event: AuditEvent) -> dict[str, Any]:

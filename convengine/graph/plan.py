@@ -59,7 +59,9 @@ class StepPlan:
             if audit is None:
                 return target
             stage, payload = audit
-            turn.audit(stages.STEP_SKIPPED, {"step": target, "reason": payload.get("reason")})
+            # a skip naming no reason is named by the stage it emits (or NOTHING_TO_DO): never null
+            reason = payload.get("reason") or stage or "NOTHING_TO_DO"
+            turn.audit(stages.STEP_SKIPPED, {"step": target, "reason": reason})
             if stage:
                 turn.audit(stage, payload)
             target = self.following(target)

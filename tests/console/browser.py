@@ -32,10 +32,10 @@ def chromium_path() -> str:
 
 
 @contextmanager
-def console_server(backend: str, workdir: Path) -> Iterator[Server]:
+def console_server(backend: str, workdir: Path, *, log_calls: bool = True) -> Iterator[Server]:
     url = f"sqlite:///{workdir / 'console.db'}" if backend == "sqlite" else new_postgres_database()
     server = Server(url, workdir / "server.log", "--scripted", str(SCRIPTED), pack=PACK,
-                    env={"CONVENGINE_LLM__LOG_CALLS": "true"})
+                    env={"CONVENGINE_LLM__LOG_CALLS": "true" if log_calls else "false"})
     try:
         yield server
     finally:
@@ -55,8 +55,8 @@ class Browser:
                                                         args=["--no-sandbox", "--disable-gpu"])
         self.outside: list[str] = []
 
-    def page(self) -> object:
-        context = self.browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    def page(self, width: int = 1400, height: int = 1000) -> object:
+        context = self.browser.new_context(viewport={"width": width, "height": height}, accept_downloads=True)
 
         def guard(route: object) -> None:
             request_url = route.request.url  # type: ignore[attr-defined]

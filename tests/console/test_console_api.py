@@ -52,7 +52,14 @@ async def test_turn_view_shows_steps_rules_llm_prompts_and_state_change(db_url: 
         assert steps["reset_conversation"]["status"] == "SKIPPED"
         assert steps["reset_conversation"]["skipped"] == "NO_RESET_TRIGGER"
         extraction = steps["schema_extraction"]
-        assert extraction["status"] == "OK" and isinstance(extraction["durationMs"], int)  # whole ms, as ConvEngine
+        assert extraction["status"] == "OK" and isinstance(extraction["durationMs"], float)  # the audit's 3 decimals
+        assert extraction["durationMs"] > 0 and extraction["stepClass"] == "SchemaExtractionStep"
+        assert steps["reset_conversation"]["stepClass"] == "ResetConversationStep"  # skipped: named from the catalogue
+        fall = turn["waterfall"]
+        ran = [s for s in turn["steps"] if s["status"] != "SKIPPED"]
+        assert [b["step"] for b in fall["bars"]] == [s["step"] for s in ran]
+        assert fall["bars"][1]["startMs"] == ran[0]["durationMs"]  # one after the other, as they ran
+        assert abs(fall["stepsMs"] + fall["engineMs"] - fall["totalMs"]) < 0.01 and fall["engineMs"] >= 0
         assert "SCHEMA_EXTRACTION_LLM_OUTPUT" in [s["stage"] for s in extraction["stages"]]
         applied = [r for r in turn["rules"] if r["kind"] == "RULE_APPLIED"]
         assert [(r["action"], r["actionValue"]) for r in applied] == [("SET_STATE", "ORDERED")]
@@ -108,3 +115,18 @@ async def test_docs_and_console_are_served_from_the_package(db_url: str) -> None
             assert asset.startswith("/console/static/") or asset == "/docs", asset
             assert (await client.get(asset)).status_code == 200
         assert "https://" not in (await client.get("/console/static/console.js")).text
+
+
+async def test_graphs_fall_back_to_the_built_in_layout_without_graphviz(monkeypatch: pytest.MonkeyPatch) -> None:
+    from convengine.console import graphs
+
+    edges = [graphs.Edge("IDLE", "ASKED", "ORDER"), graphs.Edge("ASKED", "DONE", 'say "done" \\ now')]
+    if graphs.shutil.which("dot"):
+        drawn = ET.fromstring(graphs.render_svg(["IDLE"], edges, title="states"))
+        assert drawn.get("data-layout") == "dot"
+        assert {g.get("data-node") for g in drawn.iter(f"{SVG}g")} >= {"IDLE", "ASKED", "DONE"}
+        assert 'say "done" \\ now' in [t.text for t in drawn.iter(f"{SVG}text")]  # quoted safely for dot
+    monkeypatch.setattr(graphs.shutil, "which", lambda name: None)
+    fallback = ET.fromstring(graphs.render_svg(["IDLE"], edges, title="states"))
+    assert fallback.get("data-layout") is None
+    assert {g.get("data-node") for g in fallback.iter(f"{SVG}g")} == {"IDLE", "ASKED", "DONE"}

@@ -213,3 +213,15 @@ def test_a_finish_node_sits_between_the_last_step_and_the_end() -> None:
     drawn = graph.compile().get_graph()
     assert {e.target for e in drawn.edges if e.source == names.PIPELINE_END_GUARD} == {"studio_commit"}
     assert {e.target for e in drawn.edges if e.source == "studio_commit"} == {"__end__"}
+
+
+def test_a_skip_that_names_no_reason_is_named_by_its_stage_never_null() -> None:
+    """A skip whose payload has no ``reason`` (state_graph's "unchanged", a host's) still says why."""
+    def quiet(stage: str | None) -> Any:
+        return lambda turn: (stage, {"unchanged": True})
+
+    plan = chain(Step("a", noop), Step("b", noop, skip=quiet("B_VALID")), Step("c", noop, skip=quiet(None)))
+    turn = RouterTurn()
+    assert plan.next_step("a", turn) == END
+    reasons = [a[1]["reason"] for a in turn.audits if a[0] == stages.STEP_SKIPPED]
+    assert reasons == ["B_VALID", "NOTHING_TO_DO"]

@@ -45,6 +45,29 @@ function text(value) {
   return typeof value === "string" ? value : JSON.stringify(value, null, 2);
 }
 
+// A recorded value: a long one was kept as {truncated, preview}: shown as its start and its length.
+function shown(value) {
+  if (value && typeof value === "object" && !Array.isArray(value) && Object.keys(value).length === 2
+      && typeof value.truncated === "number" && typeof value.preview === "string") {
+    return `${value.preview}… (${value.truncated} characters, cut)`;
+  }
+  return JSON.stringify(value);
+}
+
+// Local time to the second; the exact ISO instant in the title.
+function when(iso) {
+  if (!iso) return "";
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return iso;
+  const local = date.toLocaleString(undefined, { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  return el("time", { datetime: iso, title: iso }, local);
+}
+
+const ms = (value) => (value === null || value === undefined ? "?" : value >= 100 ? value.toFixed(0) : value >= 1 ? value.toFixed(1) : value.toFixed(3));
+const JAVA_NAMES = "convengine.console.javaNames";
+const javaNames = () => $("#java-names").checked;
+const stepName = (step) => (javaNames() && step.stepClass ? step.stepClass : step.step);
+
 // --- tabs ---------------------------------------------------------------------------------
 function showTab(name) {
   for (const tab of document.querySelectorAll(".tab")) tab.classList.toggle("active", tab.dataset.tab === name);
@@ -124,9 +147,15 @@ function newConversation() {
   sim.cid = crypto.randomUUID();
   sim.context = {};
   sim.exchanges = [];
-  $("#chat").replaceChildren();
+  $("#chat").replaceChildren(chatHint());
   $("#sim-cid").textContent = sim.cid;
   follow(sim.cid, $("#live"), $("#live-status"));
+}
+
+function chatHint() {
+  return el("p", { id: "chat-hint", class: "muted" }, "Nothing said yet: type a message below (“hello”, or what a user of the loaded pack would ask) and press Send. ",
+    "Each reply shows the intent, state and what changed in the context; the steps appear live on the right, ",
+    "and “open in browser” shows the full turn view. Input params go to the engine as the caller's inputParams.");
 }
 
 function contextDiff(before, after) {
@@ -148,6 +177,7 @@ async function send(event) {
   try { params = JSON.parse($("#params").value || "{}"); } catch (error) { showError(`input params are not JSON: ${error.message}`); return; }
   if (!live.active || live.cid !== sim.cid) await follow(sim.cid, $("#live"), $("#live-status"));
   const userNode = el("div", { class: "msg user" }, message);
+  $("#chat-hint")?.remove();
   $("#chat").append(userNode);
   $("#message").value = "";
   const started = performance.now();
@@ -155,15 +185,15 @@ async function send(event) {
   try {
     body = await (await api("/api/v1/conversation/message", {
       method: "POST", headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ message, conversationId: sim.cid, inputParams: params }),
+      body: JSON.stringify({ message, conversationId: sim.cid, inputParams: params, ...($("#user-id").value.trim() ? { userId: $("#user-id").value.trim() } : {}) }),
     })).json();
   } catch (_) { userNode.remove(); return; }
-  const ms = Math.round(performance.now() - started);
+  const took = Math.round(performance.now() - started);
   let context = {};
   try { context = JSON.parse(body.context || "{}"); } catch (_) { /* keep empty */ }
   const reply = body.payload ? text(body.payload.value) : "";
   const botNode = el("div", { class: "msg bot" }, reply,
-    el("div", { class: "meta" }, `intent ${body.intent} · state ${body.state} · ${ms} ms`),
+    el("div", { class: "meta" }, `intent ${body.intent} · state ${body.state} · ${took} ms`),
     contextDiff(sim.context, context));
   $("#chat").append(botNode);
   sim.exchanges.push({ userNode, botNode, context: sim.context });
@@ -192,11 +222,12 @@ async function loadConversations(event) {
   const rows = await getJson(`/console/api/conversations?${query}`);
   const body = $("#conversation-list tbody");
   body.replaceChildren(...rows.map((r) => el("tr", { "data-cid": r.conversationId, onclick: () => openConversation(r.conversationId) },
-    el("td", {}, el("code", {}, r.conversationId)), el("td", {}, r.userId || ""), el("td", {}, r.intent),
-    el("td", {}, r.state), el("td", {}, r.status), el("td", {}, r.updatedAt || r.createdAt || ""), el("td", {}, r.feedback || ""))));
+    el("td", {}, el("code", {}, r.conversationId)), el("td", {}, r.userId || el("span", { class: "muted", title: "the caller sent no userId" }, "—")), el("td", {}, r.intent),
+    el("td", {}, r.state), el("td", {}, r.status), el("td", {}, when(r.updatedAt || r.createdAt)), el("td", {}, r.feedback || ""))));
 }
 
 let openCid = null;
+let openTurnNumber = null;
 
 async function openConversation(cid) {
   openCid = cid;
@@ -208,21 +239,23 @@ async function openConversation(cid) {
   $("#turns").replaceChildren(...data.turns.map((t) => el("li", {
     class: t.undone ? "undone" : "", "data-turn": t.turn, onclick: () => openTurn(cid, t.turn),
   }, `turn ${t.turn}: “${t.user ?? ""}” → ${t.after ? `${t.after.intent}/${t.after.state}` : "failed"}`,
-    t.undone ? " (undone)" : "", t.totalMs ? ` · ${t.totalMs} ms` : "")));
+    t.undone ? " (undone)" : "", t.totalMs ? ` · ${ms(t.totalMs)} ms` : "")));
   if (data.turns.length) openTurn(cid, data.turns.at(-1).turn);
 }
 
 async function openTurn(cid, number) {
   for (const li of document.querySelectorAll("#turns li")) li.classList.toggle("selected", li.dataset.turn === String(number));
+  openTurnNumber = number;
   const t = await getJson(`/console/api/conversations/${cid}/turns/${number}`);
   const after = t.after || {};
   $("#turn").replaceChildren(
-    el("h3", {}, `Turn ${t.turn}`),
+    el("h3", {}, `Turn ${t.turn}`), el("p", { class: "muted" }, "started ", when(t.startedAt)),
     el("p", {}, `user: ${t.user ?? ""}`), el("p", {}, `reply: ${text(t.reply)}`),
     el("p", { class: "state-change" }, `state before ${t.before.intent}/${t.before.state} → after ${after.intent}/${after.state} (${after.status ?? "failed"})`),
     t.inputParams ? el("p", { class: "input-params" }, `input params: ${JSON.stringify(t.inputParams)}`) : "",
     t.error ? el("p", { class: "error" }, `error: ${t.error}`) : "",
     el("h4", {}, "Context changes"), el("div", { id: "context-changes" }, recordedChanges(t)),
+    el("h4", {}, "Where the time went"), waterfallNode(t.waterfall),
     el("h4", {}, "Steps"), el("div", { id: "steps" }, t.steps.map(stepNode)),
     el("h4", {}, "Rules"), t.rules.length ? el("table", {}, el("tbody", {}, t.rules.map((r) => el("tr", {},
       el("td", {}, r.kind), el("td", {}, r.where), el("td", {}, `rule ${r.ruleId}`), el("td", {}, r.phase),
@@ -240,10 +273,10 @@ function recordedChanges(t) {
   const c = t.contextChanges;
   if (!c) return el("div", { class: "diff muted" }, t.after ? "context unchanged" : "the turn failed: nothing was kept");
   const lines = [];
-  for (const [key, value] of Object.entries(c.added || {})) lines.push(el("div", { class: "add" }, `+ ${key}: ${JSON.stringify(value)}`));
+  for (const [key, value] of Object.entries(c.added || {})) lines.push(el("div", { class: "add" }, `+ ${key}: ${shown(value)}`));
   for (const [key, pair] of Object.entries(c.changed || {})) {
-    lines.push(el("div", { class: "del" }, `- ${key}: ${JSON.stringify(pair.before)}`));
-    lines.push(el("div", { class: "add" }, `+ ${key}: ${JSON.stringify(pair.after)}`));
+    lines.push(el("div", { class: "del" }, `- ${key}: ${shown(pair.before)}`));
+    lines.push(el("div", { class: "add" }, `+ ${key}: ${shown(pair.after)}`));
   }
   for (const key of c.removed || []) lines.push(el("div", { class: "del" }, `- ${key} (removed)`));
   if (c.moreKeys) lines.push(el("div", { class: "muted" }, `… and ${c.moreKeys} more key(s)`));
@@ -252,10 +285,26 @@ function recordedChanges(t) {
 
 function stepNode(step) {
   const classes = `step ${step.status === "SKIPPED" ? "skipped" : ""} ${step.status === "ERROR" ? "error" : ""}`;
-  const label = step.status === "SKIPPED" ? `${step.step} — skipped: ${step.skipped}`
-    : `${step.step} — ${step.durationMs ?? "?"} ms${step.error ? ` — error: ${step.error}` : ""}`;
+  const label = step.status === "SKIPPED" ? `${stepName(step)} — skipped: ${step.skipped ?? "no reason recorded"}`
+    : `${stepName(step)} — ${ms(step.durationMs)} ms${step.error ? ` — error: ${step.error}` : ""}`;
   return el("details", { class: classes, "data-step": step.step }, el("summary", {}, label),
     step.stages.map((s) => el("div", { class: "stage" }, el("strong", {}, s.stage), " ", el("span", {}, JSON.stringify(s.payload)))));
+}
+
+// One row per step that ran, its bar placed where it ran within the turn; the time outside steps last.
+function waterfallNode(w) {
+  if (!w || !w.totalMs) return el("p", { class: "muted" }, "no timing recorded for this turn");
+  const scale = Math.max(w.totalMs, w.stepsMs);
+  const row = (label, start, length, cls) => el("div", { class: "wf-row" },
+    el("span", { class: "wf-label" }, label),
+    el("span", { class: "wf-track" }, el("span", { class: `wf-bar ${cls}`, "data-ms": String(length),
+      style: `left:${(100 * start / scale).toFixed(2)}%;width:${Math.max(100 * length / scale, 0.3).toFixed(2)}%` })),
+    el("span", { class: "wf-ms" }, `${ms(length)} ms`));
+  return el("div", { id: "waterfall", "data-total-ms": String(w.totalMs) },
+    w.bars.map((b) => row(stepName(b), b.startMs, b.durationMs, b.status === "ERROR" ? "error" : "")),
+    row("engine (outside steps)", w.stepsMs, w.engineMs ?? 0, "engine"),
+    el("div", { class: "wf-row wf-total" }, el("span", { class: "wf-label" }, "turn"), el("span", { class: "wf-track" }),
+      el("span", { class: "wf-ms" }, `${ms(w.totalMs)} ms`)));
 }
 
 function llmNode(call) {
@@ -264,7 +313,7 @@ function llmNode(call) {
     el("summary", {}, `${call.callSite} in ${call.step} · ${call.latencyMs} ms · ${usage}${call.ok ? "" : ` · failed: ${call.error}`}`),
     call.logged ? [el("div", {}, "prompt"), el("pre", { class: "prompt" }, call.prompt || ""),
       el("div", {}, "reply"), el("pre", { class: "reply" }, call.reply ?? "")]
-      : el("p", { class: "muted" }, "prompt and reply not logged: set llm.log_calls=true"));
+      : el("p", { class: "muted" }, "prompt and reply not logged: start the server with CONVENGINE_LLM__LOG_CALLS=true (setting llm.log_calls)"));
 }
 
 async function exportConversation() {
@@ -284,6 +333,16 @@ async function exportConversation() {
 async function graphImage(img, path) {
   const blob = await (await api(path)).blob();
   img.src = URL.createObjectURL(blob);
+  img.dataset.zoom = "1";
+  img.style.width = "";
+}
+
+// Zoom: fit (the picture no wider than the page) or 1.5×/2×… its drawn size, scrolled inside its box.
+function zoom(img, factor) {
+  const level = factor === 0 ? 1 : Math.min(Math.max(Number(img.dataset.zoom || 1) * factor, 0.25), 6);
+  img.dataset.zoom = String(level);
+  img.classList.toggle("zoomed", factor !== 0);
+  img.style.width = factor === 0 ? "" : `${Math.round(img.naturalWidth * level)}px`;
 }
 
 async function loadConfiguration() {
@@ -340,7 +399,11 @@ async function resumeRun(event) {
 async function loadInfo() {
   try {
     const info = await getJson("/console/api/info");
-    $("#info").textContent = `config ${info.configVersion} · ${info.database}${info.llmCallsLogged ? "" : " · LLM calls not logged"}`;
+    $("#info").textContent = `config ${info.configVersion} · ${info.database}`;
+    if (!info.llmCallsLogged) {
+      $("#info").append(" · ", el("span", { id: "llm-log-hint", title: "Prompts and replies are kept in ce_llm_call_log only when logging is on: start the server with CONVENGINE_LLM__LOG_CALLS=true (or llm.log_calls: true in the settings)" },
+        "LLM calls not logged (set CONVENGINE_LLM__LOG_CALLS=true)"));
+    }
   } catch (_) { /* the error line says why */ }
 }
 
@@ -359,6 +422,16 @@ $("#follow-conversation").addEventListener("click", () => {  // its turns as the
   const cid = openCid;
   if (cid) follow(cid, $("#conv-live"), $("#conv-live-status"), () => openConversation(cid).catch(() => {}));
 });
+$("#java-names").checked = localStorage.getItem(JAVA_NAMES) === "true";
+$("#java-names").addEventListener("change", () => {
+  localStorage.setItem(JAVA_NAMES, String(javaNames()));
+  if (openCid && openTurnNumber) openTurn(openCid, openTurnNumber).catch(() => {});
+});
+for (const button of document.querySelectorAll("button.zoom")) {
+  button.addEventListener("click", () => zoom($(`#${button.dataset.graph}`), Number(button.dataset.factor)));
+}
+$("#user-id").value = sessionStorage.getItem("convengine.console.user") || "console-tester";
+$("#user-id").addEventListener("change", () => { sessionStorage.setItem("convengine.console.user", $("#user-id").value.trim()); newConversation(); });
 $("#open-sim-conversation").addEventListener("click", (event) => { event.preventDefault(); openConversation(sim.cid); });
 newConversation();
 loadInfo();
