@@ -32,7 +32,8 @@ def test_langgraph_dev_serves_the_graph_offline(tmp_path: Path) -> None:
     config = json.loads((ROOT / "langgraph.json").read_text())
     assert config["graphs"]["convengine"] == "./convengine/studio.py:graph"
     config["dependencies"] = [str(ROOT)]
-    config["graphs"]["convengine"] = str(ROOT / "convengine" / "studio.py") + ":graph"
+    config["graphs"] = {name: str(ROOT / spec.split(":")[0]) + ":" + spec.split(":")[1]  # every graph, from here
+                        for name, spec in config["graphs"].items()}
     (tmp_path / "langgraph.json").write_text(json.dumps(config))
     port = free_port()
     env = {**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGSMITH_TRACING": "false",
@@ -54,6 +55,8 @@ def test_langgraph_dev_serves_the_graph_offline(tmp_path: Path) -> None:
         with httpx.Client(base_url=base, timeout=60) as client:
             assistants = client.post("/assistants/search", json={"graph_id": "convengine"}).json()
             assert assistants and assistants[0]["graph_id"] == "convengine"
+            chains = client.post("/assistants/search", json={"graph_id": "chain"}).json()
+            assert chains and chains[0]["graph_id"] == "chain"  # the chain runs' graph loads beside it
             thread = client.post("/threads", json={}).json()["thread_id"]
             first = client.post(f"/threads/{thread}/runs/wait",
                                 json={"assistant_id": "convengine", "input": {"turn_input": {"text": "hello"}}}).json()

@@ -46,6 +46,8 @@ EXPECTED_COLUMNS = {
     "ce_flow": "flow_code description intent_code entry_node kind priority enabled created_at",
     "ce_flow_node": "flow_node_id flow_code node_id node_type config description enabled created_at",
     "ce_flow_edge": "flow_edge_id flow_code from_node to_node outcome condition priority enabled created_at",
+    "ce_chain": "chain_code description every_s enabled created_at",
+    "ce_chain_step": "chain_step_id chain_code step_id step_type position config description enabled created_at",
 }
 
 JSON_COLUMNS = {

@@ -26,6 +26,7 @@ def as_(who: str) -> dict[str, str]:
 
 @asynccontextmanager
 async def served(db_url: str, pack_data: Any, **options: Any) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(db_url, pack=pack_data, authenticate=by_session, host="0.0.0.0", **options)
+    # each test serves its own pack, whatever the database held before (another pack of the same test)
+    app = create_app(db_url, pack=pack_data, authenticate=by_session, host="0.0.0.0", replace=True, **options)
     async with in_process(app) as client:
         yield client

@@ -57,11 +57,16 @@ def _plant_postgres(conn: sa.Connection, cid: str, marker: Path) -> None:
 
 async def test_a_planted_object_is_refused_and_nothing_runs(db_url: str, world: Any, tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
+    writer = await Engine.aopen(db_url, pack=EXAMPLES / "support_desk.yaml")
+    try:
+        bystander = await writer.aprocess("where is my order")
+        victim = await writer.aprocess("hello")
+    finally:
+        await writer.aclose()
+    plant(db_url, victim.conversation_id, marker)
+    # another worker (or a restart) reads the stored bytes: the writer's process keeps its own copy
     engine = await Engine.aopen(db_url, pack=EXAMPLES / "support_desk.yaml")
     try:
-        bystander = await engine.aprocess("where is my order")
-        victim = await engine.aprocess("hello")
-        plant(db_url, victim.conversation_id, marker)
         before = world(attacker=victim.conversation_id)
         with pytest.raises(UnsafeCheckpointError, match="os.system") as raised:
             await engine.aprocess("hello again", victim.conversation_id)
@@ -80,7 +85,9 @@ async def test_a_planted_object_over_http(db_url: str, serve: Any, world: Any, t
     server = serve(pack=EXAMPLES / "support_desk.yaml")
     async with httpx.AsyncClient(base_url=server.base, timeout=30) as client:
         cid = (await client.post("/api/v1/conversation/message", json={"message": "hello"})).json()["conversationId"]
-        plant(db_url, cid, marker)
+    plant(db_url, cid, marker)
+    other_worker = serve(pack=None)  # a server that did not write the checkpoint reads the planted bytes
+    async with httpx.AsyncClient(base_url=other_worker.base, timeout=30) as client:
         before = world(attacker=cid)
         reply = (await client.post("/api/v1/conversation/message",
                                    json={"message": "hello", "conversationId": cid})).json()

@@ -260,7 +260,7 @@ async def test_identities_are_stable() -> None:
     ("api_keys: [", "is not YAML or JSON"),
     ("api_keys: [short-key]", "at least 16 characters"),
     ("root:x:0:0:root:/root:/bin/bash", "must be a mapping"),
-    (f"secret_thing: {USER_A}", "a field other than api_keys, admin_keys, tenants"),
+    (f"secret_thing: {USER_A}", "a field other than api_keys, admin_keys, chain_keys, tenants"),
     (f"tenants: {{acme: [{TENANT_1}], other: [{TENANT_1}]}}", "a key belongs to one tenant"),
     (f"admin_keys: [{ADMIN}]\ntenants: {{acme: [{ADMIN}]}}", "lists an admin key"),
     (f"tenants: {{'-acme': [{TENANT_1}]}}", "tenant name"),

@@ -260,10 +260,13 @@ HOSTILE_BLOBS = {
 @pytest.mark.parametrize("name", list(HOSTILE_BLOBS))
 async def test_hostile_checkpoint_bytes_are_rejected_quickly(db_url: str, world: Any, name: str) -> None:
     kind, blob = HOSTILE_BLOBS[name]
+    async with engine_on(db_url, pack()) as writer:
+        bystander = await writer.aprocess("hello")
+        victim = await writer.aprocess("hello")
+    plant_raw(db_url, victim.conversation_id, kind, blob)
+    # read by an engine that did not write the checkpoint (another worker, a restart): the writer's own
+    # process starts from the copy it kept and never reads the planted bytes
     async with engine_on(db_url, pack()) as engine:
-        bystander = await engine.aprocess("hello")
-        victim = await engine.aprocess("hello")
-        plant_raw(db_url, victim.conversation_id, kind, blob)
         before = world(attacker=victim.conversation_id)
         started = time.monotonic()
         with pytest.raises(UnsafeCheckpointError) as raised:

@@ -134,7 +134,7 @@ async def test_tampered_undo_metadata_over_http(db_url: str, serve: Any) -> None
         cid, bystander = await tampered_conversation(engine, db_url, TAMPERINGS["depth a string"])
     finally:
         await engine.aclose()
-    server = serve()
+    server = serve(pack=None)  # the database as the engine above left it
     async with httpx.AsyncClient(base_url=server.base, timeout=30) as client:
         for path in ("undo", "redo"):
             answer = await client.post(f"/api/v1/conversation/{cid}/{path}")
