@@ -8,7 +8,7 @@ agent's ``model`` / ``temperature`` included), or a cycle can run without waitin
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -408,30 +408,40 @@ def _subflow_cycles(c: _Check) -> None:
         calls[code] = sorted((n for n in nodes.values() if n.node_type == vocab.SUBFLOW
                               and isinstance(n.config, dict) and n.config.get("flow") in c.flows),
                              key=lambda n: n.node_id)
-    colour: dict[str, int] = {}
-    path: list[str] = []
-
-    def visit(code: str) -> None:
-        colour[code] = 1
-        path.append(code)
+    for code in sorted(calls):
         for node in calls[code]:
             called = str(node.config["flow"])
             if called in c.no_entry:
                 c.bad(NODE, node.flow_node_id, "config", f"flow {code} node {node.node_id}: subflow {called!r} "
                       "has no single entry (a start node or entry_node); it is entered only at its intent nodes")
-            state = colour.get(called, 0)
-            if state == 1:
-                loop = " -> ".join(path[path.index(called):] + [called])
-                into = [f"{e.from_node}->{e.to_node}" for e in c.edges[code] if e.to_node == node.node_id]
-                c.bad(NODE, node.flow_node_id, "config",
-                      f"flow {code} node {node.node_id}: subflow {called!r} closes a subflow cycle ({loop})"
-                      + (f" entered by edge {', '.join(into)}" if into else "")
-                      + "; a flow may not call itself, directly or through other flows")
-            elif state == 0:
-                visit(called)
+    for code, node, called, loop in call_cycles(calls, "flow"):
+        into = [f"{e.from_node}->{e.to_node}" for e in c.edges[code] if e.to_node == node.node_id]
+        c.bad(NODE, node.flow_node_id, "config",
+              f"flow {code} node {node.node_id}: subflow {called!r} closes a subflow cycle ({loop})"
+              + (f" entered by edge {', '.join(into)}" if into else "")
+              + "; a flow may not call itself, directly or through other flows")
+
+
+def call_cycles(calls: Mapping[str, Sequence[FlowNodeRecord]],
+                key: str) -> Iterator[tuple[str, FlowNodeRecord, str, str]]:
+    """Each call closing a cycle in ``calls`` (caller code -> its calling nodes, whose ``config[key]``
+    names the callee): the caller, the node, the callee and the loop as ``A -> B -> A``; depth first, in
+    code order, so a cycle is reported once, on the call that closes it."""
+    colour: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(code: str) -> Iterator[tuple[str, FlowNodeRecord, str, str]]:
+        colour[code] = 1
+        path.append(code)
+        for node in calls.get(code, ()):
+            called = str(node.config[key])
+            if colour.get(called, 0) == 1:
+                yield code, node, called, " -> ".join([*path[path.index(called):], called])
+            elif colour.get(called, 0) == 0:
+                yield from visit(called)
         path.pop()
         colour[code] = 2
 
     for code in sorted(calls):
         if colour.get(code, 0) == 0:
-            visit(code)
+            yield from visit(code)

@@ -17,7 +17,7 @@ from convengine.catalog import workflows as vocab
 from convengine.catalog.errors import Violation
 from convengine.config.records import FlowEdgeRecord, FlowNodeRecord, FlowRecord
 from convengine.config_loader import flow_checks
-from convengine.config_loader.flow_checks import EDGE, FLOW, NODE, RESERVED_CHARS, FlowFindings
+from convengine.config_loader.flow_checks import EDGE, FLOW, NODE, RESERVED_CHARS, FlowFindings, call_cycles
 from convengine.rules.expr import ExpressionError, compile_expression
 
 REQUIRED: dict[str, tuple[str, ...]] = {
@@ -185,24 +185,7 @@ def _call_cycles(c: _Check) -> None:
         code: sorted((n for n in nodes.values() if n.node_type == vocab.WORKFLOW and isinstance(n.config, dict)
                       and n.config.get("workflow") in c.workflows), key=lambda n: n.node_id)
         for code, nodes in c.nodes.items()}
-    colour: dict[str, int] = {}
-    path: list[str] = []
-
-    def visit(code: str) -> None:
-        colour[code] = 1
-        path.append(code)
-        for node in calls[code]:
-            called = str(node.config["workflow"])
-            if colour.get(called, 0) == 1:
-                loop = " -> ".join([*path[path.index(called):], called])
-                c.bad(NODE, node.flow_node_id, "config", f"workflow {code} node {node.node_id}",
-                      f"sub-workflow {called!r} closes a call cycle ({loop})", vocab.RULE_SUB_WORKFLOW)
-            elif colour.get(called, 0) == 0:
-                visit(called)
-        path.pop()
-        colour[code] = 2
-
-    for code in sorted(calls):
-        if colour.get(code, 0) == 0:
-            visit(code)
+    for code, node, called, loop in call_cycles(calls, "workflow"):
+        c.bad(NODE, node.flow_node_id, "config", f"workflow {code} node {node.node_id}",
+              f"sub-workflow {called!r} closes a call cycle ({loop})", vocab.RULE_SUB_WORKFLOW)
 
