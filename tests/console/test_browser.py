@@ -15,23 +15,8 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import BACKENDS
-from tests.console.browser import Browser, console_server, screenshot
+from tests.console.browser import Browser, screenshot
 from tests.servers import Server
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    opened = Browser()
-    yield opened
-    opened.close()
-    assert opened.outside == [], f"requests left 127.0.0.1: {opened.outside}"
-
-
-@pytest.fixture(scope="module", params=BACKENDS)
-def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with console_server(request.param, tmp_path_factory.mktemp(f"console-{request.param}")) as running:
-        yield running
 
 
 @pytest.fixture

@@ -16,27 +16,13 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import BACKENDS, EXAMPLES, REQUIRE_PG
+from tests.conftest import EXAMPLES, REQUIRE_PG
 from tests.console.browser import Browser, console_server
 from tests.console.support import console_app
 from tests.servers import Server, in_process
 
 WIDTH, HEIGHT = 1280, 800
 LONG = "I'd like a pizza " + "with extra cheese, olives and basil " * 12  # a long message and context value
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    opened = Browser()
-    yield opened
-    opened.close()
-    assert opened.outside == [], f"requests left 127.0.0.1: {opened.outside}"
-
-
-@pytest.fixture(scope="module", params=BACKENDS)
-def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with console_server(request.param, tmp_path_factory.mktemp(f"layout-{request.param}")) as running:
-        yield running
 
 
 @pytest.fixture

@@ -3,26 +3,16 @@ that waits for a person (SQLite: the views read the chains API, tested on both b
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from playwright.sync_api import expect
 
 from tests.conftest import EXAMPLES
 from tests.console.browser import Browser, screenshot
 from tests.http_stub import http_server
 from tests.servers import Server
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    opened = Browser()
-    yield opened
-    opened.close()
-    assert opened.outside == [], f"requests left 127.0.0.1: {opened.outside}"
 
 
 def test_list_open_and_resume_a_waiting_run(browser: Browser, tmp_path: Path) -> None:
