@@ -4,7 +4,9 @@ or hands off; calls, returns and digressions between flows are :mod:`convengine.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, cast
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -71,35 +73,60 @@ FlowGraph = CompiledStateGraph[FlowRun, Walk, FlowRun, FlowRun]
 """A flow compiled: its nodes over a :class:`FlowRun`, run with the turn's :class:`Walk` as context."""
 
 
-def compile_flow(flow: Flow, *, checkpointer: Checkpointer = False) -> FlowGraph:
-    """The flow as a LangGraph graph. Run by the ``flow`` step without a checkpointer of its own
-    (``False``: the position is kept in the turn graph's state); :mod:`convengine.flows.display`
-    compiles it with ``None`` (inherit) so LangGraph draws it as a subgraph."""
+def compile_flow(flow: Flow, *, checkpointer: Checkpointer = None) -> FlowGraph:
+    """The flow as a LangGraph graph of :func:`node_functions` (what Studio and ``get_graph(xray=True)``
+    draw as the ``flow`` step's subgraphs; :mod:`convengine.flows.display`)."""
     graph: StateGraph[FlowRun, Walk, FlowRun, FlowRun] = StateGraph(FlowRun, context_schema=Walk)
-    for node_id, node in flow.nodes.items():
+    for node_id, run in node_functions(flow).items():
         targets = tuple(dict.fromkeys(e.to_node for e in flow.out(node_id))) + (END,)
-        graph.add_node(node_id, _make_node(flow, node), destinations=targets)
+        graph.add_node(node_id, cast(Any, run), destinations=targets)
     graph.add_conditional_edges(START, lambda s: s["node"], {n: n for n in flow.nodes})
     return graph.compile(checkpointer=checkpointer, name=f"flow:{flow.code}")
 
 
-_COMPILED: dict[tuple[str, str], FlowGraph] = {}
+NodeFunction = Callable[[FlowRun, Runtime[Walk]], Awaitable[Command[Any]]]
 
 
-def compiled(version: str, flow: Flow) -> FlowGraph:
-    """The flow's compiled graph for a configuration version (compiled on first use)."""
+def node_functions(flow: Flow) -> dict[str, NodeFunction]:
+    """One function per flow node: run the node's handler, then choose the edge to follow."""
+    return {node_id: _make_node(flow, node) for node_id, node in flow.nodes.items()}
+
+
+_PROGRAMS: dict[tuple[str, str], dict[str, NodeFunction]] = {}
+
+
+def program(version: str, flow: Flow) -> dict[str, NodeFunction]:
+    """The flow's node functions for a configuration version (built on first use)."""
     key = (version, flow.code)
-    found = _COMPILED.get(key)
+    found = _PROGRAMS.get(key)
     if found is None:
-        if len(_COMPILED) > 256:
-            _COMPILED.clear()
-        found = _COMPILED[key] = compile_flow(flow)
+        if len(_PROGRAMS) > 256:
+            _PROGRAMS.clear()
+        found = _PROGRAMS[key] = node_functions(flow)
     return found
 
 
+@dataclass(frozen=True)
+class _WalkRuntime:
+    """What a node function reads of LangGraph's ``Runtime``: the walk as context."""
+
+    context: Walk
+
+
 async def run_flow(walk: Walk, flow: Flow, node_id: str, mode: str) -> dict[str, Any]:
-    """Walk ``flow`` from ``node_id`` entered in ``mode``; returns the stop: kind, node, flow."""
-    graph = compiled(walk.turn.snapshot.version, flow)
-    final = await graph.ainvoke({"node": node_id, "mode": mode}, context=walk,
-                                config={"recursion_limit": walk.max_steps + 10})
-    return dict(final.get("result") or {"kind": "end", "node": node_id})
+    """Walk ``flow`` from ``node_id`` entered in ``mode``; returns the stop: kind, node, flow.
+
+    The node functions are the compiled graph's, followed edge by edge here rather than through a
+    nested LangGraph run (which cost more than the rest of the step); ``walk.tick`` bounds the steps.
+    """
+    functions = program(walk.turn.snapshot.version, flow)
+    if node_id not in functions:
+        raise FlowError(f"{walk.names.key} {flow.code} has no node {node_id!r}")
+    state: FlowRun = {"node": node_id, "mode": mode}
+    runtime = cast("Runtime[Walk]", _WalkRuntime(walk))
+    target: Any = node_id
+    while target != END:
+        command = await functions[target](state, runtime)
+        state.update(cast(FlowRun, command.update or {}))
+        target = command.goto
+    return dict(state.get("result") or {"kind": "end", "node": node_id})

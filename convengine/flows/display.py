@@ -1,6 +1,6 @@
 """Flows drawn as subgraphs of the turn graph (LangGraph Studio, ``get_graph(xray=True)``).
 
-The ``flow`` step runs each flow's compiled graph itself (:func:`convengine.flows.compiler.run_flow`),
+The ``flow`` step walks each flow's node functions itself (:func:`convengine.flows.compiler.run_flow`),
 so LangGraph cannot see them from the step's code. :func:`attach_flows` tells it: the step's node
 gets one subgraph, ``flows``, with one node per flow, each the flow's own graph (one node per flow
 node). Drawing with ``xray=True`` then shows ``flow:<FLOW_CODE>:<node_id>`` nodes and their edges.
@@ -34,7 +34,7 @@ def flows_graph(catalog: FlowCatalog) -> Any:
     graph: StateGraph[Any, Any, Any, Any] = StateGraph(_Dispatch)
     codes = sorted(catalog.flows)
     for code in codes:
-        graph.add_node(code, compile_flow(catalog.flows[code], checkpointer=None), input_schema=FlowRun)
+        graph.add_node(code, compile_flow(catalog.flows[code]), input_schema=FlowRun)
         graph.add_edge(code, END)
     graph.add_conditional_edges(START, lambda s: s["flow"], {c: c for c in codes})
     return graph.compile(name="flows")
