@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from convengine.audit import packing
 from convengine.audit.bus import AuditBus
 from convengine.audit.events import AuditEvent
 from convengine.audit.filters import AuditFilter
@@ -30,6 +31,81 @@ class VerboseResolver(Protocol):
 
     def resolve(self, stage: str, stage_payload: Mapping[str, Any], *, conversation_id: str, intent: str | None,
                 state: str | None, step_names: Sequence[str], turn: Any = None) -> dict[str, Any] | None: ...
+
+
+class Trail(Sequence[AuditEvent]):
+    """A turn's kept events, in order.
+
+    An event is recorded as a plain tuple (stage, payload, time, intent, state, step) and built into
+    an :class:`AuditEvent` (with its ``_meta``) only when read: by a live subscriber, the turn view or
+    a failure. A turn that nobody watches only packs its events into its row, which
+    :meth:`pack_rows` does from the tuples, so the events it writes are the ones reading them builds.
+    """
+
+    __slots__ = ("_built", "_raw", "conversation_id", "persist_meta", "turn_id")
+
+    def __init__(self, conversation_id: str, turn_id: str | None, persist_meta: bool) -> None:
+        self.conversation_id = conversation_id
+        self.turn_id = turn_id
+        self.persist_meta = persist_meta
+        self._raw: list[packing.Recorded] | None = []
+        """The recorded tuples (None once :meth:`replace` put built events in their place)."""
+        self._built: list[AuditEvent] = []
+
+    def record(self, entry: packing.Recorded) -> None:
+        if self._raw is None:
+            self._built.append(self._build(entry))
+        else:
+            self._raw.append(entry)
+
+    def latest(self) -> AuditEvent:
+        """The last event recorded, built."""
+        return self._events()[-1]
+
+    def replace(self, events: Iterable[AuditEvent]) -> None:
+        """Put ``events`` (built, e.g. masked) in place of what was recorded."""
+        self._built = list(events)
+        self._raw = None
+
+    def entries(self) -> list[tuple[str, str | None, dict[str, Any]]]:
+        """(stage, step, payload) of each event, without building the events."""
+        if self._raw is None:
+            return [(e.stage, e.step, e.payload) for e in self._built]
+        return [(r[0], r[5], r[1]) for r in self._raw]
+
+    def pack_rows(self, dumps: Callable[[Any], str]) -> list[tuple[Any, bytes]]:
+        """The turn's ``ce_audit_turn`` rows (:func:`packing.pack_recorded`, or :func:`packing.pack`
+        of the built events once they were replaced)."""
+        if self._raw is None:
+            return [packing.pack(chunk, dumps) for chunk in packing.chunks(self._built)]
+        return packing.pack_recorded(self._raw, self.turn_id if self.persist_meta else None, self.persist_meta, dumps)
+
+    def __len__(self) -> int:
+        return len(self._built) if self._raw is None else len(self._raw)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._events()[index]
+
+    def __iter__(self) -> Iterator[AuditEvent]:
+        return iter(self._events())
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == other if isinstance(other, list) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def _events(self) -> list[AuditEvent]:
+        if self._raw is not None:
+            self._built.extend(self._build(r) for r in self._raw[len(self._built):])
+        return self._built
+
+    def _build(self, entry: packing.Recorded) -> AuditEvent:
+        stage, payload, at, intent, state, step = entry
+        meta = None
+        if self.persist_meta:
+            meta = {"stage": stage, "conversationId": self.conversation_id, "emittedAt": at.isoformat(),
+                    "intent": intent, "state": state, "step": step, "turnId": self.turn_id}
+        return AuditEvent(self.conversation_id, stage, payload, at, step, meta, turn_id=self.turn_id)
 
 
 class TurnAudit:
@@ -61,7 +137,7 @@ class TurnAudit:
         self.conversation_id = conversation_id
         self.turn_id = turn_id
         """The turn every event of this trail belongs to (None: not a turn, e.g. an undo)."""
-        self.events: list[AuditEvent] = []
+        self.events = Trail(conversation_id, turn_id, persist_meta)
         self.timings: list[tuple[str, float]] = []
         self.current_step: str | None = None
         self._filter = audit_filter
@@ -84,23 +160,20 @@ class TurnAudit:
         self._step_names = ()
         self._turn = None
 
-    def emit(self, stage: str, payload: dict[str, Any] | None = None, *, intent: str | None = None,
+    def emit(self, stage: str, payload: Mapping[str, Any] | None = None, *, intent: str | None = None,
              state: str | None = None) -> None:
         try:
             self._record(stage, payload, intent, state)
         finally:
             self._speak(stage, payload, intent, state)  # verbose messages do not depend on the audit filter
 
-    def _record(self, stage: str, payload: dict[str, Any] | None, intent: str | None, state: str | None) -> None:
+    def _record(self, stage: str, payload: Mapping[str, Any] | None, intent: str | None, state: str | None) -> None:
         if not self._filter.keep(stage, self.conversation_id, intent):
             return
-        now = datetime.now(UTC)
-        meta = self._meta(stage, now, intent, state, self.current_step)
-        event = AuditEvent(self.conversation_id, stage, dict(payload or {}), now, self.current_step, meta,
-                           turn_id=self.turn_id)
-        self.events.append(event)
+        self.events.record((stage, dict(payload) if payload else {}, datetime.now(UTC), intent, state,
+                            self.current_step))
         if self._bus is not None and self._bus.has_subscribers(self.conversation_id):
-            self._bus.publish(event)
+            self._bus.publish(self.events.latest())
 
     def stamped(self, event: AuditEvent) -> AuditEvent:
         """``event``, made outside the trail (the failure of its turn), as one of the trail's own: its
@@ -116,7 +189,7 @@ class TurnAudit:
         return {"stage": stage, "conversationId": self.conversation_id, "emittedAt": at.isoformat(),
                 "intent": intent, "state": state, "step": step, "turnId": self.turn_id}
 
-    def _speak(self, stage: str, payload: dict[str, Any] | None, intent: str | None, state: str | None) -> None:
+    def _speak(self, stage: str, payload: Mapping[str, Any] | None, intent: str | None, state: str | None) -> None:
         """Stream the stage's verbose message, if a ce_verbose row has one (and anyone listens)."""
         if self.verbose is None or self._bus is None or not self._step_names or not self._bus.has_subscribers(self.conversation_id):
             return

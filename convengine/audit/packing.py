@@ -20,7 +20,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from convengine.audit.events import AuditEvent
 from convengine.catalog.errors import AuditRowRejectedError
@@ -32,7 +32,8 @@ EVENTS_PER_ROW = 1000
 this, plus its index in the row, so ids stay unique and in order across rows."""
 MAX_UNPACKED_BYTES = 64 * 1024 * 1024
 """A stored value unpacking to more than this is refused (a corrupt or hostile row)."""
-_LEVEL = 6
+_LEVEL = 3
+"""zlib level: 3 packs a support-desk turn in half the time of 6 for about 10% more bytes (2.99 KB against 2.68 KB)."""
 ZDICT = Path(__file__).with_name("packing_v1.zdict").read_bytes()
 """zlib's preset dictionary of format 1; never edited (rows written with it need the very bytes)."""
 _META_ORDER = ("stage", "conversationId", "emittedAt", "intent", "state", "step", "turnId")
@@ -41,6 +42,45 @@ _NULL_BY_DEFAULT = ("intent", "state", "step")
 
 class PackedAuditError(AuditRowRejectedError):
     """A stored row is not a packed audit trail this version can read (``AUDIT_ROW_REJECTED``)."""
+
+
+Recorded = tuple[str, dict[str, Any], datetime, "str | None", "str | None", "str | None"]
+"""An event as a turn records it before anyone reads it: stage, payload, time (UTC), intent, state, step."""
+
+
+@runtime_checkable
+class PackableTrail(Protocol):
+    """A turn's events that pack themselves (:class:`convengine.audit.collector.Trail`)."""
+
+    conversation_id: str
+
+    def pack_rows(self, dumps: Callable[[Any], str]) -> list[tuple[datetime, bytes]]: ...
+
+
+def pack_recorded(recorded: Sequence[Recorded], turn: str | None, with_meta: bool,
+                  dumps: Callable[[Any], str]) -> list[tuple[datetime, bytes]]:
+    """The rows of a turn's recorded events, as :func:`pack` writes the events they build into (their
+    ``_meta`` is the implied one: the row's conversation, each event's stage and time, the turn's id;
+    only intent, state and step are stored, when set). Nothing is built per event but its item."""
+    rows = []
+    for start in range(0, len(recorded), EVENTS_PER_ROW):
+        chunk = recorded[start:start + EVENTS_PER_ROW]
+        base = _utc(chunk[0][2])
+        items = [[stage, _offset(at, base), payload, _differing(intent, state, step) if with_meta else None]
+                 for stage, payload, at, intent, state, step in chunk]
+        rows.append((base, _compressed(dumps({"v": FORMAT, "t": turn, "e": items}))))
+    return rows
+
+
+def _differing(intent: str | None, state: str | None, step: str | None) -> dict[str, Any]:
+    diff = {}
+    if intent is not None:
+        diff["intent"] = intent
+    if state is not None:
+        diff["state"] = state
+    if step is not None:
+        diff["step"] = step
+    return diff
 
 
 def chunks(events: Sequence[AuditEvent]) -> list[Sequence[AuditEvent]]:
@@ -53,9 +93,13 @@ def pack(events: Sequence[AuditEvent], dumps: Callable[[Any], str]) -> tuple[dat
     ``dumps`` writes JSON text (the engine's, as for every stored JSON value)."""
     base = _utc(events[0].created_at)
     turn = next((e.meta.get("turnId") for e in events if e.meta is not None), None)
-    items = [[e.stage, _micros(_utc(e.created_at) - base), e.payload, _meta_item(e, turn)] for e in events]
+    items = [[e.stage, _offset(e.created_at, base), e.payload, _meta_item(e, turn)] for e in events]
+    return base, _compressed(dumps({"v": FORMAT, "t": turn, "e": items}))
+
+
+def _compressed(text: str) -> bytes:
     deflate = zlib.compressobj(_LEVEL, zdict=ZDICT)
-    return base, deflate.compress(dumps({"v": FORMAT, "t": turn, "e": items}).encode()) + deflate.flush()
+    return deflate.compress(text.encode()) + deflate.flush()
 
 
 def unpack(row_id: int, conversation_id: str, created_at: datetime, value: bytes) -> list[AuditEvent]:
@@ -133,6 +177,11 @@ def _load(row_id: int, value: bytes) -> dict[str, Any]:
 
 def _utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _offset(at: datetime, base: datetime) -> int:
+    """Microseconds from ``base`` (UTC) to ``at``."""
+    return _micros((at if at.tzinfo is UTC else _utc(at)) - base)
 
 
 def _micros(delta: timedelta) -> int:

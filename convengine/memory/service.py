@@ -133,8 +133,8 @@ async def after_run(conn: AsyncConnection | None, request: TurnRequest, final: d
                            intent=final.get(keys.INTENT), state=final.get(keys.STATE))
     secrets = ctx.secret_values
     if secrets:
-        ctx.audit.events[:] = _masked(ctx.audit.events, secrets)
-    row = steps.step_row(request.conversation_id, request.turn_id, final, ctx.audit.events)
+        ctx.audit.events.replace(_masked(ctx.audit.events, secrets))
+    row = steps.step_row(request.conversation_id, request.turn_id, final, ctx.audit.events.entries())
     row["properties_json"] = changes or None
     return partial(_write_turn, cid=request.conversation_id, user_id=request.user_id,
                    lifecycle=lifecycle_of(final.get(keys.STATE), settings), row=row)
@@ -160,7 +160,7 @@ def mask_failed(ctx: TurnContext, params: Mapping[str, object] | None, declared:
     secrets = sorted(set(secrets), key=len, reverse=True)
     names = frozenset(declared)
     if secrets or names:
-        ctx.audit.events[:] = _masked(ctx.audit.events, secrets, names)
+        ctx.audit.events.replace(_masked(ctx.audit.events, secrets, names))
         failure = _masked([failure], secrets, names)[0]
     return failure
 

@@ -26,33 +26,36 @@ STEP = CeConversationStep.__table__
 HISTORY = CeConversationHistory.__table__
 
 
-def _stage(event: AuditEvent) -> str:
-    return event.stage.split(" ", 1)[0]
+def _stage(stage: str) -> str:
+    return stage.split(" ", 1)[0]
+
+
+Entry = tuple[str, str | None, dict[str, Any]]
+"""An audit event as a step row reads it: stage, step, payload."""
 
 
 def side_effects(events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
     """What the turn did outside the engine, one entry per task run or tool call."""
-    return _side_effects([(_stage(e), e) for e in events])
+    return _side_effects([(_stage(e.stage), e.step, e.payload) for e in events])
 
 
-def _side_effects(staged: Sequence[tuple[str, AuditEvent]]) -> list[dict[str, Any]]:
+def _side_effects(staged: Sequence[Entry]) -> list[dict[str, Any]]:
     found = []
-    for stage, event in staged:
+    for stage, step, payload in staged:
         if stage in SIDE_EFFECT_STAGES:
-            payload = event.payload
             what = (payload.get("taskBean") or payload.get("toolCode") or payload.get("tool_code")
                     or payload.get("mcpToolCode") or payload.get("containerId"))
-            found.append({"stage": stage, "step": event.step, "what": what})
+            found.append({"stage": stage, "step": step, "what": what})
     return found
 
 
 def step_row(conversation_id: str, turn_key: str, final: dict[str, Any],
-             events: Sequence[AuditEvent]) -> dict[str, Any]:
-    """The step row of a completed turn (its final state and its audit events)."""
-    staged = [(_stage(e), e) for e in events]  # each event's stage name once (a turn has some eighty)
-    actions = [{"ruleId": e.payload.get("ruleId"), "action": e.payload.get("action"),
-                "phase": e.payload.get("phase")} for stage, e in staged if stage == ACTION_STAGE]
-    data = [{"stage": stage, "step": e.step, "payload": e.payload} for stage, e in staged
+             events: Sequence[Entry]) -> dict[str, Any]:
+    """The step row of a completed turn (its final state and its audit events as (stage, step, payload))."""
+    staged = [(_stage(stage), step, payload) for stage, step, payload in events]  # each stage name once
+    actions = [{"ruleId": p.get("ruleId"), "action": p.get("action"),
+                "phase": p.get("phase")} for stage, _, p in staged if stage == ACTION_STAGE]
+    data = [{"stage": stage, "step": step, "payload": p} for stage, step, p in staged
             if stage in DATA_STAGES or stage.endswith(DATA_STAGE_SUFFIX)]
     payload = final.get(keys.PAYLOAD) or {}
     return {"conversation_id": conversation_id, "turn_key": turn_key, "turn": int(final.get(keys.TURN) or 0),

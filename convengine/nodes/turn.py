@@ -66,7 +66,7 @@ class Turn:
         return self._update
 
     def audit(self, stage: str, payload: Mapping[str, Any] | None = None) -> None:
-        self.ctx.audit.emit(stage, dict(payload or {}), intent=self.intent, state=self.state)
+        self.ctx.audit.emit(stage, payload, intent=self.intent, state=self.state)
 
     # --- intent and state -------------------------------------------------------------
 

@@ -157,3 +157,43 @@ def test_an_event_made_outside_the_trail_is_stamped_as_the_turns_own(persist_met
         assert stamped.row_payload()["_meta"] == {"turnId": TURN}  # the rest is implied by the row
     else:
         assert stamped.meta is None
+
+
+@pytest.mark.parametrize("persist_meta", [True, False])
+def test_a_trail_packs_what_reading_it_builds(monkeypatch: pytest.MonkeyPatch, persist_meta: bool) -> None:
+    """The turn's row is packed from the recorded events without building them; unpacking it gives the
+    very events (stages, payloads, times, steps, ``_meta``) reading the trail builds, over several rows."""
+    from convengine.audit import packing
+    from convengine.checkpointing.persistence import _dumps
+
+    monkeypatch.setattr(packing, "EVENTS_PER_ROW", 3)
+    audit = collector(persist_meta=persist_meta)
+    audit.emit(stages.USER_INPUT, {"text": "hi"})
+    audit.enter_step("intent_resolution", "IntentResolutionStep")
+    audit.emit(stages.INTENT_UPDATED, {"intent": "ORDER", "nested": {"a": [1, 2]}}, intent="ORDER", state="IDLE")
+    audit.emit(stages.STEP_EXIT, None, intent="ORDER")
+    audit.leave_step()
+    audit.emit(stages.ASSISTANT_OUTPUT, {"text": "done"}, state="DONE")
+    rows = audit.events.pack_rows(_dumps)
+    assert len(rows) == 2  # 4 events, 3 per row
+    unpacked = [e for index, (at, value) in enumerate(rows) for e in packing.unpack(index, CID, at, value)]
+    built = list(audit.events)
+    assert [(e.stage, e.payload, e.created_at, e.meta) for e in unpacked] == [
+        (e.stage, e.payload, e.created_at, e.meta) for e in built]
+    # step and turn are stored in _meta: without it, neither way of packing keeps them
+    assert [(e.step, e.turn_id) for e in unpacked] == ([(e.step, e.turn_id) for e in built] if persist_meta
+                                                       else [(None, None)] * 4)
+    assert [packing.pack(chunk, _dumps)[1] for chunk in packing.chunks(built)] == [value for _, value in rows]
+
+
+def test_masking_a_trail_replaces_what_it_packs() -> None:
+    from convengine.audit import packing
+    from convengine.checkpointing.persistence import _dumps
+
+    audit = collector()
+    audit.emit(stages.USER_INPUT, {"text": "my pin is 1234"})
+    audit.events.replace([e.__class__(e.conversation_id, e.stage, {"text": "my pin is ****"}, e.created_at, e.step,
+                                      e.meta, turn_id=e.turn_id) for e in audit.events])
+    (at, value), = audit.events.pack_rows(_dumps)
+    assert [e.payload for e in packing.unpack(1, CID, at, value)] == [{"text": "my pin is ****"}]
+    assert audit.events.entries() == [(stages.USER_INPUT, None, {"text": "my pin is ****"})]
