@@ -55,7 +55,9 @@ def make_node(step: Step, plan: StepPlan, provider: ContextProvider | None = Non
         ctx.audit.enter_step(step.name, java_class, turn)
         started = time.perf_counter()
         turn.audit(stages.STEP_ENTER, {"step": step.name, "stepClass": java_class})
-        await _hooks(ctx, turn, "before")
+        hooked = bool(ctx.services.hooks)
+        if hooked:
+            await _hooks(ctx, turn, "before")
         before = dict(turn.read_params()) if step.before or step.after else None
         try:
             outcome = step.run(turn)
@@ -68,7 +70,8 @@ def make_node(step: Step, plan: StepPlan, provider: ContextProvider | None = Non
             ctx.audit.record_timing(step.name, millis)
             turn.audit(stages.STEP_ERROR, {"step": step.name, "stepClass": java_class, "errorType": type(exc).__name__,
                                       "errorMessage": _public_text(exc), "durationMs": round(millis, 3)})
-            await _hooks(ctx, turn, "on_error", exc)
+            if hooked:
+                await _hooks(ctx, turn, "on_error", exc)
             ctx.audit.leave_step()
             error = redact_error(_as_step_error(exc, step.name))  # before LangGraph stores or logs it
             if error is exc:
@@ -79,7 +82,8 @@ def make_node(step: Step, plan: StepPlan, provider: ContextProvider | None = Non
         turn.audit(stages.STEP_EXIT, {"step": step.name, "stepClass": java_class,
                                  "outcome": "Stop" if turn.route == PERSIST_CONVERSATION else "Continue",
                                  "durationMs": round(millis, 3)})
-        await _hooks(ctx, turn, "after")
+        if hooked:
+            await _hooks(ctx, turn, "after")
         ctx.audit.leave_step()
         return Command(update=turn.changes(), goto=plan.next_step(step.name, turn))
 

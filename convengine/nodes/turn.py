@@ -19,6 +19,7 @@ from convengine.catalog.vocab import UNKNOWN
 from convengine.config.snapshot import ConfigSnapshot
 from convengine.nodes.context import TurnContext
 from convengine.rules.facts import FactsInput, build_facts, session_fields
+from convengine.rules.jsonpath import can_reach
 from convengine.settings import EngineSettings
 from convengine.templates.namespaces import producers as memory_namespaces
 
@@ -159,13 +160,14 @@ class Turn:
             last_llm=self.get(keys.LAST_LLM) or {},
         )
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self, path: str | None = None) -> dict[str, Any]:
         """The document JSON_PATH rules match: ConvEngine's facts plus the memory namespaces
         (``userInfo``, ``conversationInfo``, ``properties``, ``memory``); a context key of the same
-        name keeps its place, except ``memory``, whose namespace holds the context's keys too."""
+        name keeps its place, except ``memory``, whose namespace holds the context's keys too.
+        With ``path``, only the namespaces that path can reach are built (the rest are left out)."""
         doc = build_facts(self.facts_input())
         for name, produce in memory_namespaces(self).items():
-            if name == "memory" or name != "conversationLog" and name not in doc:
+            if (name == "memory" or name != "conversationLog" and name not in doc) and can_reach(path, name):
                 doc[name] = produce()
         return doc
 

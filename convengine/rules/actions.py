@@ -153,7 +153,7 @@ def set_json(rule: RuleRecord, session: RuleSession, env: ActionEnv) -> dict[str
         name, path = raw, raw
     name = name.strip() or "llm_json"
     path = path.strip() or "$"
-    values = compile_jsonpath(path).find(session.facts())
+    values = compile_jsonpath(path).find(session.facts(path))
     if not values:  # ConvEngine leaves the target as it was when the path finds nothing
         return {"ruleId": rule.rule_id, "param": name, "path": path, "matched": False}
     session.keep_params({name: values[0]})

@@ -35,7 +35,7 @@ def match_regex(rule: RuleRecord, session: RuleSession) -> bool:
 
 
 def match_json_path(rule: RuleRecord, session: RuleSession) -> bool:
-    return rule.matcher is not None and rule.matcher.matches(session.facts())
+    return rule.matcher is not None and rule.matcher.matches(session.facts(rule.matcher.source))
 
 
 def match_context_json_path(rule: RuleRecord, session: RuleSession) -> bool:

@@ -58,6 +58,13 @@ class JsonPathMatcher:
         return hash(self.source)
 
 
+def can_reach(path: str | None, name: str) -> bool:
+    """Whether JSONPath ``path`` can select anything under the document's member ``name``: a path
+    reaches a member only by naming it, unless it has a wildcard, descends or escapes a character
+    (``*``, ``..``, ``\\``). (A conservative test: None, any of those or any mention of the name says yes.)"""
+    return path is None or "*" in path or ".." in path or "\\" in path or name in path
+
+
 def compile_jsonpath(source: str) -> JsonPathMatcher:
     """Parse ``source``; raises ValueError naming the problem."""
     text = (source or "").strip()

@@ -49,8 +49,8 @@ def _past(turn: NamespaceSession) -> list[dict[str, Any]]:
 
 def memory(turn: NamespaceSession) -> dict[str, Any]:
     payload = turn.get(keys.PAYLOAD) or {}
-    actions = [{"ruleId": e.payload.get("ruleId"), "action": e.payload.get("action")}
-               for e in turn.ctx.audit.events if e.stage == ACTION_STAGE]
+    actions = [{"ruleId": p.get("ruleId"), "action": p.get("action")}
+               for stage, _, p in turn.ctx.audit.events.entries() if stage == ACTION_STAGE]
     past = _past(turn)
     kept = turn.read_context().get("memory")  # the session summary lives there: {{memory.session_summary}}
     current = {"input": turn.user_text, "output": payload.get("value"), "actions": actions,

@@ -179,6 +179,15 @@ _STATEMENT = re2.compile(r"\{%-?\s*(\w+)")
 def placeholders(source: str) -> list[str]:
     """Plain dotted-path placeholders of a template, in order, outside ``if``/``for`` blocks
     (a guarded placeholder is checked when its block renders)."""
+    return list(_placeholders(source))
+
+
+@lru_cache(maxsize=2048)
+def _placeholders(source: str) -> tuple[str, ...]:
+    return tuple(_find_placeholders(source))
+
+
+def _find_placeholders(source: str) -> list[str]:
     try:
         text = translate(source)
     except jinja2.TemplateSyntaxError:

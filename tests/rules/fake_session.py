@@ -44,7 +44,7 @@ class FakeSession:
         return FactsInput(self.conversation_id, self.intent, self.state, self.context, self.params,
                           user_text=self.user_text)
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self, path: str | None = None) -> dict[str, Any]:
         return build_facts(self._facts_input())
 
     def schema_json(self) -> dict[str, Any]:

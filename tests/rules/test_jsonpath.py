@@ -102,3 +102,18 @@ def test_context_json_path_sees_the_context_only_and_json_path_sees_the_whole_fa
     assert match_json_path(facts, session) is True
     session.params["vip"] = False
     assert match_json_path(facts, session) is False
+
+
+@pytest.mark.parametrize(("path", "reaches"), [
+    ("$.memory.current.intent", {"memory"}),
+    ("$[?(@.userInfo.userId == 'u1')]", {"userInfo"}),
+    ("$['properties']['tier']", {"properties"}),
+    ("$.*", {"memory", "userInfo", "properties", "conversationInfo"}),
+    ("$..userId", {"memory", "userInfo", "properties", "conversationInfo"}),
+    ("$.intent", set()),
+])
+def test_a_path_builds_only_the_namespaces_it_can_reach(path: str, reaches: set[str]) -> None:
+    from convengine.rules.jsonpath import can_reach
+
+    names = {"memory", "userInfo", "properties", "conversationInfo"}
+    assert {n for n in names if can_reach(path, n)} == reaches
