@@ -44,6 +44,7 @@ ContextProvider = Callable[[EngineState], Awaitable[TurnContext]]
 def make_node(step: Step, plan: StepPlan, provider: ContextProvider | None = None) -> Node:
     """The node for ``step``; ``provider`` supplies the TurnContext when the caller passed none (Studio)."""
     java_class = step.java_class or JAVA_STEP_CLASSES.get(step.name, step.name)
+    applicable = _Applicable(step.name)
 
     async def node(state: EngineState, runtime: Runtime[TurnContext]) -> Command[Any]:
         ctx = runtime.context
@@ -55,9 +56,9 @@ def make_node(step: Step, plan: StepPlan, provider: ContextProvider | None = Non
         ctx.audit.enter_step(step.name, java_class, turn)
         started = time.perf_counter()
         turn.audit(stages.STEP_ENTER, {"step": step.name, "stepClass": java_class})
-        hooked = bool(ctx.services.hooks)
-        if hooked:
-            await _hooks(ctx, turn, "before")
+        hooks = applicable.of(ctx.services.hooks)
+        if hooks:
+            await _hooks(hooks, turn, "before")
         before = dict(turn.read_params()) if step.before or step.after else None
         try:
             outcome = step.run(turn)
@@ -70,8 +71,8 @@ def make_node(step: Step, plan: StepPlan, provider: ContextProvider | None = Non
             ctx.audit.record_timing(step.name, millis)
             turn.audit(stages.STEP_ERROR, {"step": step.name, "stepClass": java_class, "errorType": type(exc).__name__,
                                       "errorMessage": _public_text(exc), "durationMs": round(millis, 3)})
-            if hooked:
-                await _hooks(ctx, turn, "on_error", exc)
+            if hooks:
+                await _hooks(hooks, turn, "on_error", exc)
             ctx.audit.leave_step()
             error = redact_error(_as_step_error(exc, step.name))  # before LangGraph stores or logs it
             if error is exc:
@@ -82,8 +83,8 @@ def make_node(step: Step, plan: StepPlan, provider: ContextProvider | None = Non
         turn.audit(stages.STEP_EXIT, {"step": step.name, "stepClass": java_class,
                                  "outcome": "Stop" if turn.route == PERSIST_CONVERSATION else "Continue",
                                  "durationMs": round(millis, 3)})
-        if hooked:
-            await _hooks(ctx, turn, "after")
+        if hooks:
+            await _hooks(hooks, turn, "after")
         ctx.audit.leave_step()
         return Command(update=turn.changes(), goto=plan.next_step(step.name, turn))
 
@@ -91,10 +92,25 @@ def make_node(step: Step, plan: StepPlan, provider: ContextProvider | None = Non
     return node
 
 
-async def _hooks(ctx: TurnContext, turn: Turn, phase: str, *extra: object) -> None:
-    for hook in ctx.services.hooks:
-        if not isinstance(hook, StepHook) or not hook.applies(turn.step):
-            continue
+class _Applicable:
+    """The hooks that apply to one step, worked out once per set of registered hooks."""
+
+    __slots__ = ("_for", "_hooks", "_step")
+
+    def __init__(self, step: str) -> None:
+        self._step = step
+        self._for: object = None
+        self._hooks: tuple[StepHook, ...] = ()
+
+    def of(self, hooks: tuple[Any, ...]) -> tuple[StepHook, ...]:
+        if hooks is not self._for:
+            self._hooks = tuple(h for h in hooks if isinstance(h, StepHook) and h.applies(self._step))
+            self._for = hooks
+        return self._hooks
+
+
+async def _hooks(hooks: tuple[StepHook, ...], turn: Turn, phase: str, *extra: object) -> None:
+    for hook in hooks:
         fn = getattr(hook, phase)
         if fn is None:
             continue
