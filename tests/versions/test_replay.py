@@ -1,0 +1,191 @@
+"""Replaying recorded conversations against a draft: exactly the changed conversations and turns are
+reported, nothing is called for real, incomplete recordings are listed, and the publish gate refuses
+a draft that changes too many conversations unless the changes are accepted (both backends)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convengine import Engine
+from convengine.catalog.errors import ToolError
+from convengine.config_loader.companions import pack_options
+from convengine.engine.recording import read_recording
+from convengine.engine.replay import RecordedTools
+from convengine.versions import ReplayChangedError
+from tests.console.support import PACK, scripted_model
+from tests.helpers import pack
+
+pytestmark = pytest.mark.asyncio
+
+ORDERED = "pizza, coming up!"
+CHANGED = "pizza, on its way!"
+
+
+@asynccontextmanager
+async def pizza(db_url: str, **settings: Any) -> AsyncIterator[Engine]:
+    engine = await Engine.aopen(db_url, **pack_options(PACK, None), llm=scripted_model(),
+                                settings={"llm": {"log_calls": True}, **settings})
+    try:
+        yield engine
+    finally:
+        await engine.aclose()
+
+
+async def record_two(engine: Engine) -> tuple[str, str]:
+    """An order (the third turn gets the ordered reply) and a question about the hours."""
+    order = (await engine.aprocess("I'd like a pizza")).conversation_id
+    await engine.aprocess("when do you close?", order)
+    await engine.aprocess("medium", order)
+    hours = (await engine.aprocess("when are you open?")).conversation_id
+    return order, hours
+
+
+def changed_pack(folder: Path) -> Path:
+    path = folder / "pizza-v2.yaml"
+    path.write_text(PACK.read_text(encoding="utf-8").replace(ORDERED, CHANGED), encoding="utf-8")
+    return path
+
+
+async def test_a_draft_changing_one_reply_shows_exactly_that_conversation_and_turn(db_url: str,
+                                                                                   tmp_path: Path) -> None:
+    async with pizza(db_url) as engine:
+        order, hours = await record_two(engine)
+        engine.versions.draft(changed_pack(tmp_path), author="ann")
+        report = await engine.areplay(last=10)
+        assert report.draft and report.version == engine.versions.draft_version
+        assert {c.conversation_id for c in report.replayed} == {order, hours} and not report.not_replayable
+        [changed] = report.changed
+        assert changed.conversation_id == order and changed.turns == 3
+        [turn] = changed.diffs
+        assert (turn.turn, turn.user) == (3, "medium")
+        [difference] = turn.differences
+        assert difference.aspect == "reply"
+        assert difference.recorded == "One medium pizza, coming up!"
+        assert difference.replayed == "One medium pizza, on its way!"
+        # the live conversations are untouched: still three turns, on the published version
+        assert len(await engine.ahistory(order)) == 3
+        assert (await engine.astate(order))["turn"] == 3
+
+
+async def test_an_unchanged_draft_shows_no_change(db_url: str) -> None:
+    async with pizza(db_url) as engine:
+        await record_two(engine)
+        engine.versions.draft(PACK, author="ann")
+        report = await engine.areplay(last=10)
+    assert len(report.replayed) == 2 and report.changed == [] and report.not_replayable == []
+
+
+TOOL = [{"tool_id": 1, "tool_code": "crm.lookup", "tool_group": "CALCULATOR_TRANSFORM", "intent_code": "LOAN",
+         "state_code": "ANY", "description": "Look up the customer"}]
+LOOKUP = {"tool_request": {"tool_code": "crm.lookup", "args": {"id": "c1"}}}
+
+
+async def test_a_tool_call_is_answered_from_the_recording_without_calling_the_tool(db_url: str) -> None:
+    calls: list[dict[str, Any]] = []
+
+    def lookup(args: dict[str, Any]) -> dict[str, Any]:
+        calls.append(args)
+        return {"name": "Ada", "id": args["id"]}
+
+    data = pack(ce_mcp_tool=TOOL)
+    engine = await Engine.aopen(db_url, pack=data, replace=True, tools={"crm.lookup": lookup})
+    try:
+        cid = (await engine.aprocess("loan")).conversation_id
+        await engine.aprocess("look it up", cid, input_params=LOOKUP)
+        assert len(calls) == 1
+        engine.versions.draft(data, author="ann")
+        same = await engine.areplay(last=5)
+        other = dict(data, ce_response=[dict(r) for r in data["ce_response"]])
+        other["ce_response"][1]["exact_text"] = "Loan opened"
+        engine.versions.draft(other, author="ann")
+        changed = await engine.areplay(last=5)
+    finally:
+        await engine.aclose()
+    assert len(calls) == 1  # the replays never called the tool
+    assert [c.conversation_id for c in same.replayed] == [cid] and same.changed == []
+    [conversation] = changed.changed
+    assert [(d.turn, [x.aspect for x in d.differences]) for d in conversation.diffs] == [(1, ["reply"]), (2, ["reply"])]
+
+
+async def test_a_tool_call_the_recording_cannot_answer_fails_in_the_replay(db_url: str) -> None:
+    calls: list[dict[str, Any]] = []
+
+    def lookup(args: dict[str, Any]) -> dict[str, Any]:
+        calls.append(args)
+        return {"name": "Ada"}
+
+    engine = await Engine.aopen(db_url, pack=pack(ce_mcp_tool=TOOL), replace=True, tools={"crm.lookup": lookup})
+    try:
+        cid = (await engine.aprocess("loan")).conversation_id
+        await engine.aprocess("look it up", cid, input_params=LOOKUP)
+        [_, recorded] = await read_recording(engine, engine.runtime.store.engine, cid)
+    finally:
+        await engine.aclose()
+    tools = RecordedTools()
+    tools.load(recorded)
+    with pytest.raises(ToolError, match="no result of tool crm.lookup with these arguments"):
+        tools.handler("crm.lookup")({"id": "c2"})  # other arguments than recorded
+    assert tools.handler("crm.lookup")({"id": "c1"}) == {"name": "Ada"}
+    with pytest.raises(ToolError):
+        tools.handler("crm.lookup")({"id": "c1"})  # each recorded result answers once
+    assert len(calls) == 1  # only the recorded call reached the tool
+
+
+async def test_an_incomplete_recording_is_listed_as_not_replayable(db_url: str) -> None:
+    async with pizza(db_url, llm={"log_calls": False}) as engine:
+        cid = (await engine.aprocess("I'd like a pizza")).conversation_id
+        report = await engine.areplay(last=10)
+    assert report.replayed == []
+    [missing] = report.not_replayable
+    assert missing.conversation_id == cid and "llm.log_calls" in missing.reason
+
+
+async def test_the_selection_filters_by_intent_and_feedback(db_url: str) -> None:
+    async with pizza(db_url) as engine:
+        order, hours = await record_two(engine)
+        intent = (await engine.astate(order))["intent"]
+        assert intent != (await engine.astate(hours))["intent"]
+        by_intent = await engine.areplay(last=10, intent=intent)
+        latest = await engine.areplay(last=1)
+        none_down = await engine.areplay(last=10, feedback="down")
+    assert [c.conversation_id for c in by_intent.replayed] == [order]
+    assert [c.conversation_id for c in latest.replayed] == [hours]
+    assert none_down.replayed == [] and none_down.not_replayable == []
+
+
+async def test_the_publish_gate_refuses_past_its_threshold_and_names_the_conversations(db_url: str,
+                                                                                       tmp_path: Path) -> None:
+    gate = {"versions": {"replay_gate": {"max_changed": 0, "last": 10}}}
+    async with pizza(db_url, **gate) as engine:
+        order, _hours = await record_two(engine)
+        draft = engine.versions.draft(changed_pack(tmp_path), author="ann")
+        published = engine.versions.published_version
+        with pytest.raises(ReplayChangedError) as refused:
+            await _publish(engine, draft=draft.number, author="ann")
+        assert refused.value.code.value == "REPLAY_CHANGED"
+        assert refused.value.details["changed"] == [order] and order in refused.value.message
+        assert engine.versions.published_version == published  # nothing moved
+        done = await _publish(engine, draft=draft.number, author="ann", accept_changes=True)
+        assert engine.versions.published_version == draft.number
+        history = engine.versions.history("production")
+    assert done.action == "PUBLISH"
+    assert history[-1]["message"].startswith("accepted replay changes: 1 of 2") and order in history[-1]["message"]
+
+
+async def test_the_publish_gate_lets_an_unchanged_draft_through(db_url: str) -> None:
+    async with pizza(db_url, versions={"replay_gate": {"max_changed": 0, "last": 10}}) as engine:
+        await record_two(engine)
+        draft = engine.versions.draft(PACK, author="ann")
+        await _publish(engine, draft=draft.number, author="ann")
+        assert engine.versions.published_version == draft.number
+
+
+async def _publish(engine: Engine, **kwargs: Any) -> Any:
+    import asyncio
+
+    return await asyncio.to_thread(lambda: engine.versions.publish(**kwargs))
