@@ -69,7 +69,7 @@ class Engine:
         self._closed = False
         for warning in self.warnings:
             logger.warning("convengine: %s", warning)
-        self.versions.replay_gate = self._replay_verdict
+        self.versions.replay_gate = self.replay_verdict
 
     # --- opening and closing --------------------------------------------------------------
 
@@ -414,7 +414,7 @@ class Engine:
         return await self._portal.acall(replay_on(self, Engine.aopen, draft=draft, version=version, selection=chosen,
                                                   owner=_owner(owner), live_llm=live_llm, tasks=tasks))
 
-    def _replay_verdict(self, number: int) -> ReplayVerdict | None:
+    def replay_verdict(self, number: int) -> ReplayVerdict | None:
         """The publish gate's replay of the last conversations against version ``number`` (None: off)."""
         gate = self.settings.versions.replay_gate
         if gate.max_changed is None:

@@ -242,9 +242,11 @@ async def replay(source: RecordingSource, database: AsyncEngine, content: Mappin
                  selection: ReplaySelection, *, version: int, draft: bool, open_engine: OpenReplayEngine,
                  owner: str | None = None, live: LlmBackend | None = None,
                  options: Mapping[str, Any] | None = None, with_llm: bool = True) -> ReplayReport:
-    """Replay the conversations ``selection`` picks (``owner``'s only, when given) against ``content``."""
+    """Replay the conversations ``selection`` picks (``owner``'s only, when given) against ``content``
+    (with a model when ``with_llm`` or a recording called one: the recorded replies answer it)."""
     ids = await pick(database, selection, owner)
     recordings, bad = await read_all(source, database, ids, owner)
+    with_llm = with_llm or any(t.llm for turns in recordings.values() for t in turns)
     replayed = await replay_recordings(recordings, content, open_engine=open_engine, live=live,
                                        options=options, with_llm=with_llm) if recordings else []
     return ReplayReport(version=version, draft=draft, replayed=replayed, not_replayable=bad)

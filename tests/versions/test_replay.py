@@ -189,3 +189,34 @@ async def _publish(engine: Engine, **kwargs: Any) -> Any:
     import asyncio
 
     return await asyncio.to_thread(lambda: engine.versions.publish(**kwargs))
+
+
+def cli(*args: str) -> Any:
+    from typer.testing import CliRunner
+
+    from convengine.cli.app import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+async def test_the_cli_exits_1_when_something_differs_3_when_not_replayable_0_otherwise(db_url: str,
+                                                                                      tmp_path: Path) -> None:
+    import asyncio
+    import json
+
+    async with pizza(db_url) as engine:
+        order, _hours = await record_two(engine)
+        published = engine.versions.published_version
+        draft = engine.versions.draft(changed_pack(tmp_path), author="ann").number
+    differs = await asyncio.to_thread(cli, "pack", "replay", "--url", db_url, "--draft", str(draft), "--last", "10")
+    assert differs.exit_code == 1, differs.output
+    assert f"changed {order}" in differs.output and "turn 3 ('medium')" in differs.output
+    assert "on its way!" in differs.output
+    same = await asyncio.to_thread(cli, "pack", "replay", "--url", db_url, "--version", str(published), "--json")
+    assert same.exit_code == 0, same.output
+    assert json.loads(same.output)["changed"] == []
+    async with pizza(db_url, llm={"log_calls": False}) as engine:
+        await engine.aprocess("I'd like a pizza")
+    missing = await asyncio.to_thread(cli, "pack", "replay", "--url", db_url, "--version", str(published))
+    assert missing.exit_code == 3, missing.output
+    assert "not replayable" in missing.output and "llm.log_calls" in missing.output
