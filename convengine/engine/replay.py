@@ -17,10 +17,10 @@ listed with the reason.
 from __future__ import annotations
 
 import asyncio
-import json
 import tempfile
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -29,7 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from convengine.audit.events import AuditEvent
 from convengine.audit.turns import last_turn, tool_calls
-from convengine.catalog.errors import ConvEngineError, InvalidInputError, ToolError
+from convengine.catalog.errors import ConvEngineError, InvalidInputError
 from convengine.db.models import CeConversation, CeConversationVersion, CeMcpUserFeedback
 from convengine.engine.recording import (
     RecordedTurn,
@@ -46,10 +46,10 @@ from convengine.engine.replay_models import (
     ReplaySelection,
     TurnDiff,
 )
+from convengine.engine.replay_serve import RecordedHttp, RecordedLLM, RecordedTools, plain, service_calls
 from convengine.engine.results import EngineOptions, TurnResult
 from convengine.engine.runtime import EngineRuntime
 from convengine.llm.gateway import LlmBackend
-from convengine.llm.scripted import LlmCall, ScriptedLLM
 from convengine.versions import Versions
 
 CONVERSATION = CeConversation.__table__
@@ -60,6 +60,9 @@ FEEDBACK_TYPES = {"up": "THUMBS_UP", "down": "THUMBS_DOWN"}
 
 class ReplayEngine(Protocol):
     """What a replay needs of the isolated engine it opens (``convengine.Engine``)."""
+
+    @property
+    def runtime(self) -> EngineRuntime: ...
 
     async def aprocess(self, message: str, conversation_id: str | None = None,
                        input_params: Mapping[str, Any] | None = None, reset: bool = False) -> TurnResult: ...
@@ -96,53 +99,6 @@ async def pick(database: AsyncEngine, selection: ReplaySelection, owner: str | N
         return [str(cid) for cid in (await conn.execute(query)).scalars()]
 
 
-class RecordedLLM(ScriptedLLM):
-    """Serves each turn's recorded replies per call site; past them, the live model when given, else a
-    failure naming the call site (the turn then differs from its recording)."""
-
-    def __init__(self, live: LlmBackend | None) -> None:
-        super().__init__()
-        self.live = live
-        self.live_calls = 0
-
-    async def respond(self, call: LlmCall) -> Any:
-        if self.live is None or self._queues.get(call.call_site.upper()):
-            return await super().respond(call)
-        self.live_calls += 1
-        reply = await self.live.complete(call)
-        return reply.value if call.wants_json and reply.value is not None else reply.text
-
-
-class RecordedTools:
-    """Tool handlers answering from the turn's recorded calls (same tool, same arguments), each once."""
-
-    def __init__(self) -> None:
-        self.calls: list[dict[str, Any]] = []
-
-    def load(self, turn: RecordedTurn) -> None:
-        self.calls = [dict(call) for call in turn.tools]
-
-    def handler(self, code: str) -> Callable[[dict[str, Any]], Any]:
-        def answer(args: dict[str, Any]) -> Any:
-            wanted = _plain(args)
-            found = next((c for c in self.calls if str(c["tool"]).lower() == code.lower() and _plain(c["args"]) == wanted),
-                         None)
-            if found is None:
-                raise ToolError(f"replay: the recording holds no result of tool {code} with these arguments "
-                                "(the tool was not called)")
-            self.calls.remove(found)
-            if found["error"]:
-                raise ToolError(str(found["error"]))
-            return found["result"]
-
-        return answer
-
-
-def _plain(value: Any) -> Any:
-    """``value`` as JSON reads it back (what the audit recorded)."""
-    return json.loads(json.dumps(value, default=str, sort_keys=True))
-
-
 def tool_codes(content: Mapping[str, Any], recordings: list[list[RecordedTurn]]) -> set[str]:
     """Every tool the version configures or a recording called: each is answered from the recording."""
     codes = {str(row.get("tool_code")) for row in content.get("ce_mcp_tool") or [] if row.get("tool_code")}
@@ -175,7 +131,8 @@ async def replay_recordings(recordings: dict[str, list[RecordedTurn]], content: 
     """Each recording replayed on one isolated engine serving ``content`` (``options``: more of
     :meth:`convengine.Engine.aopen`'s keywords, e.g. the host's ``tasks``; ``with_llm``: whether the
     recording engine had a model, so the replay has one too)."""
-    llm, tools = RecordedLLM(live), RecordedTools()
+    served = Served(RecordedLLM(live), RecordedTools(), RecordedHttp())
+    llm, tools = served.llm, served.tools
     handlers = {code: tools.handler(code) for code in tool_codes(content, list(recordings.values()))}
     chosen = {**dict(options or {}), "pack": _isolated(content), "replace": True, "tools": handlers}
     if with_llm:
@@ -183,7 +140,8 @@ async def replay_recordings(recordings: dict[str, list[RecordedTurn]], content: 
     with tempfile.TemporaryDirectory(prefix="convengine-replay-") as workdir:
         engine = await open_engine(f"sqlite:///{Path(workdir) / 'replay.db'}", **chosen)
         try:
-            return [await _conversation(engine, cid, turns, llm, tools) for cid, turns in recordings.items()]
+            await _serve_http(engine, served.http)
+            return [await _conversation(engine, cid, turns, served) for cid, turns in recordings.items()]
         finally:
             await engine.aclose()
 
@@ -202,14 +160,36 @@ def _isolated(content: Mapping[str, Any]) -> dict[str, Any]:
     return pack
 
 
-async def _conversation(engine: ReplayEngine, cid: str, turns: list[RecordedTurn], llm: RecordedLLM,
-                        tools: RecordedTools) -> ConversationReplay:
+@dataclass(frozen=True, slots=True)
+class Served:
+    """What answers the isolated engine from the recording, loaded turn by turn."""
+
+    llm: RecordedLLM
+    tools: RecordedTools
+    http: RecordedHttp
+
+    def load(self, turn: RecordedTurn) -> None:
+        self.llm.load({site: [r for s, r in turn.llm if s == site] for site, _ in turn.llm})
+        self.tools.load(turn)
+        self.http.load(turn)
+
+
+async def _serve_http(engine: ReplayEngine, http: RecordedHttp) -> None:
+    """Flow service nodes of the isolated engine get the recorded responses instead of the network."""
+    runner = engine.runtime.services.tools
+    if runner is not None:
+        await runner.http.aclose()
+        runner.http = http  # type: ignore[assignment]  # the same execute() and aclose(), answered from the recording
+
+
+async def _conversation(engine: ReplayEngine, cid: str, turns: list[RecordedTurn],
+                        served: Served) -> ConversationReplay:
     replay_id = str(uuid.uuid4())
+    llm = served.llm
     before = llm.live_calls
     diffs = []
     for turn in turns:
-        llm.load({site: [r for s, r in turn.llm if s == site] for site, _ in turn.llm})
-        tools.load(turn)
+        served.load(turn)
         differences = await _turn(engine, replay_id, turn)
         if differences:
             diffs.append(TurnDiff(turn=turn.number, user=turn.user, differences=differences))
@@ -231,11 +211,13 @@ async def _turn(engine: ReplayEngine, replay_id: str, turn: RecordedTurn) -> lis
         ("flow", flow_position(turn.events), flow_position(events)),
     ]
     return [Difference(aspect=aspect, recorded=was, replayed=now)
-            for aspect, was, now in pairs if _plain(was) != _plain(now)]
+            for aspect, was, now in pairs if plain(was) != plain(now)]
 
 
 def _calls(events: list[AuditEvent]) -> list[dict[str, Any]]:
-    return [{"tool": c["tool"], "args": c["args"]} for c in tool_calls(events)]
+    """The tool calls (name and arguments) and flow service calls (service, method, URL) of a turn."""
+    return [*({"tool": c["tool"], "args": c["args"]} for c in tool_calls(events)),
+            *({"service": c["service"], "method": c["method"], "url": c["url"]} for c in service_calls(events))]
 
 
 async def replay(source: RecordingSource, database: AsyncEngine, content: Mapping[str, Any],

@@ -220,3 +220,47 @@ async def test_the_cli_exits_1_when_something_differs_3_when_not_replayable_0_ot
     missing = await asyncio.to_thread(cli, "pack", "replay", "--url", db_url, "--version", str(published))
     assert missing.exit_code == 3, missing.output
     assert "not replayable" in missing.output and "llm.log_calls" in missing.output
+
+
+def quote_flow(url: str) -> dict[str, Any]:
+    from tests.flows.packs import chain, edge, flows_pack, node
+
+    nodes = [node("SVC", "start", "start"),
+             node("SVC", "ask", "entity", variable="term", prompt="For how many months?", type="number"),
+             node("SVC", "quote", "service", service_id="quote", method="POST", url=url + "/quotes/{{ session.term }}",
+                  body={"term": "{{ session.term }}"}, outputs={"rate": "$.rate"}),
+             node("SVC", "say", "message", text="Rate {{ session.rate }}."),
+             node("SVC", "oops", "message", text="No quote today."),
+             node("SVC", "end", "end")]
+    edges = [*chain("SVC", "start", "ask", "quote", "say", "end"), edge("SVC", "quote", "oops", outcome="error"),
+             edge("SVC", "oops", "end")]
+    data = flows_pack(nodes=nodes, edges=edges,
+                      flows=[{"flow_code": "SVC", "intent_code": "GREETING", "priority": 1}])
+    data["settings"]["mcp"] = {"http-api": {"allowed-hosts": ["127.0.0.1"]}}
+    return data
+
+
+async def test_a_flow_service_call_is_answered_from_the_recording_without_the_network(db_url: str) -> None:
+    from tests.http_stub import http_server
+
+    with http_server(lambda path, body: (200, {"rate": 4.5})) as stub:
+        data = quote_flow(stub.url)
+        engine = await Engine.aopen(db_url, pack=data, replace=True)
+        try:
+            cid = (await engine.aprocess("hello")).conversation_id
+            assert (await engine.aprocess("24", cid)).text == "Rate 4.5."
+            assert len(stub.requests) == 1
+            engine.versions.draft(data, author="ann")
+            same = await engine.areplay(last=5)
+            engine.versions.draft(quote_flow(stub.url + "/v2"), author="ann")
+            moved = await engine.areplay(last=5)
+        finally:
+            await engine.aclose()
+        assert len(stub.requests) == 1  # neither replay reached the service
+    assert [c.conversation_id for c in same.replayed] == [cid] and same.changed == []
+    [conversation] = moved.changed
+    [turn] = conversation.diffs
+    tools = next(d for d in turn.differences if d.aspect == "tools")
+    assert tools.recorded[0]["url"].endswith("/quotes/24") and tools.replayed[0]["url"].endswith("/v2/quotes/24")
+    assert turn.turn == 2 and {d.aspect for d in turn.differences} == {"tools", "reply"}
+    assert next(d.replayed for d in turn.differences if d.aspect == "reply") == "No quote today."
