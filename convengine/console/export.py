@@ -108,7 +108,7 @@ def _test(cid: str, turns: list[RecordedTurn]) -> dict[str, Any]:
 
 def _turn(recorded: RecordedTurn) -> dict[str, Any]:
     result = recorded.result
-    turn: dict[str, Any] = {"user": recorded.user}
+    turn: dict[str, Any] = {"event": recorded.event} if recorded.event else {"user": recorded.user}
     if recorded.params:
         turn["params"] = recorded.params
     if recorded.reset:

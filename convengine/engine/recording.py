@@ -55,6 +55,8 @@ class RecordedTurn:
     """The LLM replies the turn used, in call order: (call site, reply)."""
     missing: str | None = None
     """Why the recording cannot replay this turn (None: it can)."""
+    event: str | None = None
+    """``welcome`` or ``handoff_resume`` for an event turn (no user text)."""
 
     @property
     def tools(self) -> list[dict[str, Any]]:
@@ -113,7 +115,7 @@ def _turn(number: int, events: list[AuditEvent], rows: list[dict[str, Any]]) -> 
     reset = any(e.stage == stages.CONVERSATION_RESET and str(e.payload.get("reason", "")).startswith("INPUT_PARAM")
                 for e in events)
     turn = RecordedTurn(number, events, str(user_input.get("text") or ""), user_input.get("inputParams") or None,
-                        reset, result)
+                        reset, result, event=user_input.get("event") or None)
     turn.missing = _params_missing(number, user_input) or _llm_missing(number, events, rows) \
         or _tool_missing(number, turn.tools)
     if turn.missing is None:

@@ -30,6 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from convengine.audit.events import AuditEvent
 from convengine.audit.turns import last_turn, tool_calls
 from convengine.catalog.errors import ConvEngineError, InvalidInputError
+from convengine.catalog.flows import EVENT_HANDOFF_RESUME, EVENT_WELCOME
 from convengine.db.models import CeConversation, CeConversationVersion, CeMcpUserFeedback
 from convengine.engine.recording import (
     RecordedTurn,
@@ -66,6 +67,11 @@ class ReplayEngine(Protocol):
 
     async def aprocess(self, message: str, conversation_id: str | None = None,
                        input_params: Mapping[str, Any] | None = None, reset: bool = False) -> TurnResult: ...
+
+    async def astart(self, conversation_id: str | None = None,
+                     input_params: Mapping[str, Any] | None = None) -> TurnResult: ...
+
+    async def aresume_from_handoff(self, conversation_id: str) -> TurnResult: ...
 
     async def aaudit(self, conversation_id: str, owner: str | None = None) -> list[AuditEvent]: ...
 
@@ -198,7 +204,7 @@ async def _conversation(engine: ReplayEngine, cid: str, turns: list[RecordedTurn
 
 async def _turn(engine: ReplayEngine, replay_id: str, turn: RecordedTurn) -> list[Difference]:
     try:
-        result = await engine.aprocess(turn.user, replay_id, turn.params, turn.reset)
+        result = await _send(engine, replay_id, turn)
     except ConvEngineError as exc:
         return [Difference(aspect="error", recorded=None, replayed=f"{exc.code.value}: {exc.message}")]
     events = last_turn(await engine.aaudit(replay_id))
@@ -212,6 +218,15 @@ async def _turn(engine: ReplayEngine, replay_id: str, turn: RecordedTurn) -> lis
     ]
     return [Difference(aspect=aspect, recorded=was, replayed=now)
             for aspect, was, now in pairs if plain(was) != plain(now)]
+
+
+async def _send(engine: ReplayEngine, replay_id: str, turn: RecordedTurn) -> TurnResult:
+    """The recorded turn sent again: its event, or its text with the caller's params and reset."""
+    if turn.event == EVENT_WELCOME:
+        return await engine.astart(replay_id, turn.params)
+    if turn.event == EVENT_HANDOFF_RESUME:
+        return await engine.aresume_from_handoff(replay_id)
+    return await engine.aprocess(turn.user, replay_id, turn.params, turn.reset)
 
 
 def _calls(events: list[AuditEvent]) -> list[dict[str, Any]]:

@@ -264,3 +264,27 @@ async def test_a_flow_service_call_is_answered_from_the_recording_without_the_ne
     assert tools.recorded[0]["url"].endswith("/quotes/24") and tools.replayed[0]["url"].endswith("/v2/quotes/24")
     assert turn.turn == 2 and {d.aspect for d in turn.differences} == {"tools", "reply"}
     assert next(d.replayed for d in turn.differences if d.aspect == "reply") == "No quote today."
+
+
+async def test_a_welcome_event_and_flow_positions_replay_as_recorded(db_url: str) -> None:
+    from tests.flows.packs import flows_pack
+
+    data = flows_pack()
+    engine = await Engine.aopen(db_url, pack=data, replace=True)
+    try:
+        cid = (await engine.astart()).conversation_id
+        await engine.aprocess("a loan please", cid)
+        assert (await engine.aprocess("5000", cid)).text == "Approved in principle: 5000."
+        changed = dict(data, ce_flow_node=[dict(n) for n in data["ce_flow_node"]])
+        small = next(n for n in changed["ce_flow_node"] if n["node_id"] == "small")
+        small["config"] = {"text": "Pre-approved: {{ session.amount }}."}
+        engine.versions.draft(changed, author="ann")
+        report = await engine.areplay(last=5)
+        events = await engine.aaudit(cid)
+    finally:
+        await engine.aclose()
+    assert next(e.payload for e in events if e.stage == "USER_INPUT")["event"] == "welcome"
+    [conversation] = report.changed
+    assert conversation.turns == 3
+    [turn] = conversation.diffs
+    assert turn.turn == 3 and [(d.aspect, d.replayed) for d in turn.differences] == [("reply", "Pre-approved: 5000.")]
