@@ -14,6 +14,7 @@ from convengine.cli.guard import fail, guarded, terminal
 from convengine.security.terminal import inert
 
 if TYPE_CHECKING:
+    from convengine.versions import Versions
     from convengine.versions.lifecycle import ReplayVerdict
 
 out = terminal()
@@ -134,7 +135,7 @@ def publish(
 
     try:
         with Versions.open(url, gate=conversation_test_gate(Engine.open)) as versions:
-            versions.replay_gate = lambda number: _verdict(url, number)
+            versions.replay_gate = lambda number: _verdict(url, versions, number)
             done = versions.publish(channel=channel, version=version, draft=draft, tests=tests or [],
                                     author=author, message=message, accept_changes=accept_changes)
     except (PublishRefusedError, DraftNotNamedError, ReplayChangedError) as refused:  # the whole report: which test failed and why
@@ -146,10 +147,16 @@ def publish(
     out.print(inert(f"published version {done.version.number} on {done.channel}{passed}"))
 
 
-def _verdict(url: str, number: int) -> ReplayVerdict | None:
-    """The replay gate on the database's recorded conversations (an engine opened for it)."""
+def _verdict(url: str, versions: Versions, number: int) -> ReplayVerdict | None:
+    """The replay gate on the database's recorded conversations: an engine is opened for it only when
+    the published configuration (or the environment) sets ``versions.replay_gate.max_changed``."""
     from convengine.engine import Engine
+    from convengine.settings import EngineSettings
 
+    live = versions.content(versions.published_version)
+    settings, _unknown = EngineSettings.build_tolerant(pack_settings=live.get("settings"))
+    if settings.versions.replay_gate.max_changed is None:
+        return None
     with Engine.open(url) as engine:
         return engine.replay_verdict(number)
 

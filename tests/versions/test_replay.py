@@ -288,3 +288,29 @@ async def test_a_welcome_event_and_flow_positions_replay_as_recorded(db_url: str
     assert conversation.turns == 3
     [turn] = conversation.diffs
     assert turn.turn == 3 and [(d.aspect, d.replayed) for d in turn.differences] == [("reply", "Pre-approved: 5000.")]
+
+
+async def test_cli_publish_is_refused_by_the_replay_gate_until_the_changes_are_accepted(db_url: str,
+                                                                                       tmp_path: Path) -> None:
+    import asyncio
+
+    gated = tmp_path / "pizza-gated.yaml"
+    gate = "settings:\n  versions:\n    replay_gate:\n      max_changed: 0\n      last: 10\n"
+    gated.write_text(PACK.read_text(encoding="utf-8").replace("settings:\n", gate, 1), encoding="utf-8")
+    engine = await Engine.aopen(db_url, **pack_options(gated, None), llm=scripted_model(),
+                                settings={"llm": {"log_calls": True}}, replace=True)
+    try:
+        assert engine.settings.versions.replay_gate.max_changed == 0
+        order, _hours = await record_two(engine)
+        changed = tmp_path / "pizza-gated-v2.yaml"
+        changed.write_text(gated.read_text(encoding="utf-8").replace(ORDERED, CHANGED), encoding="utf-8")
+        draft = engine.versions.draft(changed, author="ann").number
+    finally:
+        await engine.aclose()
+    refused = await asyncio.to_thread(cli, "pack", "publish", "--url", db_url, "--draft", str(draft))
+    assert refused.exit_code == 1, refused.output
+    assert "REPLAY_CHANGED" in refused.output and order in refused.output
+    accepted = await asyncio.to_thread(cli, "pack", "publish", "--url", db_url, "--draft", str(draft),
+                                       "--accept-changes")
+    assert accepted.exit_code == 0, accepted.output
+    assert f"published version {draft}" in accepted.output
