@@ -23,7 +23,7 @@ from convengine.audit.trace import build_trace
 from convengine.catalog import stages
 from convengine.catalog import state as keys
 from convengine.catalog.defaults import DEFAULT_DATABASE_URL
-from convengine.catalog.errors import InvalidInputError
+from convengine.catalog.errors import ConfigError, InvalidInputError
 from convengine.catalog.state import EngineState
 from convengine.checkpointing.timeline import UndoResult
 from convengine.config_loader import ConfigSnapshot
@@ -396,7 +396,7 @@ class Engine:
     # --- replay -----------------------------------------------------------------------
 
     def replay(self, *, draft: bool | int | None = True, version: int | None = None, live_llm: bool = False,
-               owner: str | None = None, tasks: Mapping[str, Any] | None = None, **selection: Any) -> ReplayReport:
+               owner: str | None = None, tasks: Mapping[str, Any] | None = None, **selection: object) -> ReplayReport:
         """Replay recorded conversations against the draft (``draft=N``: that draft) or ``version``,
         each on an isolated engine with the recorded LLM replies and tool results; report, turn by turn,
         where it differs. ``selection``: :class:`ReplaySelection` fields (``last``, ``intent``,
@@ -408,7 +408,7 @@ class Engine:
 
     async def areplay(self, *, draft: bool | int | None = True, version: int | None = None, live_llm: bool = False,
                       owner: str | None = None, tasks: Mapping[str, Any] | None = None,
-                      **selection: Any) -> ReplayReport:
+                      **selection: object) -> ReplayReport:
         """The awaitable form of :meth:`replay`."""
         chosen = ReplaySelection.model_validate(selection)
         return await self._portal.acall(replay_on(self, Engine.aopen, draft=draft, version=version, selection=chosen,
@@ -419,6 +419,9 @@ class Engine:
         gate = self.settings.versions.replay_gate
         if gate.max_changed is None:
             return None
+        if self._portal.on_loop():
+            raise ConfigError("versions.replay_gate replays conversations on this engine's event loop, so publish "
+                              "from another thread here: await asyncio.to_thread(engine.versions.publish, ...)")
         report = self.replay(version=number, last=gate.last)
         return ReplayVerdict(gate.max_changed, len(report.replayed) + len(report.not_replayable),
                              tuple(c.conversation_id for c in report.changed))

@@ -64,7 +64,7 @@ class RecordedTools:
         return answer
 
 
-def plain(value: Any) -> Any:
+def plain(value: object) -> Any:
     """``value`` as JSON reads it back (what the audit recorded)."""
     return json.loads(json.dumps(value, default=str, sort_keys=True))
 

@@ -314,3 +314,40 @@ async def test_cli_publish_is_refused_by_the_replay_gate_until_the_changes_are_a
                                        "--accept-changes")
     assert accepted.exit_code == 0, accepted.output
     assert f"published version {draft}" in accepted.output
+
+
+async def test_http_publish_gate_answers_409_naming_the_conversations_and_accepts_when_asked(
+        db_url: str, tmp_path: Path) -> None:
+    from tests.console.support import console_app
+    from tests.servers import in_process, post
+
+    app = console_app(db_url, versions={"replay_gate": {"max_changed": 0, "last": 10}})
+    async with in_process(app) as client:
+        order = (await post(client, "I'd like a pizza"))["conversationId"]
+        await post(client, "medium", order)
+        await post(client, "when are you open?")
+        pack_text = PACK.read_text(encoding="utf-8").replace(ORDERED, CHANGED)
+        import yaml
+
+        drafted = await client.post("/api/v1/versions/draft", json={"pack": yaml.safe_load(pack_text)})
+        assert drafted.status_code == 201, drafted.text
+        draft = drafted.json()["version"]
+        replayed = await client.post("/api/v1/versions/replay", json={"last": 10})
+        assert replayed.status_code == 200 and replayed.json()["changed"] == [order]
+        refused = await client.post("/api/v1/versions/publish", json={"draft": draft})
+        assert refused.status_code == 409, refused.text
+        assert refused.json()["errorCode"] == "REPLAY_CHANGED"
+        assert refused.json()["details"] == [{"changedConversation": order}]
+        done = await client.post("/api/v1/versions/publish", json={"draft": draft, "acceptChanges": True})
+        assert done.status_code == 200, done.text
+        assert done.json()["version"]["version"] == draft
+
+
+async def test_publishing_on_the_engines_own_loop_with_the_gate_on_says_how_to_publish(db_url: str) -> None:
+    from convengine.catalog.errors import ConfigError
+
+    async with pizza(db_url, versions={"replay_gate": {"max_changed": 0}}) as engine:
+        draft = engine.versions.draft(PACK, author="ann")
+        with pytest.raises(ConfigError, match="asyncio.to_thread"):
+            engine.versions.publish(draft=draft.number, author="ann")
+        assert engine.versions.published_version != draft.number
