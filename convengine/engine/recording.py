@@ -21,7 +21,15 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from convengine.audit.events import AuditEvent
-from convengine.audit.turns import completed, logged_llm_call, split_turns, tool_calls, undone_marks
+from convengine.audit.turns import (
+    TOOL_CALL_STAGES,
+    TOOL_RESULT_STAGES,
+    completed,
+    logged_llm_call,
+    split_turns,
+    tool_calls,
+    undone_marks,
+)
 from convengine.catalog import stages
 from convengine.catalog.errors import InvalidInputError
 from convengine.db.models import CeLlmCallLog
@@ -117,7 +125,7 @@ def _turn(number: int, events: list[AuditEvent], rows: list[dict[str, Any]]) -> 
     turn = RecordedTurn(number, events, str(user_input.get("text") or ""), user_input.get("inputParams") or None,
                         reset, result, event=user_input.get("event") or None)
     turn.missing = _params_missing(number, user_input) or _llm_missing(number, events, rows) \
-        or _tool_missing(number, turn.tools)
+        or _tool_missing(number, events)
     if turn.missing is None:
         turn.llm = _llm_replies(events, rows)
     return turn
@@ -141,11 +149,17 @@ def _llm_missing(number: int, events: list[AuditEvent], rows: list[dict[str, Any
     return None
 
 
-def _tool_missing(number: int, calls: list[dict[str, Any]]) -> str | None:
-    lost = next((c for c in calls if c["result"] is None and c["error"] is None), None)
-    if lost is None:
-        return None
-    return f"turn {number} called tool {lost['tool']} but the audit holds no result for it"
+def _tool_missing(number: int, events: list[AuditEvent]) -> str | None:
+    """A tool call without its result event (a tool may return null: that is a result)."""
+    pending: Counter[str] = Counter()
+    for event in events:
+        code = str(event.payload.get("tool_code") or "").lower()
+        if event.stage in TOOL_CALL_STAGES and code:
+            pending[code] += 1
+        elif event.stage in TOOL_RESULT_STAGES and pending[code] > 0:
+            pending[code] -= 1
+    lost = next((code for code, n in pending.items() if n > 0), None)
+    return None if lost is None else f"turn {number} called tool {lost} but the audit holds no result for it"
 
 
 def _llm_replies(events: list[AuditEvent], rows: list[dict[str, Any]]) -> list[tuple[str, Any]]:

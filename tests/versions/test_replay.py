@@ -351,3 +351,32 @@ async def test_publishing_on_the_engines_own_loop_with_the_gate_on_says_how_to_p
         with pytest.raises(ConfigError, match="asyncio.to_thread"):
             engine.versions.publish(draft=draft.number, author="ann")
         assert engine.versions.published_version != draft.number
+
+
+async def test_a_tool_call_whose_result_was_not_audited_is_not_replayable(db_url: str) -> None:
+    data = pack(ce_mcp_tool=TOOL, settings={"audit": {"exclude_stages": ["TOOL_ORCHESTRATION_RESULT"]}})
+    engine = await Engine.aopen(db_url, pack=data, replace=True, tools={"crm.lookup": lambda args: None})
+    try:
+        complete = (await engine.aprocess("loan")).conversation_id
+        cid = (await engine.aprocess("loan")).conversation_id
+        await engine.aprocess("look it up", cid, input_params=LOOKUP)
+        report = await engine.areplay(last=5)
+    finally:
+        await engine.aclose()
+    assert [c.conversation_id for c in report.replayed] == [complete]
+    [missing] = report.not_replayable
+    assert missing.conversation_id == cid
+    assert missing.reason == "turn 2 called tool crm.lookup but the audit holds no result for it"
+
+
+async def test_a_tool_that_returned_null_is_answered_with_null(db_url: str) -> None:
+    engine = await Engine.aopen(db_url, pack=pack(ce_mcp_tool=TOOL), replace=True,
+                                tools={"crm.lookup": lambda args: None})
+    try:
+        cid = (await engine.aprocess("loan")).conversation_id
+        await engine.aprocess("look it up", cid, input_params=LOOKUP)
+        report = await engine.areplay(last=5)
+    finally:
+        await engine.aclose()
+    assert [c.conversation_id for c in report.replayed] == [cid]
+    assert report.changed == [] and report.not_replayable == []
