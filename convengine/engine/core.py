@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Self
 
+from pydantic import ValidationError
+
 from convengine._internal.portal import Portal
 from convengine._internal.turn_io import check_params, check_request, normalise_conversation_id
 from convengine.audit import AuditBus, AuditEvent, Subscription
@@ -410,7 +412,10 @@ class Engine:
                       owner: str | None = None, tasks: Mapping[str, Any] | None = None,
                       **selection: object) -> ReplayReport:
         """The awaitable form of :meth:`replay`."""
-        chosen = ReplaySelection.model_validate(selection)
+        try:
+            chosen = ReplaySelection.model_validate(selection)
+        except ValidationError as exc:
+            raise InvalidInputError(f"replay selection: {exc}") from None
         return await self._portal.acall(replay_on(self, Engine.aopen, draft=draft, version=version, selection=chosen,
                                                   owner=_owner(owner), live_llm=live_llm, tasks=tasks))
 

@@ -21,6 +21,7 @@ import tempfile
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -34,7 +35,6 @@ from convengine.catalog.flows import EVENT_HANDOFF_RESUME, EVENT_WELCOME
 from convengine.db.models import CeConversation, CeConversationVersion, CeMcpUserFeedback
 from convengine.engine.recording import (
     RecordedTurn,
-    RecordingError,
     RecordingSource,
     flow_position,
     read_recording,
@@ -84,25 +84,36 @@ OpenReplayEngine = Callable[..., Awaitable[ReplayEngine]]
 
 async def pick(database: AsyncEngine, selection: ReplaySelection, owner: str | None) -> list[str]:
     """The ids of the conversations ``selection`` picks, newest activity first; only ``owner``'s when given."""
-    active = sa.func.coalesce(CONVERSATION.c.updated_at, CONVERSATION.c.created_at)
-    query = sa.select(CONVERSATION.c.conversation_id)
-    if owner is not None:
-        query = query.where(CONVERSATION.c.owner_id == owner)
-    if selection.intent:
-        query = query.where(CONVERSATION.c.intent_code == selection.intent)
-    if selection.feedback:
-        query = query.where(sa.exists().where(FEEDBACK.c.conversation_id == CONVERSATION.c.conversation_id,
-                                              FEEDBACK.c.feedback_type == FEEDBACK_TYPES[selection.feedback]))
-    if selection.since is not None:
-        query = query.where(active >= sa.bindparam(None, selection.since, type_=CONVERSATION.c.updated_at.type))
-    if selection.until is not None:
-        query = query.where(active < sa.bindparam(None, selection.until, type_=CONVERSATION.c.updated_at.type))
-    if selection.ran_on is not None:
-        pinned = sa.select(PIN.c.conversation_id).where(PIN.c.version_no == selection.ran_on)
-        query = query.where(sa.cast(CONVERSATION.c.conversation_id, sa.Text).in_(pinned))
-    query = query.order_by(active.desc(), CONVERSATION.c.conversation_id).limit(selection.last)
+    query = (sa.select(CONVERSATION.c.conversation_id).where(*_filters(selection, owner))
+             .order_by(ACTIVE.desc(), CONVERSATION.c.conversation_id).limit(selection.last))
     async with database.connect() as conn:
         return [str(cid) for cid in (await conn.execute(query)).scalars()]
+
+
+ACTIVE = sa.func.coalesce(CONVERSATION.c.updated_at, CONVERSATION.c.created_at)
+"""A conversation's last activity."""
+
+
+def _filters(selection: ReplaySelection, owner: str | None) -> list[sa.ColumnElement[bool]]:
+    def at(moment: datetime) -> sa.BindParameter[datetime]:
+        return sa.bindparam(None, moment, type_=CONVERSATION.c.updated_at.type)
+
+    found: list[sa.ColumnElement[bool]] = []
+    if owner is not None:
+        found.append(CONVERSATION.c.owner_id == owner)
+    if selection.intent:
+        found.append(CONVERSATION.c.intent_code == selection.intent)
+    if selection.feedback:
+        found.append(sa.exists().where(FEEDBACK.c.conversation_id == CONVERSATION.c.conversation_id,
+                                       FEEDBACK.c.feedback_type == FEEDBACK_TYPES[selection.feedback]))
+    if selection.since is not None:
+        found.append(ACTIVE >= at(selection.since))
+    if selection.until is not None:
+        found.append(ACTIVE < at(selection.until))
+    if selection.ran_on is not None:
+        pinned = sa.select(PIN.c.conversation_id).where(PIN.c.version_no == selection.ran_on)
+        found.append(sa.cast(CONVERSATION.c.conversation_id, sa.Text).in_(pinned))
+    return found
 
 
 def tool_codes(content: Mapping[str, Any], recordings: list[list[RecordedTurn]]) -> set[str]:
@@ -117,11 +128,7 @@ async def read_all(source: RecordingSource, database: AsyncEngine, ids: list[str
     good: dict[str, list[RecordedTurn]] = {}
     bad: list[NotReplayable] = []
     for cid in ids:
-        try:
-            turns = await read_recording(source, database, cid, owner=owner)
-        except RecordingError as exc:
-            bad.append(NotReplayable(conversation_id=cid, reason=exc.message))
-            continue
+        turns = await read_recording(source, database, cid, owner=owner)
         reason = next((t.missing for t in turns if t.missing), None) or (
             None if turns else "no completed turn was recorded")
         if reason:

@@ -24,6 +24,8 @@ class ReplaySelection(_Model):
     """Which recorded conversations to replay: the latest ``last`` (by last activity) that match every
     filter given."""
 
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid")
+
     last: int = Field(50, ge=1, le=MAX_REPLAY)
     intent: str | None = Field(None, max_length=200, description="The conversation's current intent.")
     feedback: Feedback | None = Field(None, description="Conversations with a thumbs up or down.")

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from convengine import Engine
-from convengine.catalog.errors import ToolError
+from convengine.catalog.errors import InvalidInputError, ToolError
 from convengine.config_loader.companions import pack_options
 from convengine.engine.recording import read_recording
 from convengine.engine.replay import RecordedTools
@@ -153,9 +154,25 @@ async def test_the_selection_filters_by_intent_and_feedback(db_url: str) -> None
         by_intent = await engine.areplay(last=10, intent=intent)
         latest = await engine.areplay(last=1)
         none_down = await engine.areplay(last=10, feedback="down")
+        await engine.afeedback(hours, "THUMBS_DOWN")
+        down = await engine.areplay(last=10, feedback="down")
+        published = engine.versions.published_version
+        ran_on = await engine.areplay(last=10, ran_on=published)
+        engine.versions.draft(PACK, author="ann")
+        ran_on_draft = await engine.areplay(last=10, ran_on=engine.versions.draft_version)
+        now = datetime.now(UTC)
+        future = await engine.areplay(last=10, since=now + timedelta(hours=1))
+        window = await engine.areplay(last=10, since=now - timedelta(hours=1), until=now + timedelta(hours=1))
+        with pytest.raises(InvalidInputError, match="last"):
+            await engine.areplay(last=0)
+        with pytest.raises(InvalidInputError, match="colour"):
+            await engine.areplay(colour="blue")
     assert [c.conversation_id for c in by_intent.replayed] == [order]
     assert [c.conversation_id for c in latest.replayed] == [hours]
     assert none_down.replayed == [] and none_down.not_replayable == []
+    assert [c.conversation_id for c in down.replayed] == [hours]
+    assert {c.conversation_id for c in ran_on.replayed} == {order, hours} and ran_on_draft.replayed == []
+    assert future.replayed == [] and {c.conversation_id for c in window.replayed} == {order, hours}
 
 
 async def test_the_publish_gate_refuses_past_its_threshold_and_names_the_conversations(db_url: str,
