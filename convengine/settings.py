@@ -629,6 +629,17 @@ class SecuritySettings(_Section):
     no pattern, only their exact name."""
 
 
+class ReplayGateSettings(_Section):
+    max_changed: int | None = Field(None, ge=0)
+    """Publishing replays the last ``last`` recorded conversations against the version and refuses it
+    (REPLAY_CHANGED) when more than this many changed, unless the changes are accepted; None: no replay."""
+    last: int = Field(200, ge=1, le=1000)
+
+
+class VersionsSettings(_Section):
+    replay_gate: ReplayGateSettings = Field(default_factory=ReplayGateSettings)
+
+
 class EngineSettings(BaseSettings):
     """Every ``convengine.*`` property, nested; see the module docstring for precedence."""
 
@@ -649,6 +660,7 @@ class EngineSettings(BaseSettings):
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
     flows: FlowsSettings = Field(default_factory=FlowsSettings)
     chains: ChainsSettings = Field(default_factory=ChainsSettings)
+    versions: VersionsSettings = Field(default_factory=VersionsSettings)
     conversation_memory: ConversationMemorySettings = Field(default_factory=ConversationMemorySettings)
     security: SecuritySettings = Field(default_factory=SecuritySettings)
     """Operator-only: see ``OPERATOR_ONLY_SETTINGS``."""

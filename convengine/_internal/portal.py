@@ -33,6 +33,10 @@ class Portal:
     def owns_loop(self) -> bool:
         return self._thread is not None
 
+    def on_loop(self) -> bool:
+        """Whether the caller runs on the portal's loop (where :meth:`call` cannot block)."""
+        return _running_loop() is self.loop
+
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the portal's loop and block until it finishes."""
         self._check_open(coro)

@@ -26,6 +26,7 @@ from convengine.api.middleware import Authentication, BodyLimit, Cors, HeadLimit
 from convengine.api.notify import PgAuditBridge
 from convengine.api.readiness import Readiness, postgres_probe, sqlite_probe
 from convengine.api.refusals import ApiRefusal, error_response
+from convengine.api.replay_routes import router as replay_router
 from convengine.api.routes import router
 from convengine.api.streams import StreamRegistry
 from convengine.api.version_routes import router as versions_router
@@ -93,6 +94,7 @@ def create_app(url: str = DEFAULT_DATABASE_URL, *, engine: Engine | None = None,
     console_routes.install(app)  # the web console and /docs served offline
     app.state.console_pack = options.get("pack")
     app.include_router(versions_router)  # /api/v1/versions/* (admin)
+    app.include_router(replay_router)  # /api/v1/versions/replay (scope replay)
     app.state.streams = StreamRegistry()
     _middleware(app)
     _handlers(app)

@@ -26,7 +26,12 @@ from convengine.catalog.errors import ConfigError, ConfigValidationError, ConvEn
 from convengine.config_loader.packs import redact_pack
 from convengine.engine.results import TurnResult
 from convengine.versions.content import LIVE_CHANNEL
-from convengine.versions.lifecycle import DraftNotNamedError, GateRequiredError, PublishRefusedError
+from convengine.versions.lifecycle import (
+    DraftNotNamedError,
+    GateRequiredError,
+    PublishRefusedError,
+    ReplayChangedError,
+)
 from convengine.versions.store import (
     CHANNEL_PATTERN,
     MAX_VERSION,
@@ -64,6 +69,9 @@ class PublishBody(_Body):
         "The draft to publish (its version number): refused (409 DRAFT_NOT_NAMED) when it is not the draft "
         "any more. Needed when the draft holds another author's edits."))
     message: str | None = None
+    acceptChanges: bool = Field(False, description=(
+        "Publish even when replaying the last conversations changes more of them than "
+        "versions.replay_gate.max_changed allows (kept in the channel's history); else 409 REPLAY_CHANGED."))
 
 
 class RollbackBody(_Body):
@@ -110,6 +118,9 @@ async def _call(work: Callable[[], Any]) -> Any:
         return error_response(409, exc.code, exc.message, details=details)
     except (GateRequiredError, DraftNotNamedError) as exc:
         return error_response(409, exc.code, exc.message, details=[exc.details])
+    except ReplayChangedError as exc:
+        return error_response(409, exc.code, exc.message,
+                              details=[{"changedConversation": cid} for cid in exc.details["changed"]])
     except VersionNotFoundError as exc:
         return error_response(404, exc.code, exc.message)
     except ConfigValidationError as exc:
@@ -185,7 +196,8 @@ async def publish(body: PublishBody, engine: EngineDep, caller: AdminDep) -> Any
     ``draft`` names the draft published (needed when it holds another author's edits)."""
     who = caller.principal.identity
     return _dict(await _call(lambda: engine.versions.publish(channel=body.channel, version=body.version,
-                                                             draft=body.draft, author=who, message=body.message)))
+                                                             draft=body.draft, author=who, message=body.message,
+                                                             accept_changes=body.acceptChanges)))
 
 
 @router.post("/rollback", responses=ADMIN_REFUSALS)

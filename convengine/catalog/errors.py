@@ -143,6 +143,7 @@ class ErrorCode(str, enum.Enum):
     PUBLISH_REFUSED = "PUBLISH_REFUSED"
     GATE_REQUIRED = "GATE_REQUIRED"
     DRAFT_NOT_NAMED = "DRAFT_NOT_NAMED"
+    REPLAY_CHANGED = "REPLAY_CHANGED"
     # Chains (convengine.chains)
     CHAIN_RUN_NOT_FOUND = "CHAIN_RUN_NOT_FOUND"
     CHAIN_RUN_NOT_PAUSED = "CHAIN_RUN_NOT_PAUSED"
@@ -208,6 +209,8 @@ _MESSAGES = {
                              "override gives a reason",
     ErrorCode.DRAFT_NOT_NAMED: "The draft to publish is not the one named, or holds another author's edits: "
                                "name the draft (its version number) to publish it",
+    ErrorCode.REPLAY_CHANGED: "Replaying recorded conversations against the version changed more of them than "
+                              "versions.replay_gate.max_changed allows: accept the changes to publish it",
     ErrorCode.SERVER_BUSY: "The server is running as many turns as it can and its queue is full; retry later",
     ErrorCode.DATABASE_UNAVAILABLE: "The database is unavailable or busy; retry later",
 }

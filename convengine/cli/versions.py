@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.text import Text
@@ -12,6 +12,10 @@ from convengine.catalog.defaults import DEFAULT_DATABASE_URL, LIVE_CHANNEL
 from convengine.catalog.errors import ConvEngineError
 from convengine.cli.guard import fail, guarded, terminal
 from convengine.security.terminal import inert
+
+if TYPE_CHECKING:
+    from convengine.versions import Versions
+    from convengine.versions.lifecycle import ReplayVerdict
 
 out = terminal()
 err = terminal(stderr=True)
@@ -118,24 +122,43 @@ def publish(
         "--draft", help="The draft to publish (its version number); needed when it holds another author's edits")] = None,
     author: AuthorOption = "cli",
     message: MessageOption = None,
+    accept_changes: Annotated[bool, typer.Option(
+        "--accept-changes", help="Publish even when the replay gate finds more changed conversations than "
+                                 "versions.replay_gate.max_changed (kept in the channel's history)")] = False,
 ) -> None:
-    """Publish the draft: only when it validates and every conversation test passes against it."""
+    """Publish the draft: only when it validates and every conversation test passes against it (and,
+    with versions.replay_gate.max_changed set, the replay of the last conversations changes few enough)."""
     from convengine.engine import Engine
     from convengine.engine.publish_gate import conversation_test_gate
     from convengine.versions import Versions
-    from convengine.versions.lifecycle import DraftNotNamedError, PublishRefusedError
+    from convengine.versions.lifecycle import DraftNotNamedError, PublishRefusedError, ReplayChangedError
 
     try:
         with Versions.open(url, gate=conversation_test_gate(Engine.open)) as versions:
+            versions.replay_gate = lambda number: _verdict(url, versions, number)
             done = versions.publish(channel=channel, version=version, draft=draft, tests=tests or [],
-                                    author=author, message=message)
-    except (PublishRefusedError, DraftNotNamedError) as refused:  # the whole report: which test failed and why
+                                    author=author, message=message, accept_changes=accept_changes)
+    except (PublishRefusedError, DraftNotNamedError, ReplayChangedError) as refused:  # the whole report: which test failed and why
         _refused(refused)
     except ConvEngineError as exc:
         _fail(exc)
     passed = f", {len(done.tests_passed)} conversation tests passed" if done.tests_passed else \
         ", no conversation tests given (--tests)"
     out.print(inert(f"published version {done.version.number} on {done.channel}{passed}"))
+
+
+def _verdict(url: str, versions: Versions, number: int) -> ReplayVerdict | None:
+    """The replay gate on the database's recorded conversations: an engine is opened for it only when
+    the published configuration (or the environment) sets ``versions.replay_gate.max_changed``."""
+    from convengine.engine import Engine
+    from convengine.settings import EngineSettings
+
+    live = versions.content(versions.published_version)
+    settings, _unknown = EngineSettings.build_tolerant(pack_settings=live.get("settings"))
+    if settings.versions.replay_gate.max_changed is None:
+        return None
+    with Engine.open(url) as engine:
+        return engine.replay_verdict(number)
 
 
 def rollback(

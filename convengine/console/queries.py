@@ -8,11 +8,11 @@ from typing import Any, Literal
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from convengine.db.models import CeConversation, CeLlmCallLog, CeMcpUserFeedback
+from convengine.db.models import CeConversation, CeMcpUserFeedback
+from convengine.engine import recording
 from convengine.engine.core import Engine
 
 CONVERSATION = CeConversation.__table__
-LLM_LOG = CeLlmCallLog.__table__
 FEEDBACK = CeMcpUserFeedback.__table__
 MAX_LIST = 200
 SEARCH_MAX_CHARS = 200
@@ -85,9 +85,4 @@ async def conversations(engine: Engine, search: str = "", limit: int = 50, *, fe
 async def llm_log(engine: Engine, conversation_id: str) -> list[dict[str, Any]]:
     """The conversation's ``ce_llm_call_log`` rows in the order they were written (empty when
     ``llm.log_calls`` is off)."""
-    query = (sa.select(LLM_LOG.c.llm_call_id, LLM_LOG.c.user_context, LLM_LOG.c.prompt_text,
-                       LLM_LOG.c.response_text, LLM_LOG.c.success, LLM_LOG.c.error_message)
-             .where(LLM_LOG.c.conversation_id == conversation_id).order_by(LLM_LOG.c.llm_call_id))
-    async with _database(engine).connect() as conn:
-        rows = (await conn.execute(query)).all()
-    return [dict(r._mapping) for r in rows]
+    return await recording.llm_log(_database(engine), conversation_id)

@@ -14,33 +14,20 @@ from typing import Any
 
 from convengine.audit import trace
 from convengine.audit.events import AuditEvent
-from convengine.audit.turns import script_output, split_turns
+from convengine.audit.turns import (
+    LLM_STAGES,
+    completed,
+    logged_llm_call,
+    script_output,
+    split_turns,
+    tool_calls,
+    undone_marks,
+)
 from convengine.catalog import stages
 from convengine.catalog.names import JAVA_STEP_CLASSES
 
-__all__ = ["split_turns", "step_tree", "summary", "view", "waterfall"]
-
-LLM_STAGES = (stages.LLM_CALL, stages.LLM_CALL_ERROR)
-TOOL_CALL_STAGES = (stages.MCP_TOOL_CALL, stages.TOOL_ORCHESTRATION_REQUEST)
-TOOL_RESULT_STAGES = (stages.MCP_TOOL_RESULT, stages.MCP_TOOL_ERROR, stages.TOOL_ORCHESTRATION_RESULT, stages.TOOL_ORCHESTRATION_ERROR)
-
-
-def completed(events: Sequence[AuditEvent]) -> bool:
-    """Whether the turn returned a result (a failed turn is rolled back and leaves no step row)."""
-    return any(event.stage == stages.ENGINE_RETURN for event in events)
-
-
-def undone_marks(turns: Sequence[Sequence[AuditEvent]], steps: Sequence[dict[str, Any]]) -> list[bool]:
-    """Per turn, whether undo took it back: completed turns match the conversation's step rows in order."""
-    rows = iter([bool(step.get("undone")) for step in steps])
-    return [next(rows, False) if completed(events) else False for events in turns]
-
-
-def logged_llm_call(event: AuditEvent) -> bool:
-    """Whether an LLM audit event has a ``ce_llm_call_log`` row (a reply that failed validation
-    after the call succeeded is audited twice but logged once)."""
-    return event.stage in LLM_STAGES and "latencyMs" in event.payload
-
+__all__ = ["completed", "logged_llm_call", "split_turns", "step_tree", "summary", "tool_calls", "undone_marks", "view",
+           "waterfall"]
 
 def summary(index: int, events: Sequence[AuditEvent]) -> dict[str, Any]:
     """One line of a conversation's turn list: input, reply, intent/state, time."""
@@ -135,27 +122,6 @@ def llm_calls(events: Sequence[AuditEvent], rows: Sequence[dict[str, Any]]) -> l
                       "attempt": p.get("attempt"), "error": p.get("error"),
                       "prompt": row.get("prompt_text") if row else None,
                       "reply": row.get("response_text") if row else None, "logged": row is not None})
-    return calls
-
-
-def tool_calls(events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
-    """Tool calls with their arguments, each followed by its result or error."""
-    calls: list[dict[str, Any]] = []
-    for event in events:
-        p = event.payload
-        if event.stage in TOOL_CALL_STAGES and p.get("tool_code"):
-            calls.append({"tool": p["tool_code"], "args": p.get("args") or {}, "result": None, "error": None})
-        elif event.stage in TOOL_RESULT_STAGES:
-            code = p.get("tool_code")
-            target = next((c for c in reversed(calls) if c["tool"] == code and c["result"] is None
-                           and c["error"] is None), None)
-            if target is None:
-                target = {"tool": code, "args": p.get("args") or {}, "result": None, "error": None}
-                calls.append(target)
-            if event.stage.endswith("ERROR"):
-                target["error"] = p.get("error") or "error"
-            else:
-                target["result"] = p.get("result")
     return calls
 
 

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Self
 
+from pydantic import ValidationError
+
 from convengine._internal.portal import Portal
 from convengine._internal.turn_io import check_params, check_request, normalise_conversation_id
 from convengine.audit import AuditBus, AuditEvent, Subscription
@@ -23,7 +25,7 @@ from convengine.audit.trace import build_trace
 from convengine.catalog import stages
 from convengine.catalog import state as keys
 from convengine.catalog.defaults import DEFAULT_DATABASE_URL
-from convengine.catalog.errors import InvalidInputError
+from convengine.catalog.errors import ConfigError, InvalidInputError
 from convengine.catalog.state import EngineState
 from convengine.checkpointing.timeline import UndoResult
 from convengine.config_loader import ConfigSnapshot
@@ -31,6 +33,8 @@ from convengine.config_loader.requirements import unregistered_tasks, unregister
 from convengine.engine.cache_report import cache_report
 from convengine.engine.feedback import Feedback, check_feedback
 from convengine.engine.publish_gate import conversation_test_gate
+from convengine.engine.replay import replay_on
+from convengine.engine.replay_models import ReplayReport, ReplaySelection
 from convengine.engine.results import EngineOptions, TurnResult
 from convengine.engine.runtime import EngineRuntime, TurnGraph
 from convengine.engine.turn import no_configuration
@@ -40,6 +44,7 @@ from convengine.security.users import check_user_id
 from convengine.settings import EngineSettings
 from convengine.tools.db import RAW_SQL_TOOLS
 from convengine.versions import Versions
+from convengine.versions.lifecycle import ReplayVerdict
 from convengine.versions.serving import pick_of
 
 logger = logging.getLogger(__name__)
@@ -66,6 +71,7 @@ class Engine:
         self._closed = False
         for warning in self.warnings:
             logger.warning("convengine: %s", warning)
+        self.versions.replay_gate = self.replay_verdict
 
     # --- opening and closing --------------------------------------------------------------
 
@@ -388,6 +394,42 @@ class Engine:
     def subscribe(self, conversation_id: str | None = None) -> Subscription:
         """Live audit events (call from the consuming event loop)."""
         return self.bus.subscribe(conversation_id)
+
+    # --- replay -----------------------------------------------------------------------
+
+    def replay(self, *, draft: bool | int | None = True, version: int | None = None, live_llm: bool = False,
+               owner: str | None = None, tasks: Mapping[str, Any] | None = None, **selection: object) -> ReplayReport:
+        """Replay recorded conversations against the draft (``draft=N``: that draft) or ``version``,
+        each on an isolated engine with the recorded LLM replies and tool results; report, turn by turn,
+        where it differs. ``selection``: :class:`ReplaySelection` fields (``last``, ``intent``,
+        ``feedback``, ``since``, ``until``, ``ran_on``); ``owner``: only that caller's conversations;
+        ``live_llm``: the live model answers the calls the recording cannot; ``tasks``: the host tasks
+        the replay may run (none by default)."""
+        return self._portal.call(self.areplay(draft=draft, version=version, live_llm=live_llm, owner=owner,
+                                              tasks=tasks, **selection))
+
+    async def areplay(self, *, draft: bool | int | None = True, version: int | None = None, live_llm: bool = False,
+                      owner: str | None = None, tasks: Mapping[str, Any] | None = None,
+                      **selection: object) -> ReplayReport:
+        """The awaitable form of :meth:`replay`."""
+        try:
+            chosen = ReplaySelection.model_validate(selection)
+        except ValidationError as exc:
+            raise InvalidInputError(f"replay selection: {exc}") from None
+        return await self._portal.acall(replay_on(self, Engine.aopen, draft=draft, version=version, selection=chosen,
+                                                  owner=_owner(owner), live_llm=live_llm, tasks=tasks))
+
+    def replay_verdict(self, number: int) -> ReplayVerdict | None:
+        """The publish gate's replay of the last conversations against version ``number`` (None: off)."""
+        gate = self.settings.versions.replay_gate
+        if gate.max_changed is None:
+            return None
+        if self._portal.on_loop():
+            raise ConfigError("versions.replay_gate replays conversations on this engine's event loop, so publish "
+                              "from another thread here: await asyncio.to_thread(engine.versions.publish, ...)")
+        report = self.replay(version=number, last=gate.last)
+        return ReplayVerdict(gate.max_changed, len(report.replayed) + len(report.not_replayable),
+                             tuple(c.conversation_id for c in report.changed))
 
     @property
     def versions(self) -> Versions:

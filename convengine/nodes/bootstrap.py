@@ -144,7 +144,10 @@ async def persist_conversation_bootstrap(turn: Turn) -> None:
 
 
 async def audit_user_input(turn: Turn) -> None:
-    turn.audit(stages.USER_INPUT, {"text": turn.user_text, **input_params(turn)})
+    """What the caller sent: the text, its params and, for an event turn (welcome, handoff_resume), the
+    event (so a recorded conversation can be sent again as it was)."""
+    event = (turn.get(keys.TURN_INPUT) or {}).get("event")
+    turn.audit(stages.USER_INPUT, {"text": turn.user_text, **({"event": event} if event else {}), **input_params(turn)})
 
 
 def _reset_skip(turn: Turn) -> tuple[str | None, dict[str, Any]] | None:

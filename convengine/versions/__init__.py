@@ -8,6 +8,7 @@ from convengine.versions.lifecycle import (
     GateRequiredError,
     Publication,
     PublishRefusedError,
+    ReplayChangedError,
 )
 from convengine.versions.manager import Versions
 from convengine.versions.store import Channel, VersionInfo, VersionNotFoundError
@@ -21,6 +22,7 @@ __all__ = [
     "GateRequiredError",
     "Publication",
     "PublishRefusedError",
+    "ReplayChangedError",
     "RowChange",
     "TableDiff",
     "VersionInfo",

@@ -87,6 +87,26 @@ class DraftNotNamedError(ConfigError):
     default_code = ErrorCode.DRAFT_NOT_NAMED
 
 
+class ReplayChangedError(ConfigError):
+    """Replaying the last recorded conversations against the version changed more of them than the
+    replay gate allows; ``details`` name the changed conversations."""
+
+    default_code = ErrorCode.REPLAY_CHANGED
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayVerdict:
+    """What the replay gate found: the conversations (of the last ``replayed``) the version changes, and
+    how many it may change (``versions.replay_gate.max_changed``)."""
+
+    limit: int
+    replayed: int
+    changed: tuple[str, ...]
+
+
+ReplayGate = Callable[[int], ReplayVerdict | None]
+"""Replays recorded conversations against a version (None: the gate is off); injected by the engine."""
+
 OVERRIDE_ACTION = "OVERRIDE"
 """A gated channel moved to a version that did not pass the gate, with the reason in its message."""
 
@@ -203,7 +223,8 @@ def build(content: Mapping[str, Any], *, settings_overrides: Mapping[str, Any] |
 def publish(engine: sa.Engine, *, channel: str = LIVE_CHANNEL, version: int | None = None,
             draft: int | None = None, tests: Sequence[str | Path] = (), author: str, message: str | None = None,
             settings_overrides: Mapping[str, Any] | None = None,
-            extensions: Extensions | None = None, gate: TestGate | None = None) -> Publication:
+            extensions: Extensions | None = None, gate: TestGate | None = None,
+            replay_gate: ReplayGate | None = None, accept_changes: bool = False) -> Publication:
     """Make ``channel`` serve the draft (or ``version``) when it validates and every conversation test in
     ``tests`` (files or directories of ``*.conv.yaml``) passes against it. ``gate`` runs them (see
     :func:`convengine.engine.publish_gate.conversation_test_gate`); tests without a gate are refused, never skipped.
@@ -212,8 +233,13 @@ def publish(engine: sa.Engine, *, channel: str = LIVE_CHANNEL, version: int | No
     ``draft`` or ``version``, the draft is published only when ``author`` made every edit it holds since
     the version ``channel`` last served.
 
+    ``replay_gate`` replays the last recorded conversations against the version: more changed ones than
+    its limit refuse the publish unless ``accept_changes`` (the accepted changes are kept in the
+    channel's history).
+
     Raises:
         PublishRefusedError: the version is invalid (violations listed) or tests failed (named).
+        ReplayChangedError: the replay changed more conversations than allowed (named), not accepted.
         DraftNotNamedError: ``draft`` is not the draft, or the draft holds another author's edits.
         VersionNotFoundError: no such version, or no draft yet.
     """
@@ -225,8 +251,28 @@ def publish(engine: sa.Engine, *, channel: str = LIVE_CHANNEL, version: int | No
         content = store.content(conn, number)
     _validated(content, number, settings_overrides, extensions)
     passed = _tested(content, number, tests, gate)
-    return _apply(engine, channel, number, content, author=author, action="PUBLISH", message=message,
+    accepted = _replayed(number, replay_gate, accept_changes)
+    if accepted:
+        logger.warning("replay gate: version %s published by %s with changes accepted: %s", number, author, accepted)
+    return _apply(engine, channel, number, content, author=author, action="PUBLISH",
+                  message=f"{accepted} ({message})" if accepted and message else accepted or message,
                   tests_passed=passed)
+
+
+def _replayed(number: int, replay_gate: ReplayGate | None, accept: bool) -> str | None:
+    """What the replay gate has to say of the version: None, the accepted changes, or a refusal."""
+    verdict = replay_gate(number) if replay_gate is not None else None
+    if verdict is None or len(verdict.changed) <= verdict.limit:
+        return None
+    names = ", ".join(verdict.changed)
+    if accept:
+        return f"accepted replay changes: {len(verdict.changed)} of {verdict.replayed} conversations changed ({names})"
+    raise ReplayChangedError(
+        f"version {number} was not published: replaying the last {verdict.replayed} conversations changed "
+        f"{len(verdict.changed)} of them, more than the {verdict.limit} versions.replay_gate.max_changed allows: "
+        f"{names}; look at them (convengine pack replay --version {number}) and accept the changes to publish "
+        "(accept_changes=True, --accept-changes, \"acceptChanges\": true)",
+        details={"changed": list(verdict.changed), "limit": verdict.limit, "replayed": verdict.replayed})
 
 
 def _named_draft(conn: sa.Connection, channel: str, named: int | None, author: str) -> int:
@@ -384,5 +430,5 @@ def _mirror(conn: sa.Connection, content: Mapping[str, Any]) -> None:
     _replace_rows(conn, coerce_rows(pack_tables(dict(content)), origin="pack").rows)
 
 
-__all__ = ["DraftNotNamedError", "GateRequiredError", "Publication", "PublishRefusedError", "create_draft", "edit_draft", "point", "publish",
+__all__ = ["DraftNotNamedError", "GateRequiredError", "Publication", "PublishRefusedError", "ReplayChangedError", "create_draft", "edit_draft", "point", "publish",
            "record_import", "rollback", "sync_live"]

@@ -52,6 +52,8 @@ class Versions:
         self._build: _BuildOptions = {"settings_overrides": dict(settings_overrides or {}), "extensions": extensions}
         self._on_change = on_change or (lambda: None)
         self._owned = False
+        self.replay_gate: lifecycle.ReplayGate | None = None
+        """Replays recorded conversations against what is published (set by the engine)."""
 
     @classmethod
     def open(cls, url: str, **kwargs: Unpack[VersionsOptions]) -> Versions:
@@ -141,16 +143,20 @@ class Versions:
 
     def publish(self, *, channel: str = LIVE_CHANNEL, version: int | None = None, draft: int | None = None,
                 tests: Sequence[str | Path] | None = None, author: str = "python",
-                message: str | None = None) -> lifecycle.Publication:
+                message: str | None = None, accept_changes: bool = False) -> lifecycle.Publication:
         """Publish the draft (or ``version``) on ``channel`` if it validates and the tests pass
         (``tests``, else the ones this object was given); raises PublishRefusedError naming why not.
 
         ``draft`` names the draft published (its version number; DraftNotNamedError when it is not the
         draft any more). Unnamed, the draft is published only if ``author`` made all its edits since
-        what ``channel`` served: another author's edits are published only by naming the draft."""
+        what ``channel`` served: another author's edits are published only by naming the draft.
+
+        With ``versions.replay_gate.max_changed`` set, the last recorded conversations are replayed against
+        it first: ReplayChangedError names them when more changed, unless ``accept_changes``."""
         done = lifecycle.publish(self.engine, channel=channel, version=version, draft=draft,
                                  tests=self.tests if tests is None else tuple(tests), author=author,
-                                 message=message, gate=self.gate, **self._build)
+                                 message=message, gate=self.gate, replay_gate=self.replay_gate,
+                                 accept_changes=accept_changes, **self._build)
         self._on_change()
         return done
 
