@@ -19,6 +19,7 @@ from convengine.api.admission import busy_response
 from convengine.api.auth import Authenticate
 from convengine.api.browser import OriginCheck, SecurityHeaders
 from convengine.api.chain_routes import router as chain_router
+from convengine.api.stats_routes import router as stats_router
 from convengine.api.config import DEFAULT_HOST, ApiConfig, resolve_api
 from convengine.api.flow_routes import router as flow_router
 from convengine.api.memory_routes import router as memory_router
@@ -90,6 +91,7 @@ def create_app(url: str = DEFAULT_DATABASE_URL, *, engine: Engine | None = None,
     app.include_router(flow_router)
     app.include_router(memory_router)
     app.include_router(chain_router)
+    app.include_router(stats_router)  # /api/v1/stats (scoped to the caller's conversations)
     console_routes.install(app)  # the web console and /docs served offline
     app.state.console_pack = options.get("pack")
     app.include_router(versions_router)  # /api/v1/versions/* (admin)
