@@ -30,7 +30,8 @@ from convengine.console.export import export_conversation
 from convengine.engine import Engine
 
 STATIC = Path(__file__).resolve().parent.parent / "console" / "static"
-ASSETS = {"console.js": "text/javascript", "console.css": "text/css", "index.html": "text/html"}
+ASSETS = {"console.js": "text/javascript", "console.css": "text/css", "index.html": "text/html",
+          "analytics.js": "text/javascript", "analytics.css": "text/css"}
 DOCS_ASSETS = ("swagger-ui-bundle.js", "swagger-ui.css", "favicon.png")
 """Swagger UI from the fastapi-offline package (MIT), so /docs needs no CDN. (No /redoc: ReDoc's page
 still loads its logo from the internet.)"""
