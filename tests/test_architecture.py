@@ -32,6 +32,7 @@ LAZY_ALLOWED = {
     "cli/__init__.py",  # the console entry point: importing convengine.cli must not build the typer app
     # the CLI's commands import what they run, so `convengine --help` starts in a tenth of a second
     "cli/app.py", "cli/knowledge.py", "cli/guard.py", "cli/export.py", "cli/versions.py", "cli/schema.py", "cli/chains.py",
+    "cli/stats.py",
     "__init__.py",  # `import convengine` resolves its public names on first use (start-up time)
     # run_file opens engines; the pytest plugin's package stays importable without the engine
     "testing/__init__.py",

@@ -19,7 +19,6 @@ from convengine.api.admission import busy_response
 from convengine.api.auth import Authenticate
 from convengine.api.browser import OriginCheck, SecurityHeaders
 from convengine.api.chain_routes import router as chain_router
-from convengine.api.stats_routes import router as stats_router
 from convengine.api.config import DEFAULT_HOST, ApiConfig, resolve_api
 from convengine.api.flow_routes import router as flow_router
 from convengine.api.memory_routes import router as memory_router
@@ -28,6 +27,7 @@ from convengine.api.notify import PgAuditBridge
 from convengine.api.readiness import Readiness, postgres_probe, sqlite_probe
 from convengine.api.refusals import ApiRefusal, error_response
 from convengine.api.routes import router
+from convengine.api.stats_routes import router as stats_router
 from convengine.api.streams import StreamRegistry
 from convengine.api.version_routes import router as versions_router
 from convengine.catalog.defaults import DEFAULT_DATABASE_URL

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from convengine.catalog.defaults import DEFAULT_DATABASE_URL, DEFAULT_IDLE_AFTER_S
 from convengine.cli.guard import guarded, terminal
@@ -57,7 +58,7 @@ def table(found: Stats) -> Table:
     for row in found.rows:
         keys = [inert("-" if getattr(row, d) is None else getattr(row, d)) for d in by]
         shown.add_row(*keys, *(_cell(row, f) for _, f in COLUMNS))
-    total = [inert("total", style="bold"), *([""] * (len(by) - 1))] if by else []
+    total: list[Text | str] = [inert("total", style="bold"), *([""] * (len(by) - 1))] if by else []
     shown.add_row(*total, *(_cell(found.total, f) for _, f in COLUMNS), end_section=True)
     return shown
 

@@ -19,9 +19,9 @@ from typing import Any, Self
 
 from pydantic import ValidationError
 
+from convengine import analytics
 from convengine._internal.portal import Portal
 from convengine._internal.turn_io import check_params, check_request, normalise_conversation_id
-from convengine import analytics
 from convengine.analytics import Stats, StatsQuery
 from convengine.audit import AuditBus, AuditEvent, Subscription
 from convengine.audit.trace import build_trace

@@ -16,9 +16,9 @@ import sqlalchemy as sa
 
 from convengine._internal.jsontext import dumps
 from convengine.audit.events import AuditEvent
+from convengine.catalog import flows as flow_vocab
 from convengine.catalog import stages
 from convengine.catalog import state as keys
-from convengine.catalog import flows as flow_vocab
 from convengine.catalog.memory import (
     ACTION_STAGE,
     DATA_STAGE_SUFFIX,
@@ -128,8 +128,8 @@ def insert_turn_step(conn: sa.Connection, row: dict[str, Any], user_id: str | No
     row = {**dict.fromkeys(STEP_STATS_COLUMNS), **row}
     json_values = {c: None if row[c] is None else dumps(row[c]) for c in _COLUMNS if c.endswith("_json")}
     if conn.dialect.name == "postgresql":
-        flags = {c: None if row[c] is None else bool(row[c]) for c in _BOOLEANS}
-        conn.exec_driver_sql(_LIFECYCLE_PG + _INSERT_PG, {**row, **json_values, **flags, "user_id": user_id,
+        truth = {c: None if row[c] is None else bool(row[c]) for c in _BOOLEANS}
+        conn.exec_driver_sql(_LIFECYCLE_PG + _INSERT_PG, {**row, **json_values, **truth, "user_id": user_id,
                                                           "lifecycle": lifecycle})
         return
     conn.exec_driver_sql(_LIFECYCLE_SQLITE, (user_id, lifecycle, row["conversation_id"]))

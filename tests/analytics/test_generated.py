@@ -32,7 +32,7 @@ def tally(data: Generated, dims: tuple[str, ...], since: datetime | None = None,
           owner: str | None = None) -> dict[tuple[str, ...], dict[str, Any]]:
     """The numbers, counted in Python from the inserted rows."""
     owners = {c["conversation_id"]: c["owner_id"] for c in data.conversations}
-    mine = lambda row, time: ((owner is None or owners[row["conversation_id"]] == owner)  # noqa: E731
+    mine = lambda row, time: ((owner is None or owners[row["conversation_id"]] == owner)
                               and (since is None or row[time] >= since))
     rows: dict[tuple[str, ...], dict[str, Any]] = defaultdict(lambda: defaultdict(int))
     cids: dict[tuple[str, ...], set[str]] = defaultdict(set)
@@ -49,8 +49,8 @@ def tally(data: Generated, dims: tuple[str, ...], since: datetime | None = None,
                           ("llm_calls", s["llm_calls"]), ("input_tokens", s["input_tokens"]),
                           ("output_tokens", s["output_tokens"]), ("estimated_cost", s["llm_cost"])):
             row[name] += add
-    for key in cids:
-        rows[key]["conversations"], rows[key]["handoffs"] = len(cids[key]), len(handed[key])
+    for key, found in cids.items():
+        rows[key]["conversations"], rows[key]["handoffs"] = len(found), len(handed[key])
     ever_handed = {s["conversation_id"] for s in data.steps if s["handoff"] and not s["undone"]}
     for c in data.conversations:
         if mine(c, "updated_at"):

@@ -16,10 +16,10 @@ from playwright.sync_api import expect
 
 from bench.analytics import Generated, generate, insert
 from convengine.db import parse_database_url, upgrade
+from tests.analytics.test_generated import tally
 from tests.conftest import BACKENDS, drop_postgres_database, new_postgres_database
 from tests.console.browser import Browser, screenshot
 from tests.console.support import PACK, SCRIPTED
-from tests.analytics.test_generated import tally
 from tests.servers import Server
 
 WIDTH, HEIGHT = 1280, 800
@@ -63,7 +63,7 @@ def _rate(part: int, whole: int) -> str:
 def test_the_tab_shows_the_tests_own_counts(page: Any, analytics: tuple[Server, Generated], tmp_path: Path) -> None:
     data = analytics[1]
     total = tally(data, ())[()]
-    figure = lambda name: page.locator(f'#stats-summary [data-metric="{name}"] .figure-value').inner_text()  # noqa: E731
+    figure = lambda name: page.locator(f'#stats-summary [data-metric="{name}"] .figure-value').inner_text()
     assert figure("conversations") == _int(total["conversations"]) and figure("turns") == _int(total["turns"])
     assert figure("dropped-off") == _int(total["dropped_off"]) and figure("handoffs") == _int(total["handoffs"])
     assert figure("containment") == f"{_rate(total['contained'], total['conversations'])} ({_int(total['contained'])})"
@@ -73,7 +73,7 @@ def test_the_tab_shows_the_tests_own_counts(page: Any, analytics: tuple[Server, 
     for dimension in ("intent", "state"):
         for key, want in tally(data, (dimension,)).items():
             row = page.locator(f'#stats-by-{dimension} tr[data-key="{key[0]}"]')
-            cell = lambda field: row.locator(f'td[data-field="{field}"]').inner_text()  # noqa: E731,B023
+            cell = lambda field: row.locator(f'td[data-field="{field}"]').inner_text()  # noqa: B023
             assert (cell("turns"), cell("conversations"), cell("droppedOff"), cell("feedbackDown")) == (
                 _int(want["turns"]), _int(want["conversations"]), _int(want["dropped_off"]),
                 _int(want["feedback_down"])), key

@@ -38,17 +38,16 @@ def _index(table: sa.Table, column: str) -> Any:
 def upgrade() -> None:
     for name in STEP_STATS_COLUMNS:
         if not _has(STEP.name, name):
-            column = STEP.c[name]
-            op.add_column(STEP.name, sa.Column(name, column.type, nullable=True))
+            op.add_column(STEP.name, sa.Column(name, STEP.c[name].type, nullable=True))
     bind = op.get_bind()
-    for table, column in INDEXES:
-        _index(table, column).create(bind, checkfirst=True)
+    for table, indexed in INDEXES:
+        _index(table, indexed).create(bind, checkfirst=True)
 
 
 def downgrade() -> None:
     bind = op.get_bind()
-    for table, column in INDEXES:
-        _index(table, column).drop(bind, checkfirst=True)
+    for table, indexed in INDEXES:
+        _index(table, indexed).drop(bind, checkfirst=True)
     with op.batch_alter_table(STEP.name) as batch:
         for name in STEP_STATS_COLUMNS:
             if _has(STEP.name, name):
