@@ -90,7 +90,7 @@ def _handed_off() -> Any:
 
 def outcome_query(query: StatsQuery, by: Sequence[Dimension], dialect: str) -> sa.Select[Any]:
     """Per group of each conversation's last turn: ended, dropped off (idle), contained."""
-    active = sa.func.coalesce(CONVERSATION.c.updated_at, CONVERSATION.c.created_at)
+    active = CONVERSATION.c.updated_at  # set by every turn's upsert; compared bare so its index bounds the window
     dims = _dims(by, CONVERSATION.c.intent_code, CONVERSATION.c.state_code, active, dialect)
     ended = CONVERSATION.c.lifecycle == Lifecycle.ENDED.value
     idle_cut = sa.bindparam(None, query.now - timedelta(seconds=query.idle_after_s), type_=STEP.c.created_at.type)
