@@ -12,7 +12,6 @@ from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from convengine.analytics.model import Dimension, Stats, StatsQuery, StatsRow
 from convengine.catalog.flows import HANDOFF_STATUS
@@ -119,10 +118,10 @@ def feedback_query(query: StatsQuery, by: Sequence[Dimension], dialect: str) -> 
 QUERIES = (turn_query, outcome_query, feedback_query)
 
 
-async def _grouped(conn: AsyncConnection, query: StatsQuery, by: Sequence[Dimension]) -> dict[Key, dict[str, Any]]:
+def _grouped(conn: sa.Connection, query: StatsQuery, by: Sequence[Dimension]) -> dict[Key, dict[str, Any]]:
     merged: dict[Key, dict[str, Any]] = {}
     for build in QUERIES:
-        for row in await conn.execute(build(query, by, conn.dialect.name)):
+        for row in conn.execute(build(query, by, conn.dialect.name)):
             values = dict(row._mapping)
             key = tuple(None if values[d] is None else str(values[d]) for d in by)
             merged.setdefault(key, dict(zip(by, key, strict=True))).update(
@@ -139,10 +138,11 @@ def _order(key: Key) -> tuple[tuple[bool, str], ...]:
     return tuple((part is None, part or "") for part in key)
 
 
-async def stats(database: AsyncEngine, query: StatsQuery) -> Stats:
-    """The numbers of ``query``: its total and one row per group of ``query.by``."""
-    async with database.connect() as conn:
-        total = (await _grouped(conn, query, ())).get((), {})
-        groups = await _grouped(conn, query, query.by) if query.by else {}
+def stats(database: sa.Engine, query: StatsQuery) -> Stats:
+    """The numbers of ``query``: its total and one row per group of ``query.by`` (a blocking read: the
+    engine runs it in a worker thread, as its SQLite writes, which costs less than the async driver)."""
+    with database.connect() as conn:
+        total = _grouped(conn, query, ()).get((), {})
+        groups = _grouped(conn, query, query.by) if query.by else {}
     rows = [_row(groups[key]) for key in sorted(groups, key=_order)]
     return Stats(query=query, total=_row(total), rows=rows)

@@ -393,7 +393,7 @@ class Engine:
         """The awaitable form of :meth:`stats`."""
         query = stats_query(since=since, until=until, by=by, intent=intent, version=version,
                             owner=_owner(owner), idle_after_s=idle_after_s)
-        return await self._portal.acall(analytics.stats(self._runtime.store.engine, query))
+        return await self._portal.acall(asyncio.to_thread(analytics.stats, self._runtime.sync_engine, query))
 
     def reload(self) -> ConfigSnapshot:
         """Re-read the control tables; on failure keep the current snapshot and raise why."""
