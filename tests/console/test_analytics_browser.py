@@ -23,6 +23,7 @@ from tests.console.support import PACK, SCRIPTED
 from tests.servers import Server
 
 WIDTH, HEIGHT = 1280, 800
+MARKUP = '<img src="x" id="injected">'
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -31,6 +32,7 @@ def analytics(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     url = f"sqlite:///{folder / 'console.db'}" if request.param == "sqlite" else new_postgres_database()
     upgrade(parse_database_url(url))
     data = generate(3_000, days=20, now=datetime.now(UTC), seed=3)
+    data.steps[0]["intent_code"] = MARKUP  # a stored name that is markup: shown as text, never parsed
     insert(url, data)
     server = Server(url, folder / "server.log", "--scripted", str(SCRIPTED), pack=PACK)
     try:
@@ -69,15 +71,20 @@ def test_the_tab_shows_the_tests_own_counts(page: Any, analytics: tuple[Server, 
     assert figure("containment") == f"{_rate(total['contained'], total['conversations'])} ({_int(total['contained'])})"
     assert figure("fallback") == f"{_rate(total['fallback_turns'], total['turns'])} ({_int(total['fallback_turns'])})"
     assert figure("feedback") == f"{_int(total['feedback_up'])} / {_int(total['feedback_down'])}"
-    assert figure("cost") == f"{total['estimated_cost']:.4f}"
+    assert float(figure("cost")) == pytest.approx(total["estimated_cost"], abs=1e-4)  # shown to 4 places
     for dimension in ("intent", "state"):
-        for key, want in tally(data, (dimension,)).items():
-            row = page.locator(f'#stats-by-{dimension} tr[data-key="{key[0]}"]')
-            cell = lambda field: row.locator(f'td[data-field="{field}"]').inner_text()  # noqa: B023
-            assert (cell("turns"), cell("conversations"), cell("droppedOff"), cell("feedbackDown")) == (
+        shown = page.locator(f"#stats-by-{dimension} tbody tr").evaluate_all(
+            "rows => Object.fromEntries(rows.map(r => [r.dataset.key, Object.fromEntries("
+            "[...r.querySelectorAll('td[data-field]')].map(td => [td.dataset.field, td.textContent]))]))")
+        for (key,), want in tally(data, (dimension,)).items():
+            cells = shown[key]
+            assert (cells["turns"], cells["conversations"], cells["droppedOff"], cells["feedbackDown"]) == (
                 _int(want["turns"]), _int(want["conversations"]), _int(want["dropped_off"]),
                 _int(want["feedback_down"])), key
-            assert cell("inputTokens") == _int(want["input_tokens"]) and cell("llmCalls") == _int(want["llm_calls"])
+            assert (cells["inputTokens"], cells["llmCalls"]) == (_int(want["input_tokens"]), _int(want["llm_calls"]))
+            assert float(cells["estimatedCost"]) == pytest.approx(want["estimated_cost"], abs=1e-4), key
+    assert page.locator("#injected").count() == 0
+    assert page.locator("#stats-by-intent td", has_text=MARKUP).count() == 1
     bars = page.locator('svg.chart rect.bar[data-series="turns"]').evaluate_all(
         "rects => rects.map(r => [r.dataset.day, Number(r.dataset.value)])")
     assert dict(bars) == {day: row["turns"] for (day,), row in tally(data, ("day",)).items()}
