@@ -24,22 +24,23 @@ CONVERSATION = CeConversation.__table__
 FEEDBACK = CeMcpUserFeedback.__table__
 VERSION = CeConversationVersion.__table__
 Key = tuple[str | None, ...]
+Column = sa.ColumnElement[Any]
 
 
-def _day(column: Any, dialect: str) -> Any:
+def _day(column: Column, dialect: str) -> Column:
     """The UTC day of a timestamp as ``YYYY-MM-DD`` (SQLite keeps naive UTC text)."""
     if dialect == "postgresql":
         return sa.func.to_char(sa.func.timezone("UTC", column), "YYYY-MM-DD")
     return sa.func.substr(column, 1, 10)
 
 
-def _dims(by: Sequence[Dimension], intent: Any, state: Any, time: Any, dialect: str) -> list[Any]:
+def _dims(by: Sequence[Dimension], intent: Column, state: Column, time: Column, dialect: str) -> list[Column]:
     source = {"intent": intent, "state": state, "day": _day(time, dialect)}
     return [source[d].label(d) for d in by]
 
 
-def _window(query: StatsQuery, time: Any) -> list[Any]:
-    found = []
+def _window(query: StatsQuery, time: Column) -> list[Column]:
+    found: list[Column] = []
     if query.since is not None:
         found.append(time >= sa.bindparam(None, query.since, type_=STEP.c.created_at.type))
     if query.until is not None:
@@ -47,9 +48,9 @@ def _window(query: StatsQuery, time: Any) -> list[Any]:
     return found
 
 
-def _scope(query: StatsQuery, conversation_id: Any) -> list[Any]:
+def _scope(query: StatsQuery, conversation_id: Column) -> list[Column]:
     """Only the owner's conversations, and those on the version asked for."""
-    found = []
+    found: list[Column] = []
     if query.owner is not None:
         found.append(conversation_id.in_(sa.select(CONVERSATION.c.conversation_id)
                                          .where(CONVERSATION.c.owner_id == query.owner)))
@@ -59,7 +60,7 @@ def _scope(query: StatsQuery, conversation_id: Any) -> list[Any]:
     return found
 
 
-def _count_if(condition: Any) -> Any:
+def _count_if(condition: Column) -> Column:
     return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
 
 
@@ -82,7 +83,7 @@ def turn_query(query: StatsQuery, by: Sequence[Dimension], dialect: str) -> sa.S
     return select.where(*where).group_by(*dims)
 
 
-def _handed_off() -> Any:
+def _handed_off() -> sa.Exists:
     return sa.exists().where(STEP.c.conversation_id == CONVERSATION.c.conversation_id,
                              STEP.c.handoff == sa.true(), STEP.c.undone == sa.false())
 

@@ -485,7 +485,7 @@ def _cid(conversation_id: str) -> str:
 MAX_OWNER_CHARS = 200
 
 
-def stats_query(**given: Any) -> StatsQuery:
+def stats_query(**given: object) -> StatsQuery:
     """A :class:`StatsQuery`, or InvalidInputError naming what was wrong."""
     try:
         return StatsQuery.model_validate(given)
