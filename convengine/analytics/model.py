@@ -42,6 +42,13 @@ class StatsQuery(_Camel):
             raise ValueError("give a time with a time zone (e.g. 2025-01-31T00:00:00Z)")
         return value.astimezone(UTC)
 
+    @field_validator("intent")
+    @classmethod
+    def _text(cls, value: str | None) -> str | None:
+        if value is not None and "\x00" in value:
+            raise ValueError("must not contain a NUL character")
+        return value
+
     @field_validator("by", mode="before")
     @classmethod
     def _by(cls, value: object) -> object:

@@ -62,3 +62,5 @@ async def test_bad_queries_are_refused_naming_what_was_wrong(sqlite_db_url: str)
             await engine.astats(since=datetime(2025, 1, 1))
         with pytest.raises(InvalidInputError, match="once"):
             await engine.astats(by="day,day")
+        with pytest.raises(InvalidInputError, match="intent: .*NUL"):
+            await engine.astats(intent="LOAN\x00")

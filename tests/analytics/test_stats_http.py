@@ -35,7 +35,8 @@ async def test_the_endpoint_gives_the_numbers_of_the_callers_conversations(sqlit
         later = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
         empty = (await client.get(STATS, params={"since": later}, headers=bearer(ADMIN))).json()
         assert empty["rows"] == [] and empty["total"]["turns"] == 0
-        for params, named in (({"by": "week"}, "by"), ({"since": "2025-01-01"}, "since"), ({"idleAfterS": "0"}, "idleAfterS")):
+        for params, named in (({"by": "week"}, "by"), ({"since": "2025-01-01"}, "since"), ({"idleAfterS": "0"}, "idleAfterS"),
+                              ({"intent": "LOAN\x00"}, "intent")):
             refused = await client.get(STATS, params=params, headers=bearer(ADMIN))
             assert refused.status_code == 422 and named in refused.text, refused.text
         assert (await client.get(STATS)).status_code == 401
