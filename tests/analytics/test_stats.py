@@ -50,6 +50,10 @@ async def test_a_window_an_intent_and_an_owner_narrow_the_numbers(db_url: str) -
         assert [r.intent for r in loans.rows] == ["LOAN"]
         assert_rows_equal({("LOAN",): numbers(loans.rows[0])}, {k: v for k, v in seen.expected(("intent",)).items()
                                                                 if k == ("LOAN",)})
+        served = max(v.number for v in engine.versions.list())
+        on_version = await engine.astats(version=served, idle_after_s=IDLE)
+        assert_rows_equal({(): numbers(on_version.total)}, seen.expected(()))
+        assert numbers((await engine.astats(version=served + 1)).total)["turns"] == 0
         other = await engine.astats(owner="key:somebody-else")
         assert numbers(other.total)["turns"] == 0 and numbers(other.total)["feedback_up"] == 0
 
