@@ -60,12 +60,16 @@ def _side_effects(staged: Sequence[tuple[str, AuditEvent]]) -> list[dict[str, An
     return found
 
 
-def _fallback(staged: Sequence[tuple[str, AuditEvent]], intent: object) -> bool:
+StatsEntry = tuple[str, str | None, dict[str, Any]]
+"""An audit event as turn stats read it: stage (without its source suffix), step, payload."""
+
+
+def _fallback(entries: Sequence[StatsEntry], intent: object) -> bool:
     """A fallback answered: a fallback stage, a flow ``fallback`` node, or nothing recognised the
     message and the turn ended without an intent."""
     return any(stage in FALLBACK_STAGES
-               or (stage == stages.FLOW_NODE and event.payload.get("type") == flow_vocab.FALLBACK)
-               or (stage == UNMATCHED_STAGE and intent == UNKNOWN) for stage, event in staged)
+               or (stage == stages.FLOW_NODE and payload.get("type") == flow_vocab.FALLBACK)
+               or (stage == UNMATCHED_STAGE and intent == UNKNOWN) for stage, _, payload in entries)
 
 
 def _tokens(usage: object, name: str) -> int:
@@ -73,16 +77,16 @@ def _tokens(usage: object, name: str) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
-def turn_stats(final: dict[str, Any], staged: Sequence[tuple[str, AuditEvent]],
-               prices: LlmSpendSettings) -> dict[str, Any]:
+def turn_stats(final: dict[str, Any], entries: Sequence[StatsEntry], prices: LlmSpendSettings) -> dict[str, Any]:
     """What analytics counts of a completed turn: where it ended, whether a fallback answered it or it
     handed off, and its model calls (tokens and their price at ``prices``)."""
-    calls = [e.payload for stage, e in staged if stage == LLM_CALL_STAGE]
+    calls = [payload for stage, _, payload in entries if stage == LLM_CALL_STAGE]
     usages = [{"input_tokens": _tokens(c.get("usage"), "input_tokens"),
                "output_tokens": _tokens(c.get("usage"), "output_tokens")} for c in calls]
     cost = sum(price(prices, c.get("model"), u) for c, u in zip(calls, usages, strict=True))
     return {"intent_code": final.get(keys.INTENT), "state_code": final.get(keys.STATE),
-            "fallback": _fallback(staged, final.get(keys.INTENT)), "handoff": any(stage == HANDOFF_STAGE for stage, _ in staged),
+            "fallback": _fallback(entries, final.get(keys.INTENT)),
+            "handoff": any(stage == HANDOFF_STAGE for stage, _, _ in entries),
             "llm_calls": len(calls), "input_tokens": sum(u["input_tokens"] for u in usages),
             "output_tokens": sum(u["output_tokens"] for u in usages), "llm_cost": cost}
 
@@ -101,7 +105,7 @@ def step_row(conversation_id: str, turn_key: str, final: dict[str, Any],
             "input_text": final.get(keys.USER_TEXT) or "", "actions_json": json_safe(actions),
             "data_json": json_safe(data), "output_json": json_safe(stored_assistant(payload)) if payload else None,
             "side_effects_json": _side_effects(staged), "undone": False, "created_at": datetime.now(UTC),
-            **turn_stats(final, staged, prices or LlmSpendSettings())}
+            **turn_stats(final, [(stage, e.step, e.payload) for stage, e in staged], prices or LlmSpendSettings())}
 
 
 _COLUMNS = ("conversation_id", "turn_key", "turn", "input_text", "actions_json", "data_json", "output_json",
