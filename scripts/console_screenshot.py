@@ -1,4 +1,5 @@
-"""Regenerate docs/console.png (the simulator, shown in the README) and docs/console-turn.png (a turn).
+"""Regenerate docs/console.png (the simulator, shown in the README), docs/console-turn.png (a turn) and
+docs/console-analytics.png (the Analytics tab over three weeks of generated turns).
 
 Starts ``convengine serve`` with the pizza example on a free loopback port, chats three turns in the
 simulator with headless Chromium (Debian's package: scripts/browser installs it), opens the
@@ -22,6 +23,7 @@ from playwright.sync_api import expect, sync_playwright
 ROOT = Path(__file__).resolve().parents[1]
 OUTPUT = ROOT / "docs" / "console.png"
 TURN = ROOT / "docs" / "console-turn.png"
+ANALYTICS = ROOT / "docs" / "console-analytics.png"
 
 
 def free_port() -> int:
@@ -48,6 +50,20 @@ def serve(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     raise SystemExit("the server did not start")
 
 
+def analytics(page: object, workdir: Path) -> None:
+    """Three weeks of generated turns (bench/analytics.py's generator) in the server's database, then
+    the Analytics tab."""
+    sys.path.insert(0, str(ROOT))
+    from datetime import UTC, datetime
+
+    from bench.analytics import generate, insert
+
+    insert(f"sqlite:///{workdir / 'console.db'}", generate(3_000, days=21, now=datetime.now(UTC), seed=5))
+    page.click('.tab[data-tab="analytics"]')  # type: ignore[attr-defined]
+    expect(page.locator("#analytics[data-loaded]")).to_have_count(1)  # type: ignore[attr-defined]
+    page.screenshot(path=str(ANALYTICS), full_page=True)  # type: ignore[attr-defined]
+
+
 def main() -> None:
     browser_path = os.environ.get("CONVENGINE_CHROMIUM") or shutil.which("chromium")
     if not browser_path:
@@ -70,11 +86,12 @@ def main() -> None:
                 page.locator('details[data-step="schema_extraction"] summary').click()
                 page.evaluate("() => document.querySelector('#turns').scrollIntoView()")
                 page.screenshot(path=str(TURN))
+                analytics(page, Path(workdir))
                 browser.close()
         finally:
             process.terminate()
             process.wait(timeout=30)
-    print(f"wrote {OUTPUT} and {TURN}")
+    print(f"wrote {OUTPUT}, {TURN} and {ANALYTICS}")
 
 
 if __name__ == "__main__":

@@ -452,8 +452,8 @@ LAYER_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      ("graph | memory", "workflows", "flows", "nodes", "llm | tools")),
     ("Configuration and rules", "versions, pack reading and checks, templates, rules (pure), the config model",
      ("versions", "config_loader", "templates", "rules", "config")),
-    ("Storage", "ce_* tables, migrations, checkpoints, the turn's commit, knowledge bases",
-     ("knowledge | checkpointing", "db")),
+    ("Storage", "ce_* tables, migrations, checkpoints, the turn's commit, knowledge bases, analytics",
+     ("knowledge | checkpointing | analytics", "db")),
     ("Foundation", "host registries, plumbing, audit events, settings, security checks, the catalogues",
      ("registry", "turn_view", "_internal", "audit", "settings", "security", "catalog")),
 )

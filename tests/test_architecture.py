@@ -33,6 +33,8 @@ LAZY_ALLOWED = {
     # the CLI's commands import what they run, so `convengine --help` starts in a tenth of a second
     "cli/app.py", "cli/knowledge.py", "cli/guard.py", "cli/export.py", "cli/versions.py", "cli/schema.py", "cli/chains.py",
     "cli/replay.py",
+
+    "cli/stats.py",
     "__init__.py",  # `import convengine` resolves its public names on first use (start-up time)
     # run_file opens engines; the pytest plugin's package stays importable without the engine
     "testing/__init__.py",

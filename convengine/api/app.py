@@ -28,6 +28,7 @@ from convengine.api.readiness import Readiness, postgres_probe, sqlite_probe
 from convengine.api.refusals import ApiRefusal, error_response
 from convengine.api.replay_routes import router as replay_router
 from convengine.api.routes import router
+from convengine.api.stats_routes import router as stats_router
 from convengine.api.streams import StreamRegistry
 from convengine.api.version_routes import router as versions_router
 from convengine.catalog.defaults import DEFAULT_DATABASE_URL
@@ -91,6 +92,7 @@ def create_app(url: str = DEFAULT_DATABASE_URL, *, engine: Engine | None = None,
     app.include_router(flow_router)
     app.include_router(memory_router)
     app.include_router(chain_router)
+    app.include_router(stats_router)  # /api/v1/stats (scoped to the caller's conversations)
     console_routes.install(app)  # the web console and /docs served offline
     app.state.console_pack = options.get("pack")
     app.include_router(versions_router)  # /api/v1/versions/* (admin)

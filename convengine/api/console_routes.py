@@ -31,7 +31,7 @@ from convengine.engine import Engine
 
 STATIC = Path(__file__).resolve().parent.parent / "console" / "static"
 ASSETS = {"console.js": "text/javascript", "console.css": "text/css", "index.html": "text/html",
-          "replay.js": "text/javascript"}
+          "replay.js": "text/javascript", "analytics.js": "text/javascript", "analytics.css": "text/css"}
 DOCS_ASSETS = ("swagger-ui-bundle.js", "swagger-ui.css", "favicon.png")
 """Swagger UI from the fastapi-offline package (MIT), so /docs needs no CDN. (No /redoc: ReDoc's page
 still loads its logo from the internet.)"""

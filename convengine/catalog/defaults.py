@@ -8,3 +8,6 @@ DEFAULT_DATABASE_URL = "sqlite:///convengine.db"
 LIVE_CHANNEL = "production"
 """The channel served unless another is chosen; the ce_* control tables mirror its version (what
 ConvEngine's own readers see)."""
+
+DEFAULT_IDLE_AFTER_S = 1800.0
+"""Analytics: a conversation with no turn for this long that neither ended nor was handed off dropped off."""

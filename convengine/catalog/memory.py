@@ -46,3 +46,18 @@ DATA_STAGES: frozenset[str] = frozenset({
 DATA_STAGE_SUFFIX = "_LLM_OUTPUT"
 
 ACTION_STAGE = stages.RULE_APPLIED
+
+# What analytics counts of a turn (ce_conversation_step's stats columns, written with the row).
+FALLBACK_STAGES: frozenset[str] = frozenset({
+    stages.INTENT_MISSING, stages.KNOWLEDGE_FALLBACK_ANSWERED, stages.KNOWLEDGE_FALLBACK_NO_MATCH,
+})
+"""A turn is a fallback when one of these was emitted (nothing resolved an intent, the knowledge
+fallback answered or found nothing), a flow ``fallback`` node ran (``FLOW_NODE`` of that type), or
+:data:`UNMATCHED_STAGE` was emitted and the turn ended in ``UNKNOWN``."""
+UNMATCHED_STAGE = stages.INTENT_RESOLVE_NO_CHANGE
+"""No classifier or agent recognised the message: a fallback when the turn also ends in ``UNKNOWN``."""
+HANDOFF_STAGE = stages.FLOW_HANDOFF
+"""The turn handed the conversation to a person (a ``handoff`` node or a ``HANDOFF`` rule action)."""
+LLM_CALL_STAGE = stages.LLM_CALL
+"""One model call that returned, with its model and token usage."""
+

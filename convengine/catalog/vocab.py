@@ -194,3 +194,10 @@ PENDING_ACTION_STATUSES = ("OPEN", "IN_PROGRESS", "EXECUTED", "REJECTED", "EXPIR
 
 KNOWLEDGE_FILTER_KEY = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"
 """A metadata filter's key (``where:`` of a knowledge node, ``knowledge.fallback.filters``, ``filters=``)."""
+
+# --- feedback (ce_mcp_user_feedback.feedback_type) --------------------------------------
+
+THUMBS_UP = "THUMBS_UP"
+THUMBS_DOWN = "THUMBS_DOWN"
+FEEDBACK_TYPES = (THUMBS_UP, THUMBS_DOWN)
+

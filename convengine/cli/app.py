@@ -20,6 +20,7 @@ from convengine.cli.init import init
 from convengine.cli.knowledge import knowledge_app
 from convengine.cli.replay import replay
 from convengine.cli.schema import register as register_schema_command
+from convengine.cli.stats import stats as stats_command
 from convengine.cli.versions import register as register_version_commands
 from convengine.security.terminal import inert
 
@@ -35,6 +36,7 @@ app.add_typer(knowledge_app, name="knowledge")
 app.add_typer(chains_app, name="chains")
 app.command("export-test")(export_test)
 app.command("init")(init)
+app.command("stats")(stats_command)
 register_version_commands(pack_app)  # pack versions|draft|diff|publish|rollback|channel
 pack_app.command("replay")(guarded(replay))
 register_schema_command(pack_app)  # pack schema

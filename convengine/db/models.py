@@ -471,6 +471,7 @@ class CeLlmUsage(Base):
 
 class CeConversation(Base):
     __tablename__ = "ce_conversation"
+    __table_args__ = (sa.Index(None, "updated_at"),)
     conversation_id: Mapped[str] = mapped_column(UUID, primary_key=True)
     status: Mapped[str] = mapped_column(sa.Text, nullable=False, default="RUNNING", server_default="RUNNING")
     intent_code: Mapped[str] = mapped_column(sa.Text, nullable=False, default="UNKNOWN", server_default="UNKNOWN")
@@ -537,7 +538,8 @@ class CeConversationStep(Base):
     that fired, the data its steps produced, its output and whether it had effects outside the engine."""
 
     __tablename__ = "ce_conversation_step"
-    __table_args__ = (sa.Index(None, "conversation_id", "step_id"), sa.Index(None, "turn_key"))
+    __table_args__ = (sa.Index(None, "conversation_id", "step_id"), sa.Index(None, "turn_key"),
+                      sa.Index(None, "created_at"))
     step_id: Mapped[int] = _id()
     conversation_id: Mapped[str] = mapped_column(
         UUID, sa.ForeignKey("ce_conversation.conversation_id", ondelete="CASCADE"), nullable=False
@@ -556,6 +558,26 @@ class CeConversationStep(Base):
     """Long-term properties the turn saved: ``{name: {before, after}}`` (undo puts ``before`` back)."""
     undone: Mapped[bool] = mapped_column(sa.Boolean, nullable=False, default=False, server_default=sa.false())
     created_at: Mapped[datetime | None] = _created()
+    # What analytics (convengine.analytics) counts, written with the row (migration 0015; NULL before it).
+    intent_code: Mapped[str | None] = mapped_column(sa.Text)
+    """The intent the turn ended in."""
+    state_code: Mapped[str | None] = mapped_column(sa.Text)
+    """The state the turn ended in."""
+    fallback: Mapped[bool | None] = mapped_column(sa.Boolean)
+    """A fallback answered the turn (``convengine.catalog.memory.FALLBACK_STAGES``)."""
+    handoff: Mapped[bool | None] = mapped_column(sa.Boolean)
+    """The turn handed the conversation to a person (``FLOW_HANDOFF``)."""
+    llm_calls: Mapped[int | None] = mapped_column(sa.Integer)
+    """Model calls the turn made that returned (``LLM_CALL`` events)."""
+    input_tokens: Mapped[int | None] = mapped_column(sa.Integer)
+    output_tokens: Mapped[int | None] = mapped_column(sa.Integer)
+    llm_cost: Mapped[float | None] = mapped_column(sa.Float)
+    """The calls' estimated price, from ``llm.spend.prices`` when the turn was recorded."""
+
+
+STEP_STATS_COLUMNS: tuple[str, ...] = ("intent_code", "state_code", "fallback", "handoff", "llm_calls",
+                                       "input_tokens", "output_tokens", "llm_cost")
+"""The ce_conversation_step columns migration 0015 added."""
 
 
 class CeLlmCallLog(Base):

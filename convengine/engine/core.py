@@ -12,19 +12,22 @@ from __future__ import annotations
 import asyncio
 import atexit
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import Any, Self
 
 from pydantic import ValidationError
 
+from convengine import analytics
 from convengine._internal.portal import Portal
 from convengine._internal.turn_io import check_params, check_request, normalise_conversation_id
+from convengine.analytics import Stats, StatsQuery
 from convengine.audit import AuditBus, AuditEvent, Subscription
 from convengine.audit.trace import build_trace
 from convengine.catalog import stages
 from convengine.catalog import state as keys
-from convengine.catalog.defaults import DEFAULT_DATABASE_URL
+from convengine.catalog.defaults import DEFAULT_DATABASE_URL, DEFAULT_IDLE_AFTER_S
 from convengine.catalog.errors import ConfigError, InvalidInputError
 from convengine.catalog.state import EngineState
 from convengine.checkpointing.timeline import UndoResult
@@ -373,6 +376,29 @@ class Engine:
         """The awaitable form of :meth:`feedbacks`."""
         return await self._portal.acall(self._runtime.feedbacks(_cid(conversation_id), _owner(owner)))
 
+    def stats(self, *, since: datetime | None = None, until: datetime | None = None,
+              by: str | Sequence[str] = (), intent: str | None = None, version: int | None = None,
+              owner: str | None = None, idle_after_s: float = DEFAULT_IDLE_AFTER_S) -> Stats:
+        """How the assistant is doing: conversations, turns, drop-off, fallback and UNKNOWN rates,
+        handoffs, containment, feedback, model calls, tokens and estimated cost over ``[since, until)``
+        (times with a zone), in total and per group of ``by`` (``"intent"``, ``"state"``, ``"day"`` or
+        several, e.g. ``"intent,day"``); ``intent`` and ``version`` narrow it, ``owner`` keeps one
+        caller's conversations. See docs/console.md#analytics for what each number counts.
+
+        Raises:
+            InvalidInputError: a time without a zone, an unknown ``by``, a bad filter.
+        """
+        return self._portal.call(self.astats(since=since, until=until, by=by, intent=intent, version=version,
+                                             owner=owner, idle_after_s=idle_after_s))
+
+    async def astats(self, *, since: datetime | None = None, until: datetime | None = None,
+                     by: str | Sequence[str] = (), intent: str | None = None, version: int | None = None,
+                     owner: str | None = None, idle_after_s: float = DEFAULT_IDLE_AFTER_S) -> Stats:
+        """The awaitable form of :meth:`stats`."""
+        query = stats_query(since=since, until=until, by=by, intent=intent, version=version,
+                            owner=_owner(owner), idle_after_s=idle_after_s)
+        return await self._portal.acall(asyncio.to_thread(analytics.stats, self._runtime.sync_engine, query))
+
     def reload(self) -> ConfigSnapshot:
         """Re-read the control tables; on failure keep the current snapshot and raise why."""
         return self._portal.call(self._runtime.reload())
@@ -497,6 +523,15 @@ def _cid(conversation_id: str) -> str:
 
 
 MAX_OWNER_CHARS = 200
+
+
+def stats_query(**given: object) -> StatsQuery:
+    """A :class:`StatsQuery`, or InvalidInputError naming what was wrong."""
+    try:
+        return StatsQuery.model_validate(given)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'query'}: {e['msg']}" for e in exc.errors())
+        raise InvalidInputError(f"bad stats query: {problems}") from None
 
 
 def _user(user_id: object) -> str:

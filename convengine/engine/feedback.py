@@ -20,13 +20,13 @@ from convengine._internal.turn_io import check_params
 from convengine.audit.events import AuditEvent
 from convengine.catalog import stages
 from convengine.catalog.errors import InvalidInputError
+from convengine.catalog.vocab import FEEDBACK_TYPES
 from convengine.db.models import CeConversationHistory, CeMcpUserFeedback
 
 FEEDBACK = CeMcpUserFeedback.__table__
 HISTORY = CeConversationHistory.__table__
 FEEDBACK_STAGE = stages.MCP_USER_FEEDBACK
 """The audit stage of a stored feedback (ConvEngine's name)."""
-FEEDBACK_TYPES = ("THUMBS_UP", "THUMBS_DOWN")
 MAX_MESSAGE_ID_CHARS = 128
 MAX_RESPONSE_CHARS = 100_000
 MAX_METADATA_BYTES = 64 * 1024

@@ -76,6 +76,8 @@ class ScriptedBackend:
     async def complete(self, call: LlmCall) -> LlmReply:
         reply = await self.llm.respond(call)
         model = call.model or "scripted"
+        if isinstance(reply, LlmReply):  # a scripted reply that reports its model and token usage
+            return dataclasses.replace(reply, model=reply.model or model)
         if call.wants_json and not isinstance(reply, str):
             return LlmReply(reply_text(reply), reply, model=model)
         return LlmReply(reply_text(reply), model=model)

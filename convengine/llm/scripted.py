@@ -7,7 +7,8 @@ Replies are scripted per call site, as a queue or as a function of the request::
         "RESPONSE_TEXT": lambda call: f"You said {call.user_text!r}",
     })
 
-A reply may be text, a JSON value (dict/list), an exception (raised, to simulate outages),
+A reply may be text, a JSON value (dict/list), an :class:`LlmReply` (text, parsed value, token
+usage and model name: what spend and analytics count), an exception (raised, to simulate outages),
 or :class:`Delay` (sleep first, to simulate slow models). Every call is logged in
 :attr:`ScriptedLLM.calls`. A call with no script left fails with a message naming the call
 site, unless a ``default`` reply was given.

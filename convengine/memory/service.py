@@ -134,7 +134,8 @@ async def after_run(conn: AsyncConnection | None, request: TurnRequest, final: d
     secrets = ctx.secret_values
     if secrets:
         ctx.audit.events.replace(_masked(ctx.audit.events, secrets))
-    row = steps.step_row(request.conversation_id, request.turn_id, final, ctx.audit.events.entries())
+    row = steps.step_row(request.conversation_id, request.turn_id, final, ctx.audit.events.entries(),
+                         settings.llm.spend)
     row["properties_json"] = changes or None
     return partial(_write_turn, cid=request.conversation_id, user_id=request.user_id,
                    lifecycle=lifecycle_of(final.get(keys.STATE), settings), row=row)

@@ -16,11 +16,25 @@ import sqlalchemy as sa
 
 from convengine._internal.jsontext import dumps
 from convengine.audit.events import AuditEvent
+from convengine.catalog import flows as flow_vocab
+from convengine.catalog import stages
 from convengine.catalog import state as keys
-from convengine.catalog.memory import ACTION_STAGE, DATA_STAGE_SUFFIX, DATA_STAGES, SIDE_EFFECT_STAGES
+from convengine.catalog.memory import (
+    ACTION_STAGE,
+    DATA_STAGE_SUFFIX,
+    DATA_STAGES,
+    FALLBACK_STAGES,
+    HANDOFF_STAGE,
+    LLM_CALL_STAGE,
+    SIDE_EFFECT_STAGES,
+    UNMATCHED_STAGE,
+)
+from convengine.catalog.vocab import UNKNOWN
 from convengine.checkpointing.persistence import sqlite_time
-from convengine.db.models import CeConversationHistory, CeConversationStep
+from convengine.db.models import STEP_STATS_COLUMNS, CeConversationHistory, CeConversationStep
+from convengine.llm.spend import price
 from convengine.nodes.finish import json_safe, stored_assistant
+from convengine.settings import LlmSpendSettings
 
 STEP = CeConversationStep.__table__
 HISTORY = CeConversationHistory.__table__
@@ -49,9 +63,37 @@ def _side_effects(staged: Sequence[Entry]) -> list[dict[str, Any]]:
     return found
 
 
+def _fallback(entries: Sequence[Entry], intent: object) -> bool:
+    """A fallback answered: a fallback stage, a flow ``fallback`` node, or nothing recognised the
+    message and the turn ended without an intent."""
+    return any(stage in FALLBACK_STAGES
+               or (stage == stages.FLOW_NODE and payload.get("type") == flow_vocab.FALLBACK)
+               or (stage == UNMATCHED_STAGE and intent == UNKNOWN) for stage, _, payload in entries)
+
+
+def _tokens(usage: object, name: str) -> int:
+    value = usage.get(name) if isinstance(usage, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def turn_stats(final: dict[str, Any], entries: Sequence[Entry], prices: LlmSpendSettings) -> dict[str, Any]:
+    """What analytics counts of a completed turn: where it ended, whether a fallback answered it or it
+    handed off, and its model calls (tokens and their price at ``prices``)."""
+    calls = [payload for stage, _, payload in entries if stage == LLM_CALL_STAGE]
+    usages = [{"input_tokens": _tokens(c.get("usage"), "input_tokens"),
+               "output_tokens": _tokens(c.get("usage"), "output_tokens")} for c in calls]
+    cost = sum(price(prices, c.get("model"), u) for c, u in zip(calls, usages, strict=True))
+    return {"intent_code": final.get(keys.INTENT), "state_code": final.get(keys.STATE),
+            "fallback": _fallback(entries, final.get(keys.INTENT)),
+            "handoff": any(stage == HANDOFF_STAGE for stage, _, _ in entries),
+            "llm_calls": len(calls), "input_tokens": sum(u["input_tokens"] for u in usages),
+            "output_tokens": sum(u["output_tokens"] for u in usages), "llm_cost": cost}
+
+
 def step_row(conversation_id: str, turn_key: str, final: dict[str, Any],
-             events: Sequence[Entry]) -> dict[str, Any]:
-    """The step row of a completed turn (its final state and its audit events as (stage, step, payload))."""
+             events: Sequence[Entry], prices: LlmSpendSettings | None = None) -> dict[str, Any]:
+    """The step row of a completed turn (its final state and its audit events as (stage, step, payload)),
+    with its :func:`turn_stats` priced at ``prices`` (``llm.spend``)."""
     staged = [(_stage(stage), step, payload) for stage, step, payload in events]  # each stage name once
     actions = [{"ruleId": p.get("ruleId"), "action": p.get("action"),
                 "phase": p.get("phase")} for stage, _, p in staged if stage == ACTION_STAGE]
@@ -61,11 +103,13 @@ def step_row(conversation_id: str, turn_key: str, final: dict[str, Any],
     return {"conversation_id": conversation_id, "turn_key": turn_key, "turn": int(final.get(keys.TURN) or 0),
             "input_text": final.get(keys.USER_TEXT) or "", "actions_json": json_safe(actions),
             "data_json": json_safe(data), "output_json": json_safe(stored_assistant(payload)) if payload else None,
-            "side_effects_json": _side_effects(staged), "undone": False, "created_at": datetime.now(UTC)}
+            "side_effects_json": _side_effects(staged), "undone": False, "created_at": datetime.now(UTC),
+            **turn_stats(final, staged, prices or LlmSpendSettings())}
 
 
 _COLUMNS = ("conversation_id", "turn_key", "turn", "input_text", "actions_json", "data_json", "output_json",
-            "side_effects_json", "properties_json", "undone", "created_at")
+            "side_effects_json", "properties_json", "undone", "created_at", *STEP_STATS_COLUMNS)
+_BOOLEANS = ("undone", "fallback", "handoff")
 _INSERT_SQLITE = (f"INSERT INTO ce_conversation_step ({', '.join(_COLUMNS)}, history_id) VALUES "
                   f"({', '.join('?' for _ in _COLUMNS)}, (SELECT max(history_id) FROM ce_conversation_history "
                   "WHERE conversation_id = ?))")
@@ -84,13 +128,16 @@ def insert_turn_step(conn: sa.Connection, row: dict[str, Any], user_id: str | No
     """A completed turn's memory rows as prepared driver statements (no statement building): the
     conversation's user (set once) and lifecycle, and the step row, linked to the history row the turn just wrote (PostgreSQL: one
     statement). Values bound as SQLAlchemy's column types would: JSON text, booleans, timestamps."""
+    row = {**dict.fromkeys(STEP_STATS_COLUMNS), **row}
     json_values = {c: None if row[c] is None else dumps(row[c]) for c in _COLUMNS if c.endswith("_json")}
     if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql(_LIFECYCLE_PG + _INSERT_PG, {**row, **json_values, "user_id": user_id,
-                                                          "lifecycle": lifecycle, "undone": bool(row["undone"])})
+        truth = {c: None if row[c] is None else bool(row[c]) for c in _BOOLEANS}
+        conn.exec_driver_sql(_LIFECYCLE_PG + _INSERT_PG, {**row, **json_values, **truth, "user_id": user_id,
+                                                          "lifecycle": lifecycle})
         return
     conn.exec_driver_sql(_LIFECYCLE_SQLITE, (user_id, lifecycle, row["conversation_id"]))
-    values = {**row, **json_values, "undone": int(bool(row["undone"])), "created_at": sqlite_time(row["created_at"])}
+    flags = {c: None if row[c] is None else int(bool(row[c])) for c in _BOOLEANS}
+    values = {**row, **json_values, **flags, "created_at": sqlite_time(row["created_at"])}
     conn.exec_driver_sql(_INSERT_SQLITE, (*(values[c] for c in _COLUMNS), row["conversation_id"]))
 
 
