@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,21 +36,48 @@ _ROWS_PG = ("SELECT {cid}, r.at, r.events FROM unnest(%(ats)s::timestamptz[], %(
             "WITH ORDINALITY AS r(at, events, idx) ORDER BY r.idx")
 _AUDIT_INSERT_PG = ("INSERT INTO ce_audit_turn (conversation_id, created_at, events) "
                     + _ROWS_PG.format(cid="%(cid)s::uuid"))
-# A whole turn in one round trip: projection upsert, history row, the turn's audit row.
-_TURN_PG = (
+# A whole turn in one round trip: projection upsert, history row, the turn's audit row, and (with
+# conversation memory) the conversation's user and lifecycle in the upsert and the rows of ``TurnExtra.ctes``.
+_UP_PG = (
     "WITH up AS (INSERT INTO ce_conversation (conversation_id, status, intent_code, state_code, context_json, "
-    "last_user_text, last_assistant_json, input_params_json, created_at, updated_at, owner_id) VALUES (%(cid)s, "
+    "last_user_text, last_assistant_json, input_params_json, created_at, updated_at, owner_id{cols}) VALUES (%(cid)s, "
     "%(status)s, %(intent)s, %(state)s, %(context)s::jsonb, %(user)s, %(assistant)s::jsonb, %(params)s::jsonb, "
-    "%(now)s, %(now)s, %(owner)s) "
+    "%(now)s, %(now)s, %(owner)s{values}) "
     "ON CONFLICT (conversation_id) DO UPDATE SET status = EXCLUDED.status, intent_code = EXCLUDED.intent_code, "
     "state_code = EXCLUDED.state_code, context_json = EXCLUDED.context_json, last_user_text = EXCLUDED.last_user_text, "
     "last_assistant_json = EXCLUDED.last_assistant_json, input_params_json = EXCLUDED.input_params_json, "
-    "updated_at = EXCLUDED.updated_at RETURNING conversation_id), "
+    "updated_at = EXCLUDED.updated_at{sets} RETURNING conversation_id), "
     "hist AS (INSERT INTO ce_conversation_history (conversation_id, user_input, assistant_output, created_at, "
-    "modified_at) SELECT conversation_id, %(user)s, %(assistant)s::jsonb, %(now)s, %(now)s FROM up) "
-    "INSERT INTO ce_audit_turn (conversation_id, created_at, events) "
-    + _ROWS_PG.format(cid="(SELECT conversation_id FROM up)")
+    "modified_at) SELECT conversation_id, %(user)s, %(assistant)s::jsonb, %(now)s, %(now)s FROM up "
+    "RETURNING history_id), "
 )
+_AUDIT_PG = "INSERT INTO ce_audit_turn (conversation_id, created_at, events) " + _ROWS_PG.format(
+    cid="(SELECT conversation_id FROM up)")
+_TURN_PG = _UP_PG.format(cols="", values="", sets="").removesuffix(", ") + " " + _AUDIT_PG
+_TURN_MEMORY_PG = _UP_PG.format(
+    cols=", user_id, lifecycle", values=", %(user_id)s, %(lifecycle)s",
+    sets=", user_id = coalesce(ce_conversation.user_id, EXCLUDED.user_id), lifecycle = EXCLUDED.lifecycle")
+
+
+@dataclass(frozen=True)
+class TurnExtra:
+    """What conversation memory writes with a completed turn.
+
+    On PostgreSQL it is part of the turn's one statement: the conversation's user (set once) and
+    lifecycle in its upsert, then ``ctes`` (data-modifying CTEs, named, comma-separated, that may read
+    the ``hist`` CTE's ``history_id``) with ``params``. Elsewhere ``write`` runs after the turn's rows,
+    in the same transaction. ``after`` runs last on every backend."""
+
+    write: Write
+    user_id: str | None
+    lifecycle: str | None
+    ctes: str
+    params: dict[str, Any]
+    after: Write | None = None
+
+    def followed_by(self, after: Write | None) -> TurnExtra:
+        """These rows, then ``after`` (statements of its own) in the same transaction."""
+        return replace(self, after=after)
 _AUDIT_INSERT_SQLITE = "INSERT INTO ce_audit_turn (conversation_id, created_at, events) VALUES (?, ?, ?)"
 _PROJECTION_COLUMNS = ("status", "intent_code", "state_code", "context_json", "last_user_text", "last_assistant_json",
                        "input_params_json")
@@ -122,8 +150,12 @@ def insert_events(conn: sa.Connection, events: Sequence[AuditEvent]) -> None:
 
 
 def _turn_postgres(conn: sa.Connection, projection: dict[str, Any], history: dict[str, Any],
-                   events: Sequence[AuditEvent], owner: str | None) -> None:
-    conn.exec_driver_sql(_TURN_PG, {
+                   events: Sequence[AuditEvent], owner: str | None, extra: TurnExtra | None = None) -> None:
+    sql, more = _TURN_PG, {}
+    if extra is not None:
+        sql = _TURN_MEMORY_PG + extra.ctes + " " + _AUDIT_PG
+        more = {**extra.params, "user_id": extra.user_id, "lifecycle": extra.lifecycle}
+    conn.exec_driver_sql(sql, {**more,
         "cid": projection["conversation_id"], "status": projection["status"], "intent": projection["intent_code"],
         "state": projection["state_code"], "context": _dumps(projection["context_json"]),
         "user": projection["last_user_text"], "assistant": _dumps(projection["last_assistant_json"]),
@@ -146,13 +178,20 @@ def _turn_sqlite(conn: sa.Connection, projection: dict[str, Any], history: dict[
 
 
 def turn_writes(projection: dict[str, Any] | None, history: dict[str, Any] | None,
-                events: Sequence[AuditEvent], conversation_id: str, owner: str | None = None) -> Write:
+                events: Sequence[AuditEvent], conversation_id: str, owner: str | None = None,
+                extra: TurnExtra | None = None) -> Write:
     """A completed turn (projection and history, as persist_conversation prepares them together) with its
-    audit batch; without them (a failed turn) just the conversation row, if new, and the audit batch."""
+    audit batch and ``extra``; without them (a failed turn) just the conversation row, if new, and the audit batch."""
     def write(conn: sa.Connection) -> None:
         if projection is not None and history is not None:
-            write_turn = _turn_postgres if conn.dialect.name == "postgresql" else _turn_sqlite
-            write_turn(conn, projection, history, events, owner)
+            if conn.dialect.name == "postgresql":
+                _turn_postgres(conn, projection, history, events, owner, extra)
+            else:
+                _turn_sqlite(conn, projection, history, events, owner)
+                if extra is not None:
+                    extra.write(conn)
+            if extra is not None and extra.after is not None:
+                extra.after(conn)
             return
         insert_conversation(conn, conversation_id, owner=owner)
         insert_events(conn, events)
@@ -199,12 +238,13 @@ class ConversationStore:
 
     async def commit_turn(self, conn: AsyncConnection | None, *, conversation_id: str,
                           projection: dict[str, Any] | None, history: dict[str, Any] | None,
-                          events: Sequence[AuditEvent], owner: str | None = None, extra: Write | None = None) -> None:
+                          events: Sequence[AuditEvent], owner: str | None = None,
+                          extra: TurnExtra | None = None) -> None:
         """Projection upsert (a new row owned by ``owner``), history row and audit batch in one
         transaction: on ``conn`` with the turn's checkpoint, then committed. ``extra`` (conversation
-        memory: user, lifecycle, step row) runs in the same transaction, after them."""
-        write = turn_writes(projection, history, events, conversation_id, owner)
-        await self.run(write if extra is None else _then(write, extra), conn)
+        memory: user, lifecycle, step row) is written in the same transaction (on PostgreSQL, in the
+        same statement)."""
+        await self.run(turn_writes(projection, history, events, conversation_id, owner, extra), conn)
         if conn is not None:
             await commit_turn_connection(conn)
 

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from convengine.audit.events import AuditEvent
 from convengine.catalog import state as keys
-from convengine.checkpointing.persistence import ConversationStore, Write
+from convengine.checkpointing.persistence import ConversationStore, TurnExtra
 from convengine.nodes.finish import json_safe, stored_assistant
 
 
@@ -46,7 +46,7 @@ def turn_rows(conversation_id: str, final: Mapping[str, Any]) -> TurnRows:
 
 async def commit_turn(store: ConversationStore, conn: AsyncConnection | None, *, conversation_id: str,
                       final: Mapping[str, Any], events: Sequence[AuditEvent], owner: str | None = None,
-                      extra: Write | None = None) -> None:
+                      extra: TurnExtra | None = None) -> None:
     """Projection, history row, audit batch and ``extra`` (conversation memory) in one transaction: on
     ``conn`` with the turn's checkpoint (then committed, which also ends the PostgreSQL turn lock), or
     on a connection of its own when ``conn`` is None."""

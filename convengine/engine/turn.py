@@ -150,7 +150,8 @@ class TurnRunner:
                                                          admission.owner)
             await commit_turn(resources.store, conn, conversation_id=ctx.conversation_id, final=final,
                               events=ctx.audit.events, owner=ctx.owner,
-                              extra=all_writes(memory_rows, choice.pin_write(request.conversation_id), *deferred))
+                              extra=memory_rows.followed_by(
+                                  all_writes(choice.pin_write(request.conversation_id), *deferred)))
         memory_service.publish_deferred(ctx, resources.bus)
         self._prune_later(request.conversation_id, int(final.get(keys.TURN) or 0), snapshot.settings)
         return final

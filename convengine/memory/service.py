@@ -31,7 +31,7 @@ from convengine.catalog.memory import UNDO_STAGE, Lifecycle
 from convengine.catalog.state import RESET_PARAM_KEYS
 from convengine.checkpointing import timeline
 from convengine.checkpointing.bound import commit_turn_connection
-from convengine.checkpointing.persistence import insert_events
+from convengine.checkpointing.persistence import TurnExtra, insert_events
 from convengine.db.models import (
     CeAudit,
     CeAuditTurn,
@@ -120,7 +120,7 @@ async def before_run(conn: AsyncConnection | None, admission: Admission, ctx: Tu
 
 
 async def after_run(conn: AsyncConnection | None, request: TurnRequest, final: dict[str, Any], ctx: TurnContext,
-                    settings: EngineSettings, owner: str | None = None) -> Write:
+                    settings: EngineSettings, owner: str | None = None) -> TurnExtra:
     """Save changed long-term properties of ``owner``'s user in the turn's transaction, mask secrets
     in its audit batch; the memory rows to write with the turn."""
     names = settings.conversation_memory.long_term
@@ -137,8 +137,11 @@ async def after_run(conn: AsyncConnection | None, request: TurnRequest, final: d
     row = steps.step_row(request.conversation_id, request.turn_id, final, ctx.audit.events.entries(),
                          settings.llm.spend)
     row["properties_json"] = changes or None
-    return partial(_write_turn, cid=request.conversation_id, user_id=request.user_id,
-                   lifecycle=lifecycle_of(final.get(keys.STATE), settings), row=row)
+    lifecycle = lifecycle_of(final.get(keys.STATE), settings)
+    row = {**row, "conversation_id": request.conversation_id}
+    ctes, params = steps.turn_step_cte(row)
+    return TurnExtra(partial(_write_turn, user_id=request.user_id, lifecycle=lifecycle, row=row),
+                     request.user_id, lifecycle, ctes, params)
 
 
 def publish_deferred(ctx: TurnContext, bus: AuditBus) -> None:
@@ -185,9 +188,9 @@ def _mask_named(value: object, names: frozenset[str]) -> object:
     return value
 
 
-def _write_turn(conn: sa.Connection, *, cid: str, user_id: str | None, lifecycle: str, row: dict[str, Any]) -> None:
+def _write_turn(conn: sa.Connection, *, user_id: str | None, lifecycle: str, row: dict[str, Any]) -> None:
     """A completed turn's memory rows: the user (set once), the lifecycle and the step row."""
-    steps.insert_turn_step(conn, {**row, "conversation_id": cid}, user_id, lifecycle)
+    steps.insert_turn_step(conn, row, user_id, lifecycle)
 
 
 def failure_writes(request: TurnRequest) -> Write:

@@ -115,26 +115,35 @@ _INSERT_SQLITE = (f"INSERT INTO ce_conversation_step ({', '.join(_COLUMNS)}, his
                   "WHERE conversation_id = ?))")
 
 
-_INSERT_PG = (f"INSERT INTO ce_conversation_step ({', '.join(_COLUMNS)}, history_id) VALUES "
-              f"({', '.join(f'%({c})s' + ('::jsonb' if c.endswith('_json') else '') for c in _COLUMNS)}, "
-              "(SELECT max(history_id) FROM ce_conversation_history WHERE conversation_id = %(conversation_id)s))")
-_LIFECYCLE_PG = ("WITH lifecycle AS (UPDATE ce_conversation SET user_id = coalesce(user_id, %(user_id)s), "
-                 "lifecycle = %(lifecycle)s WHERE conversation_id = %(conversation_id)s RETURNING conversation_id) ")
 _LIFECYCLE_SQLITE = ("UPDATE ce_conversation SET user_id = coalesce(user_id, ?), lifecycle = ? "
                      "WHERE conversation_id = ?")
 
 
-def insert_turn_step(conn: sa.Connection, row: dict[str, Any], user_id: str | None, lifecycle: str) -> None:
-    """A completed turn's memory rows as prepared driver statements (no statement building): the
-    conversation's user (set once) and lifecycle, and the step row, linked to the history row the turn just wrote (PostgreSQL: one
-    statement). Values bound as SQLAlchemy's column types would: JSON text, booleans, timestamps."""
+_STEP_CTE_PG = (f"step AS (INSERT INTO ce_conversation_step ({', '.join(_COLUMNS)}, history_id) SELECT "
+                f"{', '.join(f'%(s_{c})s' + ('::jsonb' if c.endswith('_json') else '') for c in _COLUMNS)}, "
+                "history_id FROM hist)")
+
+
+def turn_step_cte(row: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The step row as a CTE of the turn's PostgreSQL statement (linked to the history row the
+    statement inserts, ``hist``) and its parameters (``s_`` + column)."""
+    return _STEP_CTE_PG, {f"s_{c}": v for c, v in _pg_values(row).items()}
+
+
+def _pg_values(row: dict[str, Any]) -> dict[str, Any]:
     row = {**dict.fromkeys(STEP_STATS_COLUMNS), **row}
     json_values = {c: None if row[c] is None else dumps(row[c]) for c in _COLUMNS if c.endswith("_json")}
-    if conn.dialect.name == "postgresql":
-        truth = {c: None if row[c] is None else bool(row[c]) for c in _BOOLEANS}
-        conn.exec_driver_sql(_LIFECYCLE_PG + _INSERT_PG, {**row, **json_values, **truth, "user_id": user_id,
-                                                          "lifecycle": lifecycle})
-        return
+    truth = {c: None if row[c] is None else bool(row[c]) for c in _BOOLEANS}
+    return {c: v for c, v in {**row, **json_values, **truth}.items() if c in _COLUMNS}
+
+
+def insert_turn_step(conn: sa.Connection, row: dict[str, Any], user_id: str | None, lifecycle: str) -> None:
+    """A completed turn's memory rows on SQLite, as prepared driver statements (no statement building):
+    the conversation's user (set once) and lifecycle, and the step row, linked to the history row the
+    turn just wrote. Values bound as SQLAlchemy's column types would: JSON text, booleans, timestamps.
+    (On PostgreSQL the turn's own statement writes them: :func:`turn_step_cte`.)"""
+    row = {**dict.fromkeys(STEP_STATS_COLUMNS), **row}
+    json_values = {c: None if row[c] is None else dumps(row[c]) for c in _COLUMNS if c.endswith("_json")}
     conn.exec_driver_sql(_LIFECYCLE_SQLITE, (user_id, lifecycle, row["conversation_id"]))
     flags = {c: None if row[c] is None else int(bool(row[c])) for c in _BOOLEANS}
     values = {**row, **json_values, **flags, "created_at": sqlite_time(row["created_at"])}

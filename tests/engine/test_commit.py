@@ -45,12 +45,13 @@ class CommitFault:
                 return
 
             def then_fail(c: sa.Connection) -> None:
-                if extra is not None:
-                    extra(c)
+                if extra.after is not None:
+                    extra.after(c)
                 fault.seen.append(counts(c, conversation_id))
                 raise RuntimeError(LOST)
 
-            await original(store, conn, conversation_id=conversation_id, extra=then_fail, **rows)
+            assert extra is not None  # a completed turn always writes its memory rows with it
+            await original(store, conn, conversation_id=conversation_id, extra=extra.followed_by(then_fail), **rows)
 
         monkeypatch.setattr(ConversationStore, "commit_turn", commit_turn)
 
