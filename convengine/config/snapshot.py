@@ -157,6 +157,14 @@ class ConfigSnapshot:
                 out[value[0].TABLE] = value
         return out
 
+    def has_rows(self) -> bool:
+        """Whether any table has a row (what :meth:`tables` would say, stopping at the first)."""
+        for name in _TABLE_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, tuple) and value and isinstance(value[0], Record):
+                return True
+        return False
+
     def statistics(self) -> dict[str, Any]:
         """Row counts per table (total and enabled), for ``/cache/analyze``."""
         counts = {}
@@ -175,3 +183,8 @@ class ConfigSnapshot:
 def scope_matches(row_value: str | None, actual: str) -> bool:
     """A row's intent/state scope matches ``actual`` when equal or ``ANY`` (null counts as ANY)."""
     return row_value is None or row_value == ANY or row_value == actual
+
+
+_TABLE_FIELDS = tuple(f.name for f in fields(ConfigSnapshot) if not f.name.startswith("_") and f.name != "warnings")
+"""The snapshot's fields that may hold a table's records (:meth:`ConfigSnapshot.has_rows` reads them in turn)."""
+

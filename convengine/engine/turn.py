@@ -96,7 +96,7 @@ class TurnRunner:
                 refused = _refusal(request.conversation_id, owner, admission) or admission.refused
                 if refused is not None:
                     raise refused
-                if not choice.snapshot.tables():
+                if not choice.snapshot.has_rows():
                     raise ConfigError(no_configuration(self.resources.url.redacted()))
                 if choice.snapshot.settings.conversation_memory.long_term and self.resources.long_term is None:
                     raise _StoreFirst
