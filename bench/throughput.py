@@ -3,7 +3,11 @@
 PostgreSQL only (the production saver). Each level runs for a fixed time, every worker driving
 its own conversation of the support-desk pack, in three ways:
 
-- ``python``: one Engine in this process, ``await engine.aprocess(...)``;
+- ``python``: one Engine in this process, ``await engine.aprocess(...)``, with the default admission
+  limit (sized from the connection pool, for turns that wait on a model);
+- ``python-capped``: the same with ``admission.max_turns`` at 4 per CPU, the setting for a pack whose
+  turns do not wait on anything but the database (the support desk's): the turns past it wait in the
+  engine instead of crowding PostgreSQL with open transactions;
 - ``http``: ``convengine serve`` in its own process, driven from this (separate) process over HTTP;
 - ``bare``: the bare LangGraph graph of the same node count on the same saver, the floor.
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
@@ -38,6 +43,8 @@ from convengine.engine import Engine
 TITLE = "Throughput on PostgreSQL (support desk; each worker its own conversation)"
 HEADER = ["mode", "concurrency", "turns/s", "p50 ms", "p99 ms", "turns", "vs bare turns/s"]
 ROUNDS = 4
+CAPPED_TURNS_PER_CPU = 4
+"""``python-capped``'s ``admission.max_turns`` per CPU."""
 Turn = Callable[[int, int], Awaitable[Any]]  # (worker, turn index) -> awaitable
 
 
@@ -83,9 +90,9 @@ Mode = Callable[[int], AbstractAsyncContextManager[Turn]]  # concurrency -> its 
 
 
 @asynccontextmanager
-async def python_mode(url: str) -> AsyncIterator[tuple[Mode, int]]:
+async def python_mode(url: str, **options: Any) -> AsyncIterator[tuple[Mode, int]]:
     """Turns through one Engine in this process; also yields the engine's compiled node count."""
-    engine = await Engine.aopen(url, **SUPPORT_DESK.options())
+    engine = await Engine.aopen(url, **SUPPORT_DESK.options(), **options)
 
     @asynccontextmanager
     async def level(n: int) -> AsyncIterator[Turn]:
@@ -199,9 +206,12 @@ async def measure(levels: list[int], seconds: float, pg_url: str | None,
         return [], []
     async with AsyncExitStack() as stack:
         python, nodes = await stack.enter_async_context(python_mode(fresh_database("postgres", pg_url, folder)))
+        capped, _ = await stack.enter_async_context(python_mode(
+            fresh_database("postgres", pg_url, folder), admission={"max_turns": CAPPED_TURNS_PER_CPU * (os.cpu_count() or 1)}))
         http = await stack.enter_async_context(http_mode(fresh_database("postgres", pg_url, folder), folder))
         bare = await stack.enter_async_context(bare_mode(fresh_database("postgres", pg_url, folder), nodes))
-        modes = await interleaved({"python": python, "http": http, "bare": bare}, levels, seconds)
+        modes = await interleaved({"python": python, "python-capped": capped, "http": http, "bare": bare}, levels,
+                                  seconds)
     rows: list[list[Any]] = []
     results: list[dict[str, Any]] = []
     for mode, measured in modes.items():
