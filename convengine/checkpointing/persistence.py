@@ -59,6 +59,23 @@ _TURN_MEMORY_PG = _UP_PG.format(
     sets=", user_id = coalesce(ce_conversation.user_id, EXCLUDED.user_id), lifecycle = EXCLUDED.lifecycle")
 
 
+_AUDIT_INSERT_SQLITE = "INSERT INTO ce_audit_turn (conversation_id, created_at, events) VALUES (?, ?, ?)"
+_PROJECTION_COLUMNS = ("status", "intent_code", "state_code", "context_json", "last_user_text", "last_assistant_json",
+                       "input_params_json")
+_UPSERT_SQLITE = (
+    f"INSERT INTO ce_conversation (conversation_id, {', '.join(_PROJECTION_COLUMNS)}, created_at, updated_at, "
+    "owner_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in (*_PROJECTION_COLUMNS, "updated_at"))
+)
+_HISTORY_SQLITE = ("INSERT INTO ce_conversation_history (conversation_id, user_input, assistant_output, created_at, "
+                   "modified_at) VALUES (?, ?, ?, ?, ?)")
+
+Write = Callable[[sa.Connection], None]
+
+
+_dumps = dumps
+
+
 @dataclass(frozen=True)
 class TurnExtra:
     """What conversation memory writes with a completed turn.
@@ -78,21 +95,6 @@ class TurnExtra:
     def followed_by(self, after: Write | None) -> TurnExtra:
         """These rows, then ``after`` (statements of its own) in the same transaction."""
         return replace(self, after=after)
-_AUDIT_INSERT_SQLITE = "INSERT INTO ce_audit_turn (conversation_id, created_at, events) VALUES (?, ?, ?)"
-_PROJECTION_COLUMNS = ("status", "intent_code", "state_code", "context_json", "last_user_text", "last_assistant_json",
-                       "input_params_json")
-_UPSERT_SQLITE = (
-    f"INSERT INTO ce_conversation (conversation_id, {', '.join(_PROJECTION_COLUMNS)}, created_at, updated_at, "
-    "owner_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in (*_PROJECTION_COLUMNS, "updated_at"))
-)
-_HISTORY_SQLITE = ("INSERT INTO ce_conversation_history (conversation_id, user_input, assistant_output, created_at, "
-                   "modified_at) VALUES (?, ?, ?, ?, ?)")
-
-Write = Callable[[sa.Connection], None]
-
-
-_dumps = dumps
 
 
 def sqlite_time(value: datetime) -> str:
