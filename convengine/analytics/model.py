@@ -40,7 +40,10 @@ class StatsQuery(_Camel):
             return None
         if value.tzinfo is None:
             raise ValueError("give a time with a time zone (e.g. 2025-01-31T00:00:00Z)")
-        return value.astimezone(UTC)
+        try:
+            return value.astimezone(UTC)
+        except OverflowError:  # year 1 at +14:00, year 9999 at -14:00: no UTC time
+            raise ValueError("is out of range: its UTC time falls outside years 1 to 9999") from None
 
     @field_validator("intent")
     @classmethod

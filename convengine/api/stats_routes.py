@@ -14,6 +14,7 @@ from convengine.analytics import Stats
 from convengine.api.body import DepthCheckedRoute
 from convengine.api.console_routes import Instant
 from convengine.api.routes import REFUSALS, CallerDep, EngineDep
+from convengine.versions.store import MAX_VERSION
 
 router = APIRouter(route_class=DepthCheckedRoute)
 BY_PATTERN = r"^(intent|state|day)(,(intent|state|day)){0,2}$"
@@ -26,7 +27,7 @@ async def stats(engine: EngineDep, caller: CallerDep,
                 by: Annotated[str, Query(pattern=BY_PATTERN, description="group by intent, state and/or day, "
                                          "comma-separated (e.g. intent,day); empty: the total only")] = "",
                 intent: Annotated[str | None, Query(max_length=200, description="only this intent")] = None,
-                version: Annotated[int | None, Query(ge=1, description="only conversations on this "
+                version: Annotated[int | None, Query(ge=1, le=MAX_VERSION, description="only conversations on this "
                                                                        "configuration version")] = None,
                 idle_after_s: Annotated[float, Query(alias="idleAfterS", gt=0, le=31_536_000, description=(
                     "a conversation idle this long (not ended, not handed off) dropped off"))] = 1800.0,
