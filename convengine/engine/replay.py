@@ -40,6 +40,7 @@ from convengine.engine.recording import (
     read_recording,
 )
 from convengine.engine.replay_models import (
+    MAX_REPLAY_TURNS,
     ConversationReplay,
     Difference,
     NotReplayable,
@@ -127,14 +128,19 @@ async def read_all(source: RecordingSource, database: AsyncEngine, ids: list[str
     """The recordings of ``ids`` that can be replayed, and why the others cannot."""
     good: dict[str, list[RecordedTurn]] = {}
     bad: list[NotReplayable] = []
+    budget = MAX_REPLAY_TURNS
     for cid in ids:
         turns = await read_recording(source, database, cid, owner=owner)
         reason = next((t.missing for t in turns if t.missing), None) or (
             None if turns else "no completed turn was recorded")
+        if not reason and len(turns) > budget:
+            reason = (f"its {len(turns)} turns would pass the {MAX_REPLAY_TURNS} turns one replay sends again "
+                      "(replay fewer conversations: last, intent, since, until)")
         if reason:
             bad.append(NotReplayable(conversation_id=cid, reason=reason))
         else:
             good[cid] = turns
+            budget -= len(turns)
     return good, bad
 
 

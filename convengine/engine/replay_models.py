@@ -11,6 +11,10 @@ from pydantic.alias_generators import to_camel
 
 MAX_REPLAY = 1000
 """The most conversations one replay takes."""
+MAX_REPLAY_TURNS = 5000
+"""The most recorded turns one replay sends again: the conversations past it are listed as not
+replayable (a replay runs every turn through the engine; a caller's long conversations must not
+hold the server for hours)."""
 
 Aspect = Literal["intent", "state", "status", "reply", "tools", "flow", "error"]
 Feedback = Literal["up", "down"]
