@@ -3,10 +3,10 @@ other than what was recorded, and the conversations whose recording could not be
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 MAX_REPLAY = 1000
@@ -36,6 +36,17 @@ class ReplaySelection(_Model):
     since: datetime | None = Field(None, description="Last activity at or after this time.")
     until: datetime | None = Field(None, description="Last activity before this time.")
     ran_on: int | None = Field(None, ge=1, description="Conversations pinned to this configuration version.")
+
+    @field_validator("since", "until")
+    @classmethod
+    def _utc(cls, value: datetime | None) -> datetime | None:
+        """In UTC, as the activity times are kept (SQLite compares them as text); no zone: UTC."""
+        if value is None or value.tzinfo is None:
+            return value
+        try:
+            return value.astimezone(UTC)
+        except OverflowError:  # year 1 at +14:00, year 9999 at -14:00: no UTC time
+            raise ValueError("is out of range: its UTC time falls outside years 1 to 9999") from None
 
 
 class Difference(_Model):
