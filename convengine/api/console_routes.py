@@ -10,13 +10,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, HTTPException, Query, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
-from pydantic import AwareDatetime, BeforeValidator
+from pydantic import AfterValidator, AwareDatetime, BeforeValidator
 from starlette.concurrency import run_in_threadpool
 
 from convengine._internal.turn_io import normalise_conversation_id
@@ -51,7 +52,16 @@ def _rfc3339(value: object) -> object:
     return value
 
 
-Instant = Annotated[AwareDatetime, BeforeValidator(_rfc3339)]
+def _has_utc(value: datetime) -> datetime:
+    """Refuse an instant with no UTC time (year 1 at +14:00, year 9999 at -14:00): a 422 naming it, not a 500."""
+    try:
+        value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("is out of range: its UTC time falls outside years 1 to 9999") from None
+    return value
+
+
+Instant = Annotated[AwareDatetime, BeforeValidator(_rfc3339), AfterValidator(_has_utc)]
 
 
 def public_paths() -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import sqlalchemy as sa
@@ -40,14 +40,19 @@ def _feedback_filter(feedback: str) -> Any:
     return given.where(FEEDBACK.c.feedback_type == feedback)
 
 
+def _utc(value: datetime) -> datetime:
+    """``value`` in UTC, as activity times are kept (SQLite compares them as text); no zone: UTC already."""
+    return value if value.tzinfo is None else value.astimezone(UTC)
+
+
 def _filters(feedback: str | None, since: datetime | None, until: datetime | None) -> list[Any]:
     """The list's filters: feedback (one of :data:`FEEDBACK_FILTERS`) and last activity in [since, until)."""
     active = sa.func.coalesce(CONVERSATION.c.updated_at, CONVERSATION.c.created_at)
     found = [_feedback_filter(feedback)] if feedback else []
     if since is not None:
-        found.append(active >= sa.bindparam(None, since, type_=CONVERSATION.c.updated_at.type))
+        found.append(active >= sa.bindparam(None, _utc(since), type_=CONVERSATION.c.updated_at.type))
     if until is not None:
-        found.append(active < sa.bindparam(None, until, type_=CONVERSATION.c.updated_at.type))
+        found.append(active < sa.bindparam(None, _utc(until), type_=CONVERSATION.c.updated_at.type))
     return found
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import httpx
 import pytest
@@ -54,6 +54,11 @@ async def test_the_list_filters_by_last_activity(db_url: str) -> None:
         # a new turn makes the old conversation active again
         await post(client, "when are you open?", old)
         assert await listed(client, since=cut.isoformat()) == {old, new}
-        for bad in ("yesterday", "2026-01-01T10:00:00"):  # not a time, or one without a time zone
+        # the same instants written in other zones pick the same conversations (times are kept in UTC)
+        for zone in (timezone(timedelta(hours=10)), timezone(timedelta(hours=-10))):
+            assert await listed(client, until=cut.astimezone(zone).isoformat()) == set()
+            assert await listed(client, since=cut.astimezone(zone).isoformat()) == {old, new}
+        for bad in ("yesterday", "2026-01-01T10:00:00",  # not a time, or one without a time zone
+                    "0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"):  # no UTC time in years 1-9999
             refused = await client.get("/console/api/conversations", params={"since": bad})
             assert refused.status_code == 422 and "since" in refused.text
