@@ -18,6 +18,8 @@ from tests.servers import Server
 
 ARTIFACTS = Path(os.environ.get("CONVENGINE_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-artifacts"))
 LOCAL_HOSTS = ("127.0.0.1",)
+WIDTH, HEIGHT = 1280, 800
+"""The viewport the console must fit (its narrowest supported width)."""
 
 
 def chromium_path() -> str:

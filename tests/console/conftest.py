@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.conftest import BACKENDS
-from tests.console.browser import Browser, console_server
+from tests.console.browser import HEIGHT, WIDTH, Browser, console_server
 from tests.servers import Server
 
 
@@ -23,3 +25,12 @@ def browser() -> Iterator[Browser]:
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with console_server(request.param, tmp_path_factory.mktemp(f"console-{request.param}")) as running:
         yield running
+
+
+@pytest.fixture
+def page(browser: Browser, server: Server) -> Iterator[Any]:
+    opened: Any = browser.page(WIDTH, HEIGHT)
+    opened.goto(server.base + "/console")
+    expect(opened.locator("body[data-ready=true]")).to_have_count(1)
+    yield opened
+    opened.context.close()

@@ -18,11 +18,10 @@ from bench.analytics import Generated, generate, insert
 from convengine.db import parse_database_url, upgrade
 from tests.analytics.test_generated import tally
 from tests.conftest import BACKENDS, drop_postgres_database, new_postgres_database
-from tests.console.browser import Browser, screenshot
+from tests.console.browser import HEIGHT, WIDTH, Browser, screenshot
 from tests.console.support import PACK, SCRIPTED
 from tests.servers import Server
 
-WIDTH, HEIGHT = 1280, 800
 MARKUP = '<img src="x" id="injected">'
 
 

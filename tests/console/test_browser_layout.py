@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -17,21 +16,11 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.conftest import EXAMPLES, REQUIRE_PG
-from tests.console.browser import Browser, console_server
+from tests.console.browser import HEIGHT, WIDTH, Browser, console_server
 from tests.console.support import console_app
 from tests.servers import Server, in_process
 
-WIDTH, HEIGHT = 1280, 800
 LONG = "I'd like a pizza " + "with extra cheese, olives and basil " * 12  # a long message and context value
-
-
-@pytest.fixture
-def page(browser: Browser, server: Server) -> Iterator[Any]:
-    opened: Any = browser.page(WIDTH, HEIGHT)
-    opened.goto(server.base + "/console")
-    expect(opened.locator("body[data-ready=true]")).to_have_count(1)
-    yield opened
-    opened.context.close()
 
 
 def fits(page: Any, view: str, shots: Path) -> None:

@@ -3,27 +3,16 @@ reply shows exactly the conversation and turn it changes, recorded and draft sid
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
 import yaml
 from playwright.sync_api import expect
 
-from tests.console.browser import Browser, screenshot
+from tests.console.browser import screenshot
 from tests.console.support import PACK
-from tests.console.test_browser_layout import HEIGHT, WIDTH, fits
+from tests.console.test_browser_layout import fits
 from tests.servers import Server
-
-
-@pytest.fixture
-def page(browser: Browser, server: Server) -> Iterator[Any]:
-    opened: Any = browser.page(WIDTH, HEIGHT)
-    opened.goto(server.base + "/console")
-    expect(opened.locator("body[data-ready=true]")).to_have_count(1)
-    yield opened
-    opened.context.close()
 
 
 def message(server: Server, text: str, cid: str | None = None) -> str:

@@ -5,7 +5,6 @@ as text in a real browser (nothing runs)."""
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +15,13 @@ from playwright.sync_api import expect
 
 from convengine.console.graphs import Edge, render_svg
 from tests.api.auth_support import ADMIN, USER_A, bearer
-from tests.conftest import BACKENDS
-from tests.console.browser import Browser, console_server, screenshot
+from tests.console import conftest as console
+from tests.console.browser import Browser, screenshot
 from tests.console.support import console_app
 from tests.servers import Server, in_process, post
+
+browser = console.browser  # the console's browser fixtures: one Chromium, one console server per backend
+server = console.server
 
 KEYS = {"api": {"auth": {"api_keys": [USER_A], "admin_keys": [ADMIN]}}}
 MARKUP = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
@@ -86,20 +88,6 @@ def test_graph_labels_are_escaped() -> None:
     tree = ET.fromstring(svg)
     assert not [e for e in tree.iter() if e.tag.endswith("script") or e.tag.endswith("b")]
     assert "<script>alert(1)</script>" in [e.text for e in tree.iter() if e.tag.endswith("text")]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    opened = Browser()
-    yield opened
-    opened.close()
-    assert opened.outside == [], f"requests left 127.0.0.1: {opened.outside}"
-
-
-@pytest.fixture(scope="module", params=BACKENDS)
-def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with console_server(request.param, tmp_path_factory.mktemp(f"console-xss-{request.param}")) as running:
-        yield running
 
 
 def test_markup_in_messages_and_llm_replies_renders_as_text(browser: Browser, server: Server) -> None:
