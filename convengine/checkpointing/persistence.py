@@ -81,15 +81,14 @@ class TurnExtra:
     """What conversation memory writes with a completed turn.
 
     On PostgreSQL it is part of the turn's one statement: the conversation's user (set once) and
-    lifecycle in its upsert, then ``ctes`` (data-modifying CTEs, named, comma-separated, that may read
-    the ``hist`` CTE's ``history_id``) with ``params``. Elsewhere ``write`` runs after the turn's rows,
-    in the same transaction. ``after`` runs last on every backend."""
+    lifecycle in its upsert, then the CTEs ``ctes()`` gives (data-modifying, named, comma-separated, that
+    may read the ``hist`` CTE's ``history_id``) with their parameters. Elsewhere ``write`` runs after the
+    turn's rows, in the same transaction. ``after`` runs last on every backend."""
 
     write: Write
     user_id: str | None
     lifecycle: str | None
-    ctes: str
-    params: dict[str, Any]
+    ctes: Callable[[], tuple[str, dict[str, Any]]]
     after: Write | None = None
 
     def followed_by(self, after: Write | None) -> TurnExtra:
@@ -155,8 +154,9 @@ def _turn_postgres(conn: sa.Connection, projection: dict[str, Any], history: dic
                    events: Sequence[AuditEvent], owner: str | None, extra: TurnExtra | None = None) -> None:
     sql, more = _TURN_PG, {}
     if extra is not None:
-        sql = _TURN_MEMORY_PG + extra.ctes + " " + _AUDIT_PG
-        more = {**extra.params, "user_id": extra.user_id, "lifecycle": extra.lifecycle}
+        ctes, params = extra.ctes()
+        sql = _TURN_MEMORY_PG + ctes + " " + _AUDIT_PG
+        more = {**params, "user_id": extra.user_id, "lifecycle": extra.lifecycle}
     conn.exec_driver_sql(sql, {**more,
         "cid": projection["conversation_id"], "status": projection["status"], "intent": projection["intent_code"],
         "state": projection["state_code"], "context": _dumps(projection["context_json"]),

@@ -139,9 +139,8 @@ async def after_run(conn: AsyncConnection | None, request: TurnRequest, final: d
     row["properties_json"] = changes or None
     lifecycle = lifecycle_of(final.get(keys.STATE), settings)
     row = {**row, "conversation_id": request.conversation_id}
-    ctes, params = steps.turn_step_cte(row)
     return TurnExtra(partial(_write_turn, user_id=request.user_id, lifecycle=lifecycle, row=row),
-                     request.user_id, lifecycle, ctes, params)
+                     request.user_id, lifecycle, partial(steps.turn_step_cte, row))
 
 
 def publish_deferred(ctx: TurnContext, bus: AuditBus) -> None:
