@@ -57,7 +57,7 @@ class RunStore:
             await conn.execute(sa.update(RUN).where(RUN.c.run_id == run_id).values(**values, updated_at=now()))
 
     async def run(self, run_id: str) -> dict[str, Any] | None:
-        async with self.engine.connect() as conn:
+        async with self.engine.begin() as conn:
             row = (await conn.execute(sa.select(RUN).where(RUN.c.run_id == run_id))).first()
         return dict(row._mapping) if row else None
 
@@ -70,11 +70,11 @@ class RunStore:
             query = query.where(RUN.c.status == status)
         if chain is not None:
             query = query.where(RUN.c.chain_code == chain)
-        async with self.engine.connect() as conn:
+        async with self.engine.begin() as conn:
             return [dict(r._mapping) for r in await conn.execute(query)]
 
     async def steps(self, run_id: str) -> list[dict[str, Any]]:
-        async with self.engine.connect() as conn:
+        async with self.engine.begin() as conn:
             rows = await conn.execute(sa.select(STEP).where(STEP.c.run_id == run_id).order_by(STEP.c.seq))
             return [dict(r._mapping) for r in rows]
 

@@ -268,7 +268,7 @@ class ConversationStore:
     # --- reads ------------------------------------------------------------------------
 
     async def exists(self, conversation_id: str) -> bool:
-        async with self.engine.connect() as conn:
+        async with self.engine.begin() as conn:
             found = await conn.execute(sa.select(CONVERSATION.c.conversation_id)
                                        .where(CONVERSATION.c.conversation_id == conversation_id))
             return found.first() is not None
@@ -280,12 +280,12 @@ class ConversationStore:
         if conn is not None:
             row = (await conn.execute(query)).first()
         else:
-            async with self.engine.connect() as own:
+            async with self.engine.begin() as own:
                 row = (await own.execute(query)).first()
         return row is not None, (row[0] if row is not None else None)
 
     async def projection(self, conversation_id: str) -> dict[str, Any] | None:
-        async with self.engine.connect() as conn:
+        async with self.engine.begin() as conn:
             row = (await conn.execute(sa.select(CONVERSATION).where(
                 CONVERSATION.c.conversation_id == conversation_id))).first()
         return dict(row._mapping) if row else None
@@ -293,7 +293,7 @@ class ConversationStore:
     async def audit(self, conversation_id: str) -> list[AuditEvent]:
         """The conversation's events, oldest first: its ``ce_audit`` rows (one per event, written before
         migration 0011), then its ``ce_audit_turn`` rows unpacked (see :mod:`convengine.audit.packing`)."""
-        async with self.engine.connect() as conn:
+        async with self.engine.begin() as conn:
             rows = await conn.execute(sa.select(AUDIT).where(AUDIT.c.conversation_id == conversation_id)
                                       .order_by(AUDIT.c.audit_id))
             events = [_event(r._mapping) for r in rows]
@@ -304,7 +304,7 @@ class ConversationStore:
             return events
 
     async def history(self, conversation_id: str) -> list[dict[str, Any]]:
-        async with self.engine.connect() as conn:
+        async with self.engine.begin() as conn:
             rows = await conn.execute(sa.select(HISTORY).where(HISTORY.c.conversation_id == conversation_id)
                                       .order_by(HISTORY.c.history_id))
             return [dict(r._mapping) for r in rows]

@@ -43,5 +43,5 @@ def read(engine: sa.Engine) -> str | None:
 
 async def aread(engine: AsyncEngine) -> str | None:
     """The stored stamp (errors propagate: the caller decides what an unreadable stamp means)."""
-    async with engine.connect() as conn:
+    async with engine.begin() as conn:
         return (await conn.execute(sa.select(STAMP.c.stamp).where(_ROW))).scalar_one_or_none()

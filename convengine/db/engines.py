@@ -69,7 +69,11 @@ def create_async_sa_engine(url: DatabaseUrl, *, pool: PoolSize | None = None, **
     """The async engine turns run on (their lock, checkpoint, projection, history and audit)."""
     kwargs = {**SAFE_ERRORS, **kwargs}
     pool = pool or pool_size_for(url, PoolSettings())
-    sizing = {"pool_size": pool.size, "max_overflow": pool.max_overflow, "pool_timeout": pool.timeout_s}
+    # LIFO: the most recently used connection serves the next turn, so a few connections stay hot (their
+    # prepared statements: psycopg prepares a statement on its fifth run on a connection) and the idle
+    # rest can time out, instead of every pooled connection taking turns cold.
+    sizing = {"pool_size": pool.size, "max_overflow": pool.max_overflow, "pool_timeout": pool.timeout_s,
+              "pool_use_lifo": True}
     if url.backend == "sqlite":
         assert url.sqlite_path is not None
         url.sqlite_path.parent.mkdir(parents=True, exist_ok=True)

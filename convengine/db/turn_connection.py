@@ -68,7 +68,7 @@ async def reading(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
         async with turn.lock:
             yield turn.conn
         return
-    async with engine.connect() as conn:
+    async with engine.begin() as conn:
         yield conn
 
 

@@ -43,7 +43,7 @@ class FeedbackDesk:
 
     async def feedbacks(self, conversation_id: str, owner: str | None = None) -> list[Feedback]:
         await self.reads.existing(conversation_id, owner)
-        async with self.resources.async_engine.connect() as conn:
+        async with self.resources.async_engine.begin() as conn:
             rows = await conn.execute(sa.select(fb.FEEDBACK).where(fb.FEEDBACK.c.conversation_id == conversation_id)
                                       .order_by(fb.FEEDBACK.c.feedback_id))
             return [fb.from_row(dict(r._mapping)) for r in rows]
