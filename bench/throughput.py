@@ -4,10 +4,10 @@ PostgreSQL only (the production saver). Each level runs for a fixed time, every 
 its own conversation of the support-desk pack, in three ways:
 
 - ``python``: one Engine in this process, ``await engine.aprocess(...)``, with the default admission
-  limit (sized from the connection pool, for turns that wait on a model);
-- ``python-capped``: the same with ``admission.max_turns`` at 4 per CPU, the setting for a pack whose
-  turns do not wait on anything but the database (the support desk's): the turns past it wait in the
-  engine instead of crowding PostgreSQL with open transactions;
+  (``admission.max_turns`` sized from the connection pool, ``admission.max_working_turns`` of them
+  doing work at once: 4 per CPU);
+- ``python-capped``: the same with ``admission.max_turns`` also at 4 per CPU: the turns past it wait in
+  the admission queue instead of the work slots' (a limit that would also cap turns waiting on a model);
 - ``http``: ``convengine serve`` in its own process, driven from this (separate) process over HTTP;
 - ``bare``: the bare LangGraph graph of the same node count on the same saver, the floor.
 

@@ -614,6 +614,11 @@ class AdmissionSettings(_Section):
     max_turns: int | None = Field(None, ge=1)
     """Turns (and undo/redo) running at once; None: the pool's connections (``size + max_overflow``)
     less a tenth, kept for reads outside turns (audit, history, pins): 90 on PostgreSQL, 13 on SQLite."""
+    max_working_turns: int | None = Field(None, ge=1)
+    """Of the turns running, how many do work at once (run their steps); the others wait in order,
+    holding their place. A turn waiting on a model, a tool or a sandboxed python node lends its place
+    meanwhile, so this bounds the CPU-bound part of turns, not the turns waiting on a model.
+    None: 4 per CPU."""
     queue_length: int = Field(1000, ge=0)
     """Turns that may wait for a free slot; one more is refused at once (SERVER_BUSY, HTTP 503)."""
     queue_timeout_s: float = Field(300.0, gt=0)

@@ -6,8 +6,8 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -108,14 +108,19 @@ class TurnLocks:
         return self._folder
 
     @asynccontextmanager
-    async def hold(self, conversation_id: str) -> AsyncIterator[AsyncConnection | None]:
+    async def hold(self, conversation_id: str,
+                   working: Callable[[], AbstractAsyncContextManager[None]] | None = None,
+                   ) -> AsyncIterator[AsyncConnection | None]:
         """Hold the conversation for a turn.
 
         Yields the connection the turn's checkpoint and rows are written on, committed once at
         the end of the turn. On PostgreSQL its transaction holds the lock, and committing
-        releases it; on SQLite the lock is a file lock held until the turn ends.
+        releases it; on SQLite the lock is a file lock held until the turn ends. ``working`` (a work
+        slot, see :mod:`convengine._internal.working`) is entered once this process's other turns of the
+        conversation are done and before the database's lock and connection are taken: a turn waiting
+        for a slot holds no connection, and a turn waiting behind its own conversation holds no slot.
         """
-        async with self._local(conversation_id):
+        async with self._local(conversation_id), (working or contextlib.nullcontext)():
             if self.url.is_postgres:
                 async with self._postgres(conversation_id) as conn:
                     yield conn

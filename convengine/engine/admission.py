@@ -6,15 +6,21 @@ for at most ``admission.queue_timeout_s``, and past ``admission.queue_length`` w
 is refused at once with :class:`~convengine.catalog.errors.ServerBusyError` (HTTP 503 with ``Retry-After``)
 before anything of it runs or is written. Without this a load of concurrent turns larger than the
 pool queued inside the pool instead, and failed after its 30 s timeout.
+
+Of the admitted turns, at most ``admission.max_working_turns`` (4 per CPU unless set) do work at once
+(:mod:`convengine._internal.working`): the rest wait, holding their place, and a turn waiting on a
+model or a tool lends its work slot meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from convengine._internal.working import WorkSlots
 from convengine.catalog.errors import ServerBusyError
 from convengine.settings import AdmissionSettings
 
@@ -28,18 +34,28 @@ def default_max_turns(pool_capacity: int) -> int:
     return max(1, pool_capacity - reserve)
 
 
+WORKING_TURNS_PER_CPU = 4
+"""The default ``admission.max_working_turns`` per CPU."""
+
+
+def default_working_turns() -> int:
+    return WORKING_TURNS_PER_CPU * (os.cpu_count() or 1)
+
+
 @dataclass(frozen=True)
 class AdmissionLimits:
     max_turns: int
     queue_length: int
     queue_timeout_s: float
     retry_after_s: int
+    max_working_turns: int = field(default_factory=default_working_turns)
 
     @classmethod
     def of(cls, settings: AdmissionSettings, pool_capacity: int) -> AdmissionLimits:
         """The limits of ``settings``, the turn limit sized from the pool when not set."""
         max_turns = settings.max_turns or default_max_turns(pool_capacity)
-        return cls(max_turns, settings.queue_length, settings.queue_timeout_s, settings.retry_after_s)
+        working = settings.max_working_turns or default_working_turns()
+        return cls(max_turns, settings.queue_length, settings.queue_timeout_s, settings.retry_after_s, working)
 
 
 class TurnGate:
@@ -48,6 +64,8 @@ class TurnGate:
     def __init__(self, limits: AdmissionLimits) -> None:
         self.limits = limits
         self._slots = asyncio.Semaphore(limits.max_turns)
+        self.work = WorkSlots(limits.max_working_turns)
+        """The admitted turns' work slots: a turn takes one under its conversation's lock."""
         self._running = 0
         self._waiting = 0
 

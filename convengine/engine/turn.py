@@ -91,7 +91,8 @@ class TurnRunner:
         ctx: TurnContext | None = None
         deferred: list[Write] = []
         try:
-            async with self.resources.locks.hold(request.conversation_id) as conn, _bound(conn) as deferred:
+            async with (self.resources.locks.hold(request.conversation_id, self.resources.gate.work.working) as conn,
+                        _bound(conn) as deferred):
                 admission, choice, latest = await self._admit(conn, request, owner, pick)
                 refused = _refusal(request.conversation_id, owner, admission) or admission.refused
                 if refused is not None:

@@ -32,6 +32,7 @@ from convengine._internal.jsonschemas import checked_validator
 from convengine._internal.jsonvalue import JsonValue
 from convengine._internal.model_names import model_problem as problem_of
 from convengine._internal.storable import storable_text, storable_value, unstorable
+from convengine._internal.working import waiting_outside
 from convengine.catalog import stages
 from convengine.catalog.errors import (
     LlmError,
@@ -151,7 +152,9 @@ class LlmGateway:
         started = time.perf_counter()
         for attempt in range(1, attempts + 1):
             try:
-                reply = _storable(await asyncio.wait_for(self.backend.complete(call), timeout=self.settings.timeout_s))
+                async with waiting_outside():  # the turn's work slot is lent while the model answers
+                    answer = await asyncio.wait_for(self.backend.complete(call), timeout=self.settings.timeout_s)
+                reply = _storable(answer)
                 await self._record(turn, call, reply, started, attempt)
                 return reply
             except UnscriptedCallError:

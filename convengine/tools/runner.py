@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from convengine._internal.jsontext import dumps
+from convengine._internal.working import waiting_outside
 from convengine.catalog.errors import ErrorCode, ToolError
 from convengine.config.records import ToolRecord
 from convengine.registry import Registries
@@ -79,7 +80,8 @@ class ToolRunner:
     async def _run(self, turn: ToolSession, tool: ToolRecord, args: dict[str, Any]) -> Any:
         ctx = ToolContext.of(turn, tool)
         if tool.group == "MCP_SERVER" or split_code(tool.tool_code):
-            return normalise_result(await self.mcp.call(tool.tool_code, args))
+            async with waiting_outside():  # the turn's work slot is lent while the server answers
+                return normalise_result(await self.mcp.call(tool.tool_code, args))
         handler = self._handler(tool.tool_code)
         if tool.group == "DB":
             value = await self._db(turn, tool, args, ctx, handler)
@@ -88,9 +90,10 @@ class ToolRunner:
             if target is None:
                 raise AdapterNotConfiguredError(f"No {GROUP_ADAPTER_NAMES.get(tool.group, tool.group)} configured "
                                                 f"for tool_code={tool.tool_code.upper() or '(none)'}")
-            value = await call_handler(target, args, ctx)
-            if isinstance(value, HttpRequest):
-                value = await self.http.execute(tool.tool_code, value, turn.settings.mcp.http_api)
+            async with waiting_outside():  # a handler or HTTP API answering lends the turn's work slot
+                value = await call_handler(target, args, ctx)
+                if isinstance(value, HttpRequest):
+                    value = await self.http.execute(tool.tool_code, value, turn.settings.mcp.http_api)
         return normalise_result(value)
 
     async def _db(self, turn: ToolSession, tool: ToolRecord, args: dict[str, Any], ctx: ToolContext, handler: Handler | None) -> Any:

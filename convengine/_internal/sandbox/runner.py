@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from convengine._internal import numbers
 from convengine._internal.sandbox import host
+from convengine._internal.working import waiting_outside
 
 SandboxMode = Literal["strict", "weak"]
 STRICT: SandboxMode = "strict"
@@ -60,7 +61,8 @@ async def run_script(code: str, inputs: dict[str, Any], *, timeout_s: float, mem
             *host.child_argv(box.bwrap), cwd=home, env={}, stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
         try:
-            out = await asyncio.wait_for(_exchange(proc, request, cap), timeout_s)
+            async with waiting_outside():  # the turn's work slot is lent while the script runs
+                out = await asyncio.wait_for(_exchange(proc, request, cap), timeout_s)
         except TimeoutError:
             return {"error": f"TimeoutError: the script ran longer than {timeout_s:g} s and was stopped",
                     "stdout": "", "timedOut": True}
