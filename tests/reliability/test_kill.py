@@ -19,18 +19,21 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
+from convengine.catalog.errors import ConversationNotFoundError
 from convengine.db import create_sync_engine, parse_database_url
 from tests.helpers import engine_on, split_turns
 
 ROOT = Path(__file__).parents[2]
 KILLS = int(os.environ.get("CONVENGINE_KILLS", "30"))
 CONVERSATIONS = 5
+T = TypeVar("T")
 
 CHILD = textwrap.dedent("""
     import os, random, signal, sys
@@ -106,13 +109,22 @@ async def inspect(url: str, ids: list[str]) -> dict[str, Conversation]:
     found = {}
     async with engine_on(url, None, turn_lock_timeout_s=30) as engine:
         for cid in ids:
-            state = await engine.astate(cid)
-            audit = await engine.aaudit(cid)
+            state, audit = await _or_none(engine.astate(cid)) or {}, await _or_none(engine.aaudit(cid)) or []
             turns = [t for t in split_turns(audit) if any(e.stage == "USER_INPUT" for e in t)
                      and not any(e.stage.startswith("ENGINE_") and "FAILURE" in e.stage for e in t)]
             found[cid] = Conversation(int(state.get("turn") or 0), state.get("intent"), state.get("state"),
-                                      len(await engine.ahistory(cid)), len(turns), projection(url, cid))
+                                      len(await _or_none(engine.ahistory(cid)) or []), len(turns),
+                                      projection(url, cid))
     return found
+
+
+async def _or_none(read: Awaitable[T]) -> T | None:
+    """What ``read`` returns; None for a conversation the engine does not know (a child killed before the
+    conversation's first turn committed: it must then have no row of any kind either)."""
+    try:
+        return await read
+    except ConversationNotFoundError:
+        return None
 
 
 def projection(url: str, cid: str) -> tuple[Any, Any] | None:
