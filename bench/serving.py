@@ -6,7 +6,9 @@ and start-up times. PostgreSQL only (the production saver).
   process (the load generator is this process). Besides turns/s and latency (which, on a machine whose
   cores the load generator and PostgreSQL share, measure the machine as much as the engine) it reports
   the serving process's CPU time per turn, which contention does not inflate. Targets: HTTP within 1.2x
-  of the Python API; p99 at 64 concurrent conversations within 3x its p50.
+  of the Python API; p99 at 64 concurrent conversations within 3x its p50. The load generator holds
+  one keep-alive connection per conversation and sends pre-encoded requests (:mod:`bench.http_client`:
+  a general client's own CPU, on the same cores, would be charged to the HTTP path).
 - **Workers**: ``convengine serve --workers 1`` and ``--workers 2`` on the same load.
 - **Several servers**: N separate ``convengine serve`` processes (as N hosts behind a load balancer)
   on one database, the conversations spread over them; per-server and total turns/s.
@@ -36,7 +38,8 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import ROOT, SUPPORT_DESK, fresh_database, run_and_report
-from bench.throughput import Level, drive, message
+from bench.http_client import KeepAlive, post_bytes
+from bench.throughput import MESSAGE_PATH, Level, drive, message
 from convengine.engine import Engine
 
 TITLE = "Serving on PostgreSQL (support desk; CPU ms/turn = the serving process's CPU time per turn)"
@@ -169,29 +172,26 @@ async def python_run(engine: Engine, concurrency: int, seconds: float) -> Run:
 
 
 async def http_run(servers: Servers, concurrency: int, seconds: float) -> Run:
-    """Conversation w goes to server w mod N (a load balancer with sticky-free round robin)."""
+    """Conversation w goes to server w mod N (a load balancer with sticky-free round robin), each worker on
+    its own keep-alive connection (:mod:`bench.http_client`)."""
     cids = [str(uuid.uuid4()) for _ in range(concurrency)]
-    bases = servers.bases
-    counts = [0] * len(bases)
-    per = max(1, -(-concurrency // len(bases)))
-    limits = httpx.Limits(max_connections=per, max_keepalive_connections=per)
-    clients = [httpx.AsyncClient(base_url=b, timeout=120, limits=limits) for b in bases]
+    ports = servers.ports
+    counts = [0] * len(ports)
+    requests = [[post_bytes("127.0.0.1", ports[w % len(ports)], MESSAGE_PATH, {"message": text, "conversationId": cid})
+                 for text in SUPPORT_DESK.messages] for w, cid in enumerate(cids)]
+    connections = [KeepAlive("127.0.0.1", ports[w % len(ports)]) for w in range(concurrency)]
 
     async def turn(w: int, i: int) -> None:
-        which = w % len(bases)
-        reply = await clients[which].post("/api/v1/conversation/message",
-                                          json={"message": message(i), "conversationId": cids[w]})
-        if reply.status_code != 200 or not reply.json().get("success"):
-            raise RuntimeError(f"turn failed: {reply.text[:200]}")
-        counts[which] += 1
+        await connections[w].send(requests[w][i % len(SUPPORT_DESK.messages)])
+        counts[w % len(ports)] += 1
 
     try:
         began = servers.cpu_s()
         level = await drive(turn, concurrency, seconds)
         return Run(level, (servers.cpu_s() - began) * 1000 / max(level.turns, 1), counts)
     finally:
-        for client in clients:
-            await client.aclose()
+        for connection in connections:
+            await connection.close()
 
 
 def row(measure: str, setup: str, run: Run, python: Run | None, target: str) -> list[Any]:

@@ -8,7 +8,11 @@ its own conversation of the support-desk pack, in three ways:
   doing work at once: 4 per CPU);
 - ``python-capped``: the same with ``admission.max_turns`` also at 4 per CPU: the turns past it wait in
   the admission queue instead of the work slots' (a limit that would also cap turns waiting on a model);
-- ``http``: ``convengine serve`` in its own process, driven from this (separate) process over HTTP;
+- ``http``: ``convengine serve`` in its own process, driven from this (separate) process over HTTP:
+  each worker holds one keep-alive connection and sends pre-encoded requests
+  (:mod:`bench.http_client`), reading every answer whole and checking it is ``200`` with
+  ``"success": true``. A general client (httpx) would charge its own per-request CPU, on the cores the
+  server and PostgreSQL share, to the HTTP path, although a real client runs on another machine;
 - ``bare``: the bare LangGraph graph of the same node count on the same saver, the floor.
 
 The three are interleaved: each level's time is cut into slices and the modes take turns slice by
@@ -38,6 +42,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import RESULTS, SUPPORT_DESK, bare_graph, fresh_database, run_and_report, saver_for
+from bench.http_client import KeepAlive, post_bytes
 from convengine.engine import Engine
 
 TITLE = "Throughput on PostgreSQL (support desk; each worker its own conversation)"
@@ -46,6 +51,7 @@ ROUNDS = 4
 CAPPED_TURNS_PER_CPU = 4
 """``python-capped``'s ``admission.max_turns`` per CPU."""
 Turn = Callable[[int, int], Awaitable[Any]]  # (worker, turn index) -> awaitable
+MESSAGE_PATH = "/api/v1/conversation/message"
 
 
 @dataclass
@@ -158,18 +164,14 @@ async def http_mode(url: str, folder: Path) -> AsyncIterator[Mode]:
         @asynccontextmanager
         async def level(n: int) -> AsyncIterator[Turn]:
             cids = [str(uuid.uuid4()) for _ in range(n)]
-            # idle while the other modes take their slice: drop an idle connection (after 1 s) before
-            # the server's keep-alive timeout (uvicorn's 5 s) closes it under a request
-            limits = httpx.Limits(max_connections=n, max_keepalive_connections=n, keepalive_expiry=1.0)
-            async with httpx.AsyncClient(base_url=server.base, timeout=120, limits=limits) as client:
-
-                async def turn(w: int, i: int) -> None:
-                    reply = await client.post("/api/v1/conversation/message",
-                                              json={"message": message(i), "conversationId": cids[w]})
-                    if reply.status_code != 200 or not reply.json().get("success"):
-                        raise RuntimeError(f"turn failed: {reply.text[:200]}")
-
-                yield turn
+            requests = [[post_bytes("127.0.0.1", server.port, MESSAGE_PATH, {"message": text, "conversationId": cid})
+                         for text in SUPPORT_DESK.messages] for cid in cids]
+            connections = [KeepAlive("127.0.0.1", server.port) for _ in range(n)]
+            try:
+                yield lambda w, i: connections[w].send(requests[w][i % len(SUPPORT_DESK.messages)])
+            finally:
+                for connection in connections:
+                    await connection.close()
 
         yield level
     finally:

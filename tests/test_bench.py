@@ -4,6 +4,7 @@ refuses to write figures measured on a loaded machine. Timings are never asserte
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ import sqlalchemy as sa
 
 from bench import common, retrieval, run_all, turn_overhead
 from bench.fair_baseline import fair_turns, profile
+from bench.http_client import KeepAlive, TurnFailed, post_bytes
 from convengine.db.models import CeConversationHistory
 
 
@@ -134,3 +136,54 @@ def test_retrieval_json_has_each_mode_its_index_and_the_memory_its_process_holds
         assert r["chunks"] == 300 and 0 <= r["recall_at_5"] <= 1 and r["rss_mb"] > 0
         assert {"held_mb", "search_p50_ms", "search_p99_ms", "ingest_s", "index_reason", "turn_ratio"} <= set(r)
     assert rows[2]["index_build_s"] is not None and rows[1]["index_build_s"] is None
+
+
+async def _http_answers(answers: list[tuple[int, bytes, bool, bool]]) -> tuple[int, asyncio.AbstractServer, list[int]]:
+    """A server on 127.0.0.1 answering each request with the next (status, body, chunked, close); it
+    closes the connection after an answer whose ``close`` is set. Returns its port, the server and
+    the connection each request arrived on."""
+    arrivals: list[int] = []
+    queue = list(answers)
+    opened = 0
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal opened
+        opened += 1
+        this = opened
+        while queue:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+            await reader.readexactly(length)
+            arrivals.append(this)
+            status, body, chunked, close = queue.pop(0)
+            framing = (b"transfer-encoding: chunked\r\n\r\n" + f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n"
+                       if chunked else f"content-length: {len(body)}\r\n\r\n".encode() + body)
+            writer.write(f"HTTP/1.1 {status} X\r\n".encode() + framing)
+            await writer.drain()
+            if close:
+                break
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    return server.sockets[0].getsockname()[1], server, arrivals
+
+
+async def test_the_http_load_client_reads_whole_answers_checks_them_and_reconnects() -> None:
+    ok = b'{"success": true, "conversationId": "c"}'
+    port, server, arrivals = await _http_answers([
+        (200, ok, False, False), (200, ok, True, True),  # a chunked answer, then the server closes
+        (200, ok, False, False), (200, b'{"success": false}', False, False), (503, ok, False, False)])
+    client = KeepAlive("127.0.0.1", port)
+    request = post_bytes("127.0.0.1", port, "/api/v1/conversation/message", {"message": "hi"})
+    try:
+        assert (await client.send(request))["success"] is True
+        assert (await client.send(request))["conversationId"] == "c"
+        assert (await client.send(request))["success"] is True  # on a new connection
+        with pytest.raises(TurnFailed):
+            await client.send(request)  # 200, but the turn did not succeed
+        with pytest.raises(TurnFailed):
+            await client.send(request)  # not 200
+    finally:
+        await client.close()
+        server.close()
+    assert arrivals == [1, 1, 2, 2, 2]

@@ -78,6 +78,8 @@ class PgAuditBridge:
 
     def watched_elsewhere(self, conversation_id: str) -> bool:
         """Whether a stream in another process watches this conversation (so its events are sent)."""
+        if not self._remote:
+            return False  # asked for every audit event of every turn: most of the time nobody watches
         now = time.monotonic()
         return any(expiry > now and (conversation_id in keys or EVERY in keys)
                    for keys, expiry in self._remote.values())

@@ -15,18 +15,17 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import uvicorn
 from uvicorn.loops.auto import auto_loop_factory
 
 from convengine.api.app import create_app
 from convengine.api.config import resolve_api
-from convengine.api.serving import BoundedH11Protocol
+from convengine.api.protocols import bounded_protocol
 from convengine.catalog.defaults import LIVE_CHANNEL
 from convengine.catalog.errors import ConfigError
 from convengine.config_loader.companions import choose_llm, pack_options
@@ -87,18 +86,16 @@ def _path(value: str | None) -> Path | None:
     return Path(value) if value else None
 
 
-class WorkerH11Protocol(BoundedH11Protocol):
-    """The bounded h11 protocol of a worker; :func:`app` sets its deadlines from the spec."""
-
-    per_client: ClassVar[Counter[str]] = Counter()
+WorkerProtocol = bounded_protocol(10.0)
+"""The bounded protocol of a worker (httptools', else h11's); :func:`app` sets its deadlines from the spec."""
 
 
 def app() -> Any:
     """uvicorn's app factory, called in each worker: the API on a fresh engine of the spec's options."""
     spec = ServeSpec.from_env()
-    WorkerH11Protocol.head_timeout_s = spec.head_timeout_s
-    WorkerH11Protocol.body_timeout_s = spec.body_timeout_s
-    WorkerH11Protocol.max_connections_per_client = spec.max_connections_per_client
+    WorkerProtocol.head_timeout_s = spec.head_timeout_s
+    WorkerProtocol.body_timeout_s = spec.body_timeout_s
+    WorkerProtocol.max_connections_per_client = spec.max_connections_per_client
     return create_app(spec.url, host=spec.host, cors_origins=spec.cors_origins, **spec.engine_options())
 
 
@@ -128,6 +125,6 @@ def serve_workers(spec: ServeSpec, workers: int, *, port: int, log_level: str,
     if announce is not None:  # the configuration is good: tell where the workers will listen
         announce()
     uvicorn.run("convengine.api.workers:app", factory=True, workers=workers, host=spec.host, port=port,
-                log_level=log_level, lifespan="on", http="convengine.api.workers:WorkerH11Protocol",
+                log_level=log_level, lifespan="on", http="convengine.api.workers:WorkerProtocol",
                 limit_concurrency=api.max_concurrency, h11_max_incomplete_event_size=api.max_header_bytes,
                 log_config=server_log_config(log_level))

@@ -85,11 +85,14 @@ class AuditBus:
 
     def has_subscribers(self, conversation_id: str | None = None) -> bool:
         """Whether anyone would receive an event (of ``conversation_id``; None: of any conversation)."""
-        if not self._subs and not self._forwarders:
-            return False
-        if any(conversation_id is None or s.conversation_id in (None, conversation_id) for s in self._subs):
-            return True
-        return any(wants is None or conversation_id is None or wants(conversation_id) for _, wants in self._forwarders)
+        # asked for every audit event of every turn: plain loops, no generator per call
+        for sub in self._subs:
+            if conversation_id is None or sub.conversation_id in (None, conversation_id):
+                return True
+        for _, wants in self._forwarders:
+            if wants is None or conversation_id is None or wants(conversation_id):
+                return True
+        return False
 
     def publish(self, event: AuditEvent, *, forward: bool = True) -> None:
         with self._lock:
