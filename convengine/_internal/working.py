@@ -1,6 +1,7 @@
 """Work slots: at most so many turns of a process do work (run their steps) at once.
 
-A turn takes a slot once it holds its conversation's lock and gives it back when it commits. While it
+A turn takes a slot once its process's other turns of the same conversation are done, before it takes
+its database connection and lock, and gives it back when it has committed. While it
 awaits something outside the process (a model, a tool, a sandboxed python node) it lends its slot to a
 waiting turn (:func:`waiting_outside`) and takes one again, in order, when the answer is there. So a
 CPU-bound pack runs a few turns at a time to completion instead of interleaving every admitted turn

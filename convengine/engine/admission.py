@@ -65,7 +65,7 @@ class TurnGate:
         self.limits = limits
         self._slots = asyncio.Semaphore(limits.max_turns)
         self.work = WorkSlots(limits.max_working_turns)
-        """The admitted turns' work slots: a turn takes one under its conversation's lock."""
+        """The admitted turns' work slots: a turn takes one before its connection and database lock."""
         self._running = 0
         self._waiting = 0
 
