@@ -42,6 +42,7 @@ from convengine.catalog.errors import ErrorCode
 from convengine.settings import MAX_CONNECTIONS_PER_CLIENT
 
 try:
+    import httptools
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 except ImportError:  # httptools is not installed: h11 serves
     HttpToolsProtocol = None  # type: ignore[assignment, misc]
@@ -202,6 +203,10 @@ if HttpToolsProtocol is not None:
         """Bytes received since the previous request ended, while the next head is incomplete."""
         _in_head = True
         """Between the end of a request (or the connection's start) and the end of the next head."""
+        _hosts = 0
+        """Host headers of the head being parsed (h11 refuses none on HTTP/1.1, or more than one)."""
+        _bad_head: str | None = None
+        """Why this protocol refused the head being parsed (for the 400's message)."""
 
         def __init__(self, config: uvicorn.Config, server_state: ServerState, app_state: dict[str, Any],
                      _loop: asyncio.AbstractEventLoop | None = None) -> None:
@@ -226,7 +231,22 @@ if HttpToolsProtocol is not None:
             elif self._awaiting_body():
                 self._start_body_timer()  # a body still arriving after this read
 
+        def on_url(self, url: bytes) -> None:
+            self._hosts = 0
+            super().on_url(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            if name.lower() == b"host":
+                self._hosts += 1
+                if self._hosts > 1:  # h11 refuses it too: which one would the trusted-host check read?
+                    self._bad_head = "more than one Host header"
+                    raise _MalformedHead(self._bad_head)
+            super().on_header(name, value)
+
         def on_headers_complete(self) -> None:
+            if not self._hosts and self.parser.get_http_version() == "1.1":
+                self._bad_head = "an HTTP/1.1 request without a Host header"
+                raise _MalformedHead(self._bad_head)
             self._in_head = False
             self._head_bytes = 0
             self._cancel_head_timer()
@@ -247,8 +267,10 @@ if HttpToolsProtocol is not None:
                 super().connection_lost(exc)
 
         def send_400_response(self, msg: str) -> None:
-            """A malformed request head, answered in ConvEngine's error shape."""
-            self._refuse_head(400, msg)
+            """A malformed request head, answered in ConvEngine's error shape (naming what was wrong when
+            this protocol refused it)."""
+            reason, self._bad_head = self._bad_head, None
+            self._refuse_head(400, f"invalid request head: {reason}" if reason else msg)
 
         def _awaiting_head(self) -> bool:
             serving = self.cycle is not None and not self.cycle.response_complete
@@ -256,6 +278,12 @@ if HttpToolsProtocol is not None:
 
         def _awaiting_body(self) -> bool:
             return not self._in_head
+
+
+if HttpToolsProtocol is not None:
+
+    class _MalformedHead(httptools.HttpParserCallbackError):
+        """Raised from a parser callback: httptools stops and uvicorn answers 400."""
 
 
 class _RequestLimit:

@@ -113,3 +113,35 @@ async def test_one_address_holds_at_most_its_connections(base: type[BoundedProto
         for _, writer in held:
             writer.close()
     assert sum(a.startswith(b"HTTP/1.1 200") for a in answers) == 3
+
+
+@pytest.mark.parametrize("base", PROTOCOLS, ids=lambda p: p.__name__)
+@pytest.mark.parametrize("hosts", [b"Host: evil.example\r\nHost: 127.0.0.1\r\n", b"Host: 127.0.0.1\r\nhost: 127.0.0.1\r\n",
+                                   b""], ids=["two-hosts", "the-same-twice", "none"])
+async def test_a_head_with_two_host_headers_or_none_is_refused_before_the_app(base: type[BoundedProtocol],
+                                                                             hosts: bytes) -> None:
+    """Attack: with two Host headers the trusted-host check and the app could read different ones (h11 refuses
+    them; httptools, the default parser, gathers both)."""
+    async with running(base) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET / HTTP/1.1\r\n" + hosts + b"Connection: close\r\n\r\n")
+        reply = await read_all(reader)
+        writer.close()
+    status, _, body = reply.partition(b"\r\n\r\n")
+    assert status.startswith(b"HTTP/1.1 400"), reply[:200]
+    assert json.loads(body)["errorCode"] == "INVALID_INPUT"
+
+
+@pytest.mark.parametrize("base", PROTOCOLS, ids=lambda p: p.__name__)
+@pytest.mark.parametrize("head", [b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+                                  b"GET / HTTP/1.1\r\nHost : a\r\n\r\n",
+                                  b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: xchunked\r\n\r\n"],
+                         ids=["two-lengths", "space-before-colon", "unknown-transfer-coding"])
+async def test_heads_that_could_smuggle_a_request_are_refused(base: type[BoundedProtocol], head: bytes) -> None:
+    """Attack: a head two parsers could read differently (a proxy in front and this server) is refused."""
+    async with running(base) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(head)
+        reply = await read_all(reader)
+        writer.close()
+    assert reply.startswith(b"HTTP/1.1 400"), reply[:200]
