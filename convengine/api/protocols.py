@@ -66,6 +66,27 @@ class BoundedProtocol(asyncio.Protocol):
     _body_timer: asyncio.TimerHandle | None = None
     _counted: str | None = None
 
+    def __init__(self, config: uvicorn.Config, server_state: ServerState, app_state: dict[str, Any],
+                 _loop: asyncio.AbstractEventLoop | None = None) -> None:
+        # each subclass puts this class before uvicorn's protocol: super() is uvicorn's
+        super().__init__(config, server_state, app_state, _loop)  # type: ignore[call-arg]
+        self._count_requests_not_connections()
+
+    # uvicorn's protocols narrow asyncio's BaseTransport to Transport here, and so must this class
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        if self._admit(transport):
+            super().connection_made(transport)
+            self._arm_head_timer()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()  # type: ignore[misc]
+        if not self.transport.is_closing():
+            self._arm_head_timer()  # the next request's head has the same deadline
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._release():
+            super().connection_lost(exc)
+
     def _count_requests_not_connections(self) -> None:
         if self.limit_concurrency is not None:
             # uvicorn's own check counts every open connection; this one counts requests being served
@@ -149,17 +170,6 @@ class BoundedProtocol(asyncio.Protocol):
 class BoundedH11Protocol(BoundedProtocol, H11Protocol):
     """uvicorn's h11 protocol with the API's bounds (the fallback without httptools)."""
 
-    def __init__(self, config: uvicorn.Config, server_state: ServerState, app_state: dict[str, Any],
-                 _loop: asyncio.AbstractEventLoop | None = None) -> None:
-        super().__init__(config, server_state, app_state, _loop)
-        self._count_requests_not_connections()
-
-    # uvicorn's H11Protocol narrows asyncio's BaseTransport to Transport here, and so must its subclass
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        if self._admit(transport):
-            super().connection_made(transport)
-            self._arm_head_timer()
-
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
         state = self.conn.their_state
@@ -169,15 +179,6 @@ class BoundedH11Protocol(BoundedProtocol, H11Protocol):
             self._start_body_timer()
         else:
             self._cancel_body_timer()
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing():
-            self._arm_head_timer()  # the next request's head has the same deadline
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._release():
-            super().connection_lost(exc)
 
     def send_400_response(self, msg: str) -> None:
         """A malformed or oversized request head, answered in ConvEngine's error shape."""
@@ -207,16 +208,6 @@ if HttpToolsProtocol is not None:
         """Host headers of the head being parsed (h11 refuses none on HTTP/1.1, or more than one)."""
         _bad_head: str | None = None
         """Why this protocol refused the head being parsed (for the 400's message)."""
-
-        def __init__(self, config: uvicorn.Config, server_state: ServerState, app_state: dict[str, Any],
-                     _loop: asyncio.AbstractEventLoop | None = None) -> None:
-            super().__init__(config, server_state, app_state, _loop)
-            self._count_requests_not_connections()
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            if self._admit(transport):
-                super().connection_made(transport)
-                self._arm_head_timer()
 
         def data_received(self, data: bytes) -> None:
             if self._in_head:
@@ -256,15 +247,6 @@ if HttpToolsProtocol is not None:
             super().on_message_complete()
             self._in_head = True
             self._cancel_body_timer()
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if not self.transport.is_closing():
-                self._arm_head_timer()  # the next request's head has the same deadline
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            if self._release():
-                super().connection_lost(exc)
 
         def send_400_response(self, msg: str) -> None:
             """A malformed request head, answered in ConvEngine's error shape (naming what was wrong when
