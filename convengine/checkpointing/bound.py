@@ -57,6 +57,8 @@ class Latest:
     """The latest checkpoint's id (None: none, or writes are pending on it: read the database)."""
     written: Kept | None = None
     """The checkpoint this turn wrote (kept once the turn has committed)."""
+    absent: bool = False
+    """The conversation had no checkpoint at all (so a read of its latest one answers None unread)."""
 
 
 _LATEST: ContextVar[Latest | None] = ContextVar("convengine_turn_latest", default=None)
@@ -155,6 +157,9 @@ class TurnSaver(BaseCheckpointSaver[str]):
     # --- async (what turns use) --------------------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        latest = self._latest_for(config)
+        if latest is not None and latest.absent:
+            return None  # the turn's lock holder read that the conversation has no checkpoint
         kept = self._kept_for(config)
         if kept is not None:
             return checked(rebuild(config["configurable"]["thread_id"], kept, self.serde))
@@ -170,13 +175,21 @@ class TurnSaver(BaseCheckpointSaver[str]):
         async for item in self.target.alist(config, filter=filter, before=before, limit=limit):
             yield checked(item)
 
+    def _latest_for(self, config: RunnableConfig) -> Latest | None:
+        """The bound turn's view of its conversation, when ``config`` asks for that conversation's latest
+        checkpoint (no id, the root namespace)."""
+        latest = _LATEST.get()
+        conf = config["configurable"]
+        if (latest is None or _BOUND.get() is None or conf.get("checkpoint_id") or conf.get("checkpoint_ns", "")
+                or conf.get("thread_id") != latest.thread_id):
+            return None
+        return latest
+
     def _kept_for(self, config: RunnableConfig) -> Kept | None:
         """This process's copy of the checkpoint ``config`` asks for, when the bound turn read under its
         lock that it is still the conversation's latest (and nothing is pending on it)."""
-        latest = _LATEST.get()
-        conf = config["configurable"]
-        if (latest is None or latest.checkpoint_id is None or _BOUND.get() is None or conf.get("checkpoint_id")
-                or conf.get("checkpoint_ns", "") or conf.get("thread_id") != latest.thread_id):
+        latest = self._latest_for(config)
+        if latest is None or latest.checkpoint_id is None:
             return None
         return self.recent.get(latest.thread_id, latest.checkpoint_id)
 
@@ -187,6 +200,7 @@ class TurnSaver(BaseCheckpointSaver[str]):
         if (latest is not None and thread_id == latest.thread_id
                 and not config["configurable"].get("checkpoint_ns", "")):
             latest.written = keep(config, checkpoint, metadata, self.serde)
+            latest.absent = False
         else:
             self.recent.forget(thread_id)
         return await self.target.aput(config, checkpoint, metadata, new_versions)
@@ -203,6 +217,7 @@ class TurnSaver(BaseCheckpointSaver[str]):
         if latest is not None and latest.thread_id == thread_id:
             latest.written = None
             latest.checkpoint_id = None
+            latest.absent = False
 
     async def adelete_thread(self, thread_id: str) -> None:
         self._not_kept(thread_id)

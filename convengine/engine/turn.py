@@ -130,7 +130,7 @@ class TurnRunner:
         admission = memory_service.judge(row, request, owner)
         choice = await versions.choose_pinned(row[4], request.reset, pick)
         versions.remember(request.turn_id, choice)  # audited as the turn's first step starts
-        return admission, choice, Latest(cid, None if row[6] else row[5])
+        return admission, choice, Latest(cid, None if row[6] else row[5], absent=row[5] is None and not row[6])
 
     async def _run(self, conn: AsyncConnection | None, request: TurnRequest, ctx: TurnContext,
                    choice: Choice, admission: Admission, deferred: list[Write], latest: Latest) -> EngineState:

@@ -112,6 +112,7 @@ async def before_run(conn: AsyncConnection | None, admission: Admission, ctx: Tu
     """The admitted turn's context gets its user and, for a new conversation, the user's long-term
     properties (merged by the scopes hook)."""
     ctx.user_id = admission.user_id
+    ctx.has_row = admission.exists
     names = ctx.settings.conversation_memory.long_term
     if conn is None or admission.exists or admission.user_id is None or not names:
         return

@@ -71,7 +71,7 @@ def _create(turn: Turn) -> None:
 async def _adoptable(turn: Turn) -> Adopted | None:
     """A row without a checkpoint (ConvEngine's, or Studio's) to continue, if there is one."""
     store = turn.ctx.services.store
-    if store is None:
+    if store is None or turn.ctx.has_row is False:  # the turn's admission read found no row under its lock
         return None
     return await adoption.find(store.engine, turn.conversation_id,
                                recent=turn.settings.flow.conversation_history.max_turns,

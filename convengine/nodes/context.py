@@ -66,6 +66,9 @@ class TurnContext:
     context_before: dict[str, Any] | None = None
     """The context as the turn found it (kept by load_or_create_conversation): what ENGINE_RETURN's
     ``contextChanges`` compares the turn's context with. None until that step ran."""
+    has_row: bool | None = None
+    """Whether the conversation's ``ce_conversation`` row existed when the turn took its lock (read in
+    its admission); None when nobody read it (Studio). False spares a new conversation the adoption query."""
     long_term_loaded: dict[str, Any] | None = None
     """The user's long-term properties, loaded by conversation memory for a new conversation before the
     graph runs and merged into its context after load_or_create_conversation."""
