@@ -13,12 +13,12 @@ from pathlib import Path
 
 import aiosqlite
 import sqlalchemy as sa
-from filelock import AsyncFileLock, Timeout
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from convengine._internal.filelocks import FileLockTimeout, exclusive
 from convengine.catalog.errors import ConversationBusyError, PersistenceError
 from convengine.checkpointing.bound import driver_connection
 from convengine.checkpointing.postgres import postgres_saver
@@ -200,16 +200,11 @@ class TurnLocks:
     async def _sqlite(self, conversation_id: str) -> AsyncIterator[None]:
         folder = self.lock_folder()
         bucket = _lock_key(conversation_id) % SQLITE_LOCK_BUCKETS
-        lock = AsyncFileLock(str(folder / f"{bucket}.lock"), timeout=self.timeout_s or -1, run_in_executor=False,
-                             poll_interval=0.01)
         try:
-            await lock.acquire()
-        except Timeout:
+            async with exclusive(folder / f"{bucket}.lock", self.timeout_s):
+                yield
+        except FileLockTimeout:
             raise _busy(conversation_id, self.timeout_s) from None
-        try:
-            yield
-        finally:
-            await lock.release()
 
 
 async def _discard(conn: AsyncConnection) -> None:

@@ -65,6 +65,27 @@ async def test_a_busy_conversation_waits_then_reports_clearly(db_url: str) -> No
         assert (await engine.astate(cid))["turn"] == 1
 
 
+async def test_a_turn_another_engine_holds_too_long_reports_busy(db_url: str) -> None:
+    """The database's lock (a lock file on SQLite, an advisory lock on PostgreSQL) keeps a second
+    engine out of a conversation another engine's turn holds, for at most its lock timeout."""
+    from convengine.catalog.errors import ConversationBusyError
+    from convengine.nodes.common import Step
+
+    async def slow(turn: Any) -> None:
+        if turn.user_text == "slow":
+            await asyncio.sleep(1.5)
+
+    async with engine_on(db_url, pack(), steps=[Step("slow", slow, after="rules")]) as first, \
+            engine_on(db_url, None, turn_lock_timeout_s=0.3) as second:
+        cid = str(uuid.uuid4())
+        held = asyncio.create_task(first.aprocess("slow", cid))
+        await asyncio.sleep(0.5)
+        with pytest.raises(ConversationBusyError, match="is busy"):
+            await second.aprocess("loan", cid)
+        assert (await held).turn == 1
+        assert (await second.aprocess("loan", cid)).turn == 2  # free again once the turn ended
+
+
 CHILD = textwrap.dedent("""
     import asyncio, sys, time
     from pathlib import Path
