@@ -132,6 +132,25 @@ class DepthCheckedRoute(APIRoute):
         return checked
 
 
+class RequestRoute(DepthCheckedRoute):
+    """A route whose endpoint takes the Request alone and returns a Response: called directly, without
+    FastAPI's per-request solving of parameters it does not have."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        dependant = self.dependant
+        if dependant.dependencies or dependant.body_params or dependant.path_params or dependant.query_params \
+                or dependant.header_params or dependant.cookie_params or dependant.request_param_name is None:
+            raise TypeError(f"{self.path}: a RequestRoute's endpoint takes the Request and nothing else")
+        endpoint = self.endpoint
+
+        async def called(request: Request) -> Response:
+            _check_parameters(request)
+            response: Response = await endpoint(DepthCheckedRequest(request.scope, request.receive))
+            return response
+
+        return called
+
+
 def _check_parameters(request: Request) -> None:
     """422 for a query parameter that is not storable text (``?q=%00``). Path parameters are checked by
     their routes (conversation ids are UUIDs, versions numbers, channel names and asset names are checked)."""

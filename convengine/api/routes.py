@@ -16,7 +16,7 @@ from starlette.types import Receive, Scope, Send
 from convengine._internal.turn_io import normalise_conversation_id
 from convengine.api.admission import ANSWERED_BY_STATUS
 from convengine.api.auth import Principal
-from convengine.api.body import DepthCheckedRoute, json_body, read_body
+from convengine.api.body import DepthCheckedRoute, RequestRoute, json_body, read_body
 from convengine.api.config import ApiConfig
 from convengine.api.refusals import ApiRefusal, error_response
 from convengine.api.schemas import (
@@ -45,6 +45,8 @@ from convengine.catalog.errors import (
 from convengine.engine import Engine
 
 router = APIRouter(route_class=DepthCheckedRoute)
+direct_router = APIRouter(route_class=RequestRoute)
+"""The hot path's routes: endpoints taking the Request alone, called without FastAPI's per-request solving."""
 # Declared as a UUID in the OpenAPI schema but checked by the engine, so a bad id gets
 # ConvEngine's INVALID_CONVERSATION_ID error rather than FastAPI's generic one.
 ConversationId = Annotated[str, Path(description="The conversation's UUID.", json_schema_extra={"format": "uuid"})]
@@ -105,7 +107,7 @@ def error_reply(conversation_id: str | None, error: ConvEngineError) -> MessageR
                            errorCode=body["errorCode"], recoverable=body["recoverable"], message=body["message"])
 
 
-@router.post("/api/v1/conversation/message", response_model=MessageResponse, tags=["conversation"],
+@direct_router.post("/api/v1/conversation/message", response_model=MessageResponse, tags=["conversation"],
              responses={**REFUSALS, 413: {"model": ErrorBody}, 503: {"model": ErrorBody}},
              openapi_extra=json_body(MessageRequest))
 async def post_message(request: Request) -> Response:

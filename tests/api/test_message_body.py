@@ -1,5 +1,5 @@
-"""``POST /api/v1/conversation/message`` reads its body itself (``api.body.read_body``: no per-request
-dependency solving on the hot path). Its callers must not see the difference: every malformed or unusual
+"""``POST /api/v1/conversation/message`` reads its body itself (``api.body.read_body``) and is called
+directly (``api.body.RequestRoute``): no per-request dependency solving on the hot path. Its callers must not see the difference: every malformed or unusual
 body gets the reply a route declaring ``body: MessageRequest`` gets from FastAPI, the OpenAPI document
 declares the body as FastAPI declares one, and a turn's reply has the bytes of the response model."""
 
@@ -14,7 +14,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.testclient import TestClient
 
 from convengine.api.app import create_app
-from convengine.api.body import DepthCheckedRoute, read_body
+from convengine.api.body import DepthCheckedRoute, RequestRoute, read_body
 from convengine.api.routes import json_reply
 from convengine.api.schemas import MessageRequest, MessageResponse, PayloadBody
 from tests.api.auth_support import MESSAGE, new_id
@@ -126,3 +126,13 @@ def test_the_document_declares_the_body_as_fastapi_declares_one(client: TestClie
     assert served["components"]["schemas"]["MessageRequest"] == expected["components"]["schemas"]["MessageRequest"]
     assert "422" in operation["responses"] and operation["responses"]["200"]["content"][JSON]["schema"] == {
         "$ref": "#/components/schemas/MessageResponse"}
+
+
+def test_a_direct_route_takes_the_request_alone() -> None:
+    direct = APIRouter(route_class=RequestRoute)
+
+    async def with_body(request: Request, body: MessageRequest) -> None:
+        """Would skip the body's validation if called directly."""
+
+    with pytest.raises(TypeError, match="takes the Request and nothing else"):
+        direct.add_api_route("/x", with_body, methods=["POST"])
