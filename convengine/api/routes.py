@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import TypeAdapter
 from sse_starlette.sse import EventSourceResponse
@@ -45,8 +45,6 @@ from convengine.catalog.errors import (
 from convengine.engine import Engine
 
 router = APIRouter(route_class=DepthCheckedRoute)
-direct_router = APIRouter(route_class=RequestRoute)
-"""The hot path's routes: endpoints taking the Request alone, called without FastAPI's per-request solving."""
 # Declared as a UUID in the OpenAPI schema but checked by the engine, so a bad id gets
 # ConvEngine's INVALID_CONVERSATION_ID error rather than FastAPI's generic one.
 ConversationId = Annotated[str, Path(description="The conversation's UUID.", json_schema_extra={"format": "uuid"})]
@@ -107,9 +105,6 @@ def error_reply(conversation_id: str | None, error: ConvEngineError) -> MessageR
                            errorCode=body["errorCode"], recoverable=body["recoverable"], message=body["message"])
 
 
-@direct_router.post("/api/v1/conversation/message", response_model=MessageResponse, tags=["conversation"],
-             responses={**REFUSALS, 413: {"model": ErrorBody}, 503: {"model": ErrorBody}},
-             openapi_extra=json_body(MessageRequest))
 async def post_message(request: Request) -> Response:
     """Process one user message (one turn)."""
     # The hot path: the body, engine and caller read here with the functions the declared body and the
@@ -129,6 +124,15 @@ async def post_message(request: Request) -> Response:
     return json_reply(MessageResponse(success=True, conversationId=result.conversation_id, intent=result.intent,
                                       state=result.state, payload=PayloadBody.of(result.payload),
                                       context=json.dumps(result.context, ensure_ascii=False, default=str)))
+
+
+def add_direct_routes(app: FastAPI) -> None:
+    """The hot path's routes (:class:`RequestRoute`, called directly), on the app itself: a route of an included
+    router is matched twice per request. Declared as FastAPI declares a body and a response model."""
+    app.router.add_api_route("/api/v1/conversation/message", post_message, methods=["POST"],
+                             route_class_override=RequestRoute, response_model=MessageResponse, tags=["conversation"],
+                             responses={**REFUSALS, 413: {"model": ErrorBody}, 503: {"model": ErrorBody}},
+                             openapi_extra=json_body(MessageRequest))
 
 
 REPLY = TypeAdapter(MessageResponse)
