@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.testclient import TestClient
 
 from convengine.api.app import create_app
@@ -129,10 +129,20 @@ def test_the_document_declares_the_body_as_fastapi_declares_one(client: TestClie
 
 
 def test_a_direct_route_takes_the_request_alone() -> None:
-    direct = APIRouter(route_class=RequestRoute)
+    """A direct route skips FastAPI's solving: one with anything to solve (a body, a dependency of the route or
+    of its router, such as a security check added later) is refused when the app is built, not skipped."""
 
     async def with_body(request: Request, body: MessageRequest) -> None:
         """Would skip the body's validation if called directly."""
 
+    async def alone(request: Request) -> None:
+        """Takes the Request alone."""
+
+    async def check() -> None:
+        """A dependency (a security check, say)."""
+
     with pytest.raises(TypeError, match="takes the Request and nothing else"):
-        direct.add_api_route("/x", with_body, methods=["POST"])
+        APIRouter(route_class=RequestRoute).add_api_route("/x", with_body, methods=["POST"])
+    with pytest.raises(TypeError, match="takes the Request and nothing else"):
+        APIRouter(route_class=RequestRoute, dependencies=[Depends(check)]).add_api_route("/x", alone, methods=["POST"])
+    APIRouter(route_class=RequestRoute).add_api_route("/x", alone, methods=["POST"])
