@@ -14,6 +14,8 @@ def text_problem(text: str) -> str | None:
     """Why ``text`` cannot be stored, or None."""
     if "\x00" in text:
         return "contains a NUL character (binary data is not accepted)"
+    if text.isascii():
+        return None
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -23,6 +25,8 @@ def text_problem(text: str) -> str | None:
 
 def unstorable(value: object, name: str) -> str | None:
     """The first key or string in a JSON value that cannot be stored, as ``"<path> <why>"``; None if all can."""
+    if _all_storable(value):
+        return None  # the usual case, found without spelling every path
     for path, text in _texts(value, name):
         problem = text_problem(text)
         if problem is not None:
@@ -57,6 +61,24 @@ def storable_value(value: object) -> Any:
     if isinstance(value, (list, tuple)):
         return [storable_value(v) for v in value]
     return value
+
+
+def _all_storable(value: object) -> bool:
+    """Whether every key and string of ``value`` can be stored (iteratively, as :func:`_texts` walks it)."""
+    pending: list[object] = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if text_problem(item) is not None:
+                return False
+        elif isinstance(item, Mapping):
+            for key, child in item.items():
+                if isinstance(key, str) and text_problem(key) is not None:
+                    return False
+                pending.append(child)
+        elif isinstance(item, (list, tuple)):
+            pending.extend(item)
+    return True
 
 
 def _texts(value: object, name: str) -> Iterator[tuple[str, str]]:

@@ -27,7 +27,7 @@ from convengine.api.notify import PgAuditBridge
 from convengine.api.readiness import Readiness, postgres_probe, sqlite_probe
 from convengine.api.refusals import ApiRefusal, error_response
 from convengine.api.replay_routes import router as replay_router
-from convengine.api.routes import router
+from convengine.api.routes import add_direct_routes, router
 from convengine.api.stats_routes import router as stats_router
 from convengine.api.streams import StreamRegistry
 from convengine.api.version_routes import router as versions_router
@@ -88,6 +88,7 @@ def create_app(url: str = DEFAULT_DATABASE_URL, *, engine: Engine | None = None,
 
     app = FastAPI(title="convengine", version=convengine.__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="ConvEngine-compatible conversation API (message, audit, trace, SSE stream, cache).")
+    add_direct_routes(app)  # POST /api/v1/conversation/message: the hot path, first
     app.include_router(router)
     app.include_router(flow_router)
     app.include_router(memory_router)

@@ -11,16 +11,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from convengine.api.config import ApiConfig
+from convengine.api.middleware import header_map
 from convengine.api.refusals import ApiRefusal
 from convengine.catalog.errors import ErrorCode
 
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 ANTI_FRAMING_CSP = "frame-ancestors 'none'"
 ALWAYS = {"x-content-type-options": "nosniff", "referrer-policy": "no-referrer", "x-frame-options": "DENY"}
+ADDED = tuple((name.encode("latin-1"), value.encode("latin-1"))
+              for name, value in {**ALWAYS, "content-security-policy": ANTI_FRAMING_CSP}.items())
+"""The headers every response gets unless it sets them itself, encoded once."""
 
 
 class SecurityHeaders:
@@ -37,10 +40,10 @@ class SecurityHeaders:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = MutableHeaders(scope=message)
-                for name, value in ALWAYS.items():
-                    headers.setdefault(name, value)
-                headers.setdefault("content-security-policy", ANTI_FRAMING_CSP)
+                headers = list(message.get("headers", ()))
+                present = {name for name, _ in headers}
+                headers.extend(header for header in ADDED if header[0] not in present)
+                message["headers"] = headers
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
@@ -60,7 +63,7 @@ class OriginCheck:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         config = self.config() if scope["type"] == "http" else None
         if config is not None and scope["method"] in STATE_CHANGING:
-            refusal = _refusal(dict(scope.get("headers") or []), config.cors_origins)
+            refusal = _refusal(header_map(scope), config.cors_origins)
             if refusal is not None:
                 return await refusal.response()(scope, receive, send)
         await self.app(scope, receive, send)

@@ -17,14 +17,18 @@ from typing import Any
 
 from fastapi import FastAPI, routing
 from fastapi.dependencies.models import Dependant
+from fastapi.encoders import jsonable_encoder
+from fastapi.openapi.models import Schema
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 
+from convengine.api.body import BODY_MODELS
 from convengine.api.routes import admin_of
 from convengine.api.schemas import ErrorBody
 from convengine.catalog.errors import ErrorCode
 
-ERROR_SCHEMA = {"$ref": "#/components/schemas/ErrorBody"}
+REF_TEMPLATE = "#/components/schemas/{model}"
+ERROR_SCHEMA = {"$ref": REF_TEMPLATE.format(model="ErrorBody")}
 JSON = "application/json"
 STATE_CHANGING = frozenset({"post", "put", "patch", "delete"})
 TURN_PATHS = ("/api/v1/conversation/message", "/api/v1/conversation/start", "/handoff/resume", "/undo", "/redo",
@@ -138,7 +142,11 @@ def _all_dependencies(dependant: Dependant) -> list[Dependant]:
 def _complete(schema: dict[str, Any], public: Collection[str], admin: Collection[tuple[str, str]],
               secured: bool) -> None:
     components = schema.setdefault("components", {})
-    components.setdefault("schemas", {})["ErrorBody"] = ErrorBody.model_json_schema()
+    schemas = components.setdefault("schemas", {})
+    schemas["ErrorBody"] = ErrorBody.model_json_schema()
+    if BODY_MODELS.keys() - schemas.keys():
+        schemas.update(_body_schemas(schemas))
+        components["schemas"] = dict(sorted(schemas.items()))  # FastAPI's order
     for name in ("HTTPValidationError", "ValidationError"):  # FastAPI's own 422 body: this API never sends it
         components["schemas"].pop(name, None)
     if secured:
@@ -150,6 +158,14 @@ def _complete(schema: dict[str, Any], public: Collection[str], admin: Collection
             _declare_refusals(operation, info)
             if secured:
                 operation["security"] = [] if info.public else [{"bearer": []}]
+
+
+def _body_schemas(known: Collection[str]) -> dict[str, Any]:
+    """The components of the bodies routes read themselves (body.json_body), as FastAPI writes a body
+    parameter's: pydantic's JSON Schema through FastAPI's OpenAPI model (which leaves out null members)."""
+    return {name: jsonable_encoder(Schema(**model.model_json_schema(ref_template=REF_TEMPLATE)), by_alias=True,
+                                   exclude_none=True)
+            for name, model in BODY_MODELS.items() if name not in known}
 
 
 def _declare_refusals(operation: dict[str, Any], info: RouteInfo) -> None:

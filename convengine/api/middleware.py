@@ -24,6 +24,19 @@ from convengine.catalog.errors import ErrorCode
 
 ConfigGetter = Callable[[], ApiConfig | None]
 CORS_HEADERS = ("Authorization", "X-API-Key", "Content-Type", "Last-Event-ID", "Cache-Control")
+HEADERS_KEY = "convengine.headers"
+
+
+def header_map(scope: Scope) -> dict[bytes, bytes]:
+    """The request's headers as a dict (of a repeated name, its last value, as ``dict()`` of the list gives),
+    built once per request for every middleware that reads one (again if the header list was replaced)."""
+    raw = scope.get("headers") or []
+    cached = scope.get(HEADERS_KEY)
+    if cached is not None and cached[0] is raw:
+        return cached[1]
+    headers = dict(raw)
+    scope[HEADERS_KEY] = (raw, headers)
+    return headers
 
 
 async def _refuse(refusal: ApiRefusal, scope: Scope, receive: Receive, send: Send) -> None:
@@ -55,8 +68,9 @@ class HeadLimit(_ConfiguredMiddleware):
         config = self.current(scope)
         if config is not None:
             limit = config.settings.max_header_bytes
-            size = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"") + sum(
-                len(name) + len(value) + 4 for name, value in scope.get("headers") or [])
+            headers = scope.get("headers") or []
+            size = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"") + 4 * len(headers) + sum(
+                len(name) + len(value) for name, value in headers)
             if size > limit:
                 message = f"request head exceeds {limit} bytes (settings api.max_header_bytes)"
                 return await _refuse(ApiRefusal(431, ErrorCode.INVALID_INPUT, message), scope, receive, send)
@@ -69,7 +83,7 @@ class TrustedHosts(_ConfiguredMiddleware):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         config = self.current(scope)
         if config is not None:
-            host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+            host = header_map(scope).get(b"host", b"").decode("latin-1")
             if not host_allowed(host, config.hosts):
                 message = f"Host header {host[:100]!r} is not served here (settings api.trusted_hosts)"
                 return await _refuse(ApiRefusal(400, ErrorCode.HOST_NOT_ALLOWED, message), scope, receive, send)
@@ -120,12 +134,12 @@ class Authentication(_ConfiguredMiddleware):
         await self.app(scope, receive, send)
 
 
-RELAY_HEADERS = ("forwarded", "x-forwarded-for", "x-real-ip")
+RELAY_HEADERS = (b"forwarded", b"x-forwarded-for", b"x-real-ip")
 
 
 async def _principal(config: ApiConfig, request: Request) -> Principal | None:
     if config.authenticate is None:
-        if config.refuse_relayed and any(h in request.headers for h in RELAY_HEADERS):
+        if config.refuse_relayed and any(h in header_map(request.scope) for h in RELAY_HEADERS):
             return None  # a proxy relays callers from elsewhere to a server that trusts loopback
         client = request.client.host if request.client else "unknown"
         return Principal(f"client:{client}", admin=True)
@@ -159,7 +173,7 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         limit = self.limit()
-        declared = dict(scope.get("headers") or []).get(b"content-length")
+        declared = header_map(scope).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             await _too_large(scope, receive, send, limit)
             return

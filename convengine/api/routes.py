@@ -7,15 +7,16 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Query, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from pydantic import TypeAdapter
 from sse_starlette.sse import EventSourceResponse
 from starlette.types import Receive, Scope, Send
 
 from convengine._internal.turn_io import normalise_conversation_id
 from convengine.api.admission import ANSWERED_BY_STATUS
 from convengine.api.auth import Principal
-from convengine.api.body import DepthCheckedRoute
+from convengine.api.body import DepthCheckedRoute, RequestRoute, json_body, read_body
 from convengine.api.config import ApiConfig
 from convengine.api.refusals import ApiRefusal, error_response
 from convengine.api.schemas import (
@@ -104,10 +105,13 @@ def error_reply(conversation_id: str | None, error: ConvEngineError) -> MessageR
                            errorCode=body["errorCode"], recoverable=body["recoverable"], message=body["message"])
 
 
-@router.post("/api/v1/conversation/message", response_model=MessageResponse, tags=["conversation"],
-             responses={**REFUSALS, 413: {"model": ErrorBody}, 503: {"model": ErrorBody}})
-async def post_message(body: MessageRequest, request: Request, engine: EngineDep, caller: CallerDep) -> MessageResponse:
+async def post_message(request: Request) -> Response:
     """Process one user message (one turn)."""
+    # The hot path: the body, engine and caller read here with the functions the declared body and the
+    # dependencies use (no per-request dependency solving); the reply sent as FastAPI would serialise it.
+    body = await read_body(request, MessageRequest)
+    engine = await engine_of(request)
+    caller = await caller_of(request)
     try:
         _check_reservation(request, body.conversationId, caller)
         message = "" if body.message is None else body.message  # ConvEngine: a missing message is empty text
@@ -116,10 +120,28 @@ async def post_message(body: MessageRequest, request: Request, engine: EngineDep
     except ConvEngineError as exc:
         if isinstance(exc, ANSWERED_BY_STATUS):
             raise  # the caller's mistake (4xx), or a full server (503 SERVER_BUSY)
-        return error_reply(exc.details.get("conversationId") or body.conversationId, exc)
-    return MessageResponse(success=True, conversationId=result.conversation_id, intent=result.intent,
-                           state=result.state, payload=PayloadBody.of(result.payload),
-                           context=json.dumps(result.context, ensure_ascii=False, default=str))
+        return json_reply(error_reply(exc.details.get("conversationId") or body.conversationId, exc))
+    return json_reply(MessageResponse(success=True, conversationId=result.conversation_id, intent=result.intent,
+                                      state=result.state, payload=PayloadBody.of(result.payload),
+                                      context=json.dumps(result.context, ensure_ascii=False, default=str)))
+
+
+def add_direct_routes(app: FastAPI) -> None:
+    """The hot path's routes (:class:`RequestRoute`, called directly), on the app itself: a route of an included
+    router is matched twice per request. Declared as FastAPI declares a body and a response model."""
+    app.router.add_api_route("/api/v1/conversation/message", post_message, methods=["POST"],
+                             route_class_override=RequestRoute, response_model=MessageResponse, tags=["conversation"],
+                             responses={**REFUSALS, 413: {"model": ErrorBody}, 503: {"model": ErrorBody}},
+                             openapi_extra=json_body(MessageRequest))
+
+
+REPLY = TypeAdapter(MessageResponse)
+
+
+def json_reply(reply: MessageResponse) -> Response:
+    """``reply`` as the bytes FastAPI sends for a ``response_model=MessageResponse`` route (pydantic's JSON), without
+    validating again the model just built."""
+    return Response(REPLY.dump_json(reply), media_type="application/json")
 
 
 def _check_reservation(request: Request, conversation_id: str | None, caller: Caller) -> None:
