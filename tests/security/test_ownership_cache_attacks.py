@@ -75,7 +75,7 @@ async def test_every_route_refuses_the_first_key_once_another_key_has_the_erased
             never_was = await first.get(path.format(unknown), headers=attacker)
             assert refused.status_code == never_was.status_code == 200, (path, refused.text)
             assert refused.text.replace(cid, unknown) == never_was.text  # the answer for an id never used
-            assert "4321" not in refused.text
+            assert "my pin is 4321" not in refused.text
         stream = await first.get(f"/api/v1/conversation/stream/{cid}", headers=attacker)
         assert stream.status_code == 404, stream.text
         feedback = await first.post("/api/v1/conversation/feedback", headers=attacker,
@@ -83,10 +83,10 @@ async def test_every_route_refuses_the_first_key_once_another_key_has_the_erased
         assert feedback.status_code == 404, feedback.text
         turn = await first.post(MESSAGE, json={"message": "hello again", "conversationId": cid}, headers=attacker)
         assert turn.status_code == 404, turn.text
-        assert "4321" not in turn.text and "(de)" not in turn.text
+        assert "my pin is 4321" not in turn.text and "(de)" not in turn.text
         # the new owner's conversation is whole and untouched by the refused calls
         owner_view = (await first.get(f"/api/v1/conversation/audit/{cid}", headers=bearer(USER_B))).text
-        assert "4321" in owner_view and "hello again" not in owner_view and "THUMBS_UP" not in owner_view
+        assert "my pin is 4321" in owner_view and "hello again" not in owner_view and "THUMBS_UP" not in owner_view
         again = await say(first, USER_B, "hello", cid, user="vic")
         assert again["context"]["language"] == "de"
 
