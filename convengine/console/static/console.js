@@ -241,6 +241,14 @@ async function openConversation(cid) {
   }, `turn ${t.turn}: “${t.user ?? ""}” → ${t.after ? `${t.after.intent}/${t.after.state}` : "failed"}`,
     t.undone ? " (undone)" : "", t.totalMs ? ` · ${ms(t.totalMs)} ms` : "")));
   if (data.turns.length) openTurn(cid, data.turns.at(-1).turn);
+  return data.turns.length;
+}
+
+async function listFinishedTurn(cid, listed) {  // a turn's last event streams before its commit: read until it is listed
+  for (let tries = 0; tries < 20; tries++) {
+    if (await openConversation(cid) > listed) return;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
 }
 
 async function openTurn(cid, number) {
@@ -420,7 +428,8 @@ $("#resume-form").addEventListener("submit", (event) => resumeRun(event).catch((
 $("#export").addEventListener("click", () => exportConversation().catch(() => {}));
 $("#follow-conversation").addEventListener("click", () => {  // its turns as they run, the list refreshed after each
   const cid = openCid;
-  if (cid) follow(cid, $("#conv-live"), $("#conv-live-status"), () => openConversation(cid).catch(() => {}));
+  if (cid) follow(cid, $("#conv-live"), $("#conv-live-status"),
+    () => listFinishedTurn(cid, $("#turns").children.length).catch(() => {}));
 });
 $("#java-names").checked = localStorage.getItem(JAVA_NAMES) === "true";
 $("#java-names").addEventListener("change", () => {
