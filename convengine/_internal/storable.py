@@ -25,12 +25,10 @@ def text_problem(text: str) -> str | None:
 
 def unstorable(value: object, name: str) -> str | None:
     """The first key or string in a JSON value that cannot be stored, as ``"<path> <why>"``; None if all can."""
-    if _all_storable(value):
-        return None  # the usual case, found without spelling every path
-    for path, text in _texts(value, name):
+    for where, text in _texts(value, name):
         problem = text_problem(text)
         if problem is not None:
-            return f"{path} {problem}"
+            return f"{_spelled(where)} {problem}"
     return None
 
 
@@ -63,38 +61,35 @@ def storable_value(value: object) -> Any:
     return value
 
 
-def _all_storable(value: object) -> bool:
-    """Whether every key and string of ``value`` can be stored (iteratively, as :func:`_texts` walks it)."""
-    pending: list[object] = [value]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, str):
-            if text_problem(item) is not None:
-                return False
-        elif isinstance(item, Mapping):
-            for key, child in item.items():
-                if isinstance(key, str) and text_problem(key) is not None:
-                    return False
-                pending.append(child)
-        elif isinstance(item, (list, tuple)):
-            pending.extend(item)
-    return True
+Where = tuple[Any, ...]
+"""A place in a value, spelt only when a problem is found there: ``(name,)``, or ``(parent, form, key)``
+with form ``"."`` (a member), ``"key"`` (a member's own key) or ``"[]"`` (an item)."""
 
 
-def _texts(value: object, name: str) -> Iterator[tuple[str, str]]:
-    """(path, text) of every key and string value, iteratively (the value is depth-checked or parsed JSON)."""
-    pending: list[tuple[str, object]] = [(name, value)]
+def _texts(value: object, name: str) -> Iterator[tuple[Where, str]]:
+    """(where, text) of every key and string value, iteratively (the value is depth-checked or parsed JSON)."""
+    pending: list[tuple[Where, object]] = [((name,), value)]
     while pending:
-        path, item = pending.pop()
+        where, item = pending.pop()
         if isinstance(item, str):
-            yield path, item
+            yield where, item
         elif isinstance(item, Mapping):
             for key, child in item.items():
                 if isinstance(key, str):
-                    yield f"{path} key {_shown(key)}", key
-                pending.append((f"{path}.{_shown(key)}", child))
+                    yield (where, "key", key), key
+                pending.append(((where, ".", key), child))
         elif isinstance(item, (list, tuple)):
-            pending.extend((f"{path}[{i}]", child) for i, child in enumerate(item))
+            pending.extend(((where, "[]", i), child) for i, child in enumerate(item))
+
+
+def _spelled(where: Where) -> str:
+    """``where`` as a message shows it (``name.member[0] key 'k'``-style, keys made printable); iteratively,
+    as a value may nest deeper than Python recurses."""
+    parts: list[str] = []
+    while len(where) == 3:
+        where, form, key = where
+        parts.append(f"[{key}]" if form == "[]" else f"{' key ' if form == 'key' else '.'}{_shown(key)}")
+    return str(where[0]) + "".join(reversed(parts))
 
 
 def _shown(key: object) -> str:
