@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -26,7 +27,7 @@ class Portal:
             self.loop = loop
             return
         self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread = threading.Thread(target=_serve, args=(self.loop,), name=name, daemon=True)
         self._thread.start()
 
     @property
@@ -64,6 +65,18 @@ class Portal:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=10)
         self.loop.close()
+
+
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    """The portal thread: its loop, with Ctrl-C and SIGTERM left to the main thread.
+
+    Python runs signal handlers on the main thread only. A signal the kernel hands to this thread
+    (or to a thread started from its loop, which inherits the mask) would not interrupt the main
+    thread's blocking read, and its KeyboardInterrupt could come late, past the code that handles it.
+    """
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    loop.run_forever()
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
