@@ -146,7 +146,8 @@ class TurnLocks:
         lock = self._locks.setdefault(conversation_id, asyncio.Lock())
         self._waiters[conversation_id] = self._waiters.get(conversation_id, 0) + 1
         try:
-            await asyncio.wait_for(lock.acquire(), timeout=self.timeout_s or None)
+            async with asyncio.timeout(self.timeout_s or None):  # no task per acquire, as wait_for makes
+                await lock.acquire()
         except TimeoutError:
             raise _busy(conversation_id, self.timeout_s) from None
         finally:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -57,3 +57,41 @@ def _engine_over(sqlite_conn: Any) -> sa.Engine:
     engine.dialect.do_rollback = keep  # type: ignore[method-assign]
     engine.dialect.do_commit = keep  # type: ignore[method-assign]
     return engine
+
+
+class Prepared:
+    """A SELECT compiled once per dialect and run on the driver's connection, for a turn's hot reads.
+
+    SQLAlchemy's execution (its context, its result and row objects) costs about 0.2 ms of CPU per
+    statement even with the compiled form cached; the driver runs the same SQL in microseconds. Only
+    statements whose parameters and columns need no type processing may be prepared (the values are
+    passed and returned as the driver has them); anything else is refused when it is compiled.
+    """
+
+    def __init__(self, statement: sa.Select[Any], dialect: sa.Dialect) -> None:
+        compiled = statement.compile(dialect=dialect)
+        converted = sorted(compiled._bind_processors)  # the one way to learn a parameter needs converting
+        if converted:
+            raise ValueError(f"parameters of this statement need SQLAlchemy's processing: {converted}")
+        self.sql = str(compiled)
+        self.constants = dict(compiled.params)
+        self.order = tuple(compiled.positiontup or ()) if compiled.positional else None
+
+    def parameters(self, values: dict[str, Any]) -> tuple[Any, ...] | dict[str, Any]:
+        merged = {**self.constants, **values}
+        return merged if self.order is None else tuple(merged[name] for name in self.order)
+
+
+async def fetch_one(conn: AsyncConnection, prepared: Prepared, values: dict[str, Any]) -> tuple[Any, ...] | None:
+    """The first row of ``prepared`` with ``values``, read in the turn's transaction on the driver's
+    connection (on SQLite in one hop of aiosqlite's thread), as the driver returns it."""
+    raw = await driver_connection(conn)
+    params = prepared.parameters(values)
+    if conn.dialect.name == "sqlite":
+        hop, sqlite_conn = getattr(raw, "_execute", None), getattr(raw, "_conn", None)
+        if hop is None or sqlite_conn is None:
+            cursor = await raw.execute(prepared.sql, params)
+            return cast(tuple[Any, ...] | None, await cursor.fetchone())
+        return cast(tuple[Any, ...] | None, await hop(lambda: sqlite_conn.execute(prepared.sql, params).fetchone()))
+    cursor = await raw.execute(prepared.sql, params)
+    return cast(tuple[Any, ...] | None, await cursor.fetchone())

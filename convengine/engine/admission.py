@@ -88,7 +88,8 @@ class TurnGate:
                              f"{limits.retry_after_s}s")
         self._waiting += 1
         try:
-            await asyncio.wait_for(self._slots.acquire(), timeout=limits.queue_timeout_s)
+            async with asyncio.timeout(limits.queue_timeout_s):  # no task per acquire, as wait_for makes
+                await self._slots.acquire()
         except TimeoutError:
             raise self._busy(f"no turn slot freed up within {limits.queue_timeout_s:g}s (settings "
                              f"admission.queue_timeout_s); retry in {limits.retry_after_s}s") from None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from convengine.catalog.errors import (
 from convengine.catalog.state import EngineState
 from convengine.checkpointing import prune_checkpoints
 from convengine.checkpointing.bound import Latest, commit_turn_connection
-from convengine.checkpointing.hops import run_on_turn
+from convengine.checkpointing.hops import Prepared, fetch_one
 from convengine.checkpointing.persistence import Write
 from convengine.checkpointing.recent import latest_columns
 from convengine.config_loader import ConfigSnapshot
@@ -125,8 +124,8 @@ class TurnRunner:
         versions = self.config.versions
         assert versions is not None and conn is not None, "the engine serves its versions; a turn holds a connection"
         cid = request.conversation_id
-        query = _admission(conn.dialect.name)
-        row = await run_on_turn(conn, lambda c: c.execute(query, {"cid": cid}).one())
+        row = await fetch_one(conn, _admission(conn.dialect), {"cid": cid})
+        assert row is not None, "the admission statement reads one row, whether or not the conversation exists"
         admission = memory_service.judge(row, request, owner)
         choice = await versions.choose_pinned(row[4], request.reset, pick)
         versions.remember(request.turn_id, choice)  # audited as the turn's first step starts
@@ -248,13 +247,21 @@ def _result(conversation_id: str, final: EngineState, settings: EngineSettings) 
                       final.get(keys.STATUS) or "RUNNING", memory_service.lifecycle_of(final.get(keys.STATE), settings))
 
 
-@functools.cache
-def _admission(dialect: str) -> sa.Select[Any]:
-    """The turn's first statement (built once, so each turn only binds its conversation id): the
-    conversation's admission row, its version pin and the id of its latest checkpoint."""
-    cid: sa.BindParameter[Any] = sa.bindparam("cid")  # typed by each comparison (a uuid column)
-    thread: sa.BindParameter[str] = sa.bindparam("cid", type_=sa.Text())  # the savers' text thread ids
-    return memory_service.admission_query(cid, pin_of(cid), *latest_columns(thread, dialect))
+def _admission(dialect: sa.Dialect) -> Prepared:
+    """The turn's first statement (compiled once per dialect, so each turn only binds its conversation
+    id and the driver runs it): the conversation's admission row, its version pin and the id of its
+    latest checkpoint."""
+    key = (dialect.name, dialect.driver, dialect.paramstyle)
+    prepared = _ADMISSION.get(key)
+    if prepared is None:
+        cid: sa.BindParameter[Any] = sa.bindparam("cid")  # typed by each comparison (a uuid column)
+        thread: sa.BindParameter[str] = sa.bindparam("cid", type_=sa.Text())  # the savers' text thread ids
+        select = memory_service.admission_query(cid, pin_of(cid), *latest_columns(thread, dialect.name))
+        prepared = _ADMISSION[key] = Prepared(select, dialect)
+    return prepared
+
+
+_ADMISSION: dict[tuple[str, str, str], Prepared] = {}
 
 
 def _refusal(conversation_id: str, owner: str | None, admission: Admission) -> ConversationNotFoundError | None:

@@ -152,8 +152,9 @@ class LlmGateway:
         started = time.perf_counter()
         for attempt in range(1, attempts + 1):
             try:
-                async with waiting_outside():  # the turn's work slot is lent while the model answers
-                    answer = await asyncio.wait_for(self.backend.complete(call), timeout=self.settings.timeout_s)
+                # the turn's work slot is lent while the model answers; asyncio.timeout: no task per call
+                async with waiting_outside(), asyncio.timeout(self.settings.timeout_s):
+                    answer = await self.backend.complete(call)
                 reply = _storable(answer)
                 await self._record(turn, call, reply, started, attempt)
                 return reply

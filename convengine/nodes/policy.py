@@ -125,7 +125,13 @@ def _guardrail_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
     return stages.GUARDRAIL_ALLOW, {"result": "ALLOW", "skipped": True, "reason": "GUARDRAIL_DISABLED"}
 
 
+def _policy_skip(turn: Turn) -> tuple[None, dict[str, Any]] | None:
+    if any(p.enabled for p in turn.snapshot.policies):
+        return None
+    return None, {"reason": "NO_POLICIES"}
+
+
 STEPS = (
-    Step(names.POLICY_ENFORCEMENT, policy_enforcement, routes=(names.PERSIST_CONVERSATION,)),
+    Step(names.POLICY_ENFORCEMENT, policy_enforcement, skip=_policy_skip, routes=(names.PERSIST_CONVERSATION,)),
     Step(names.GUARDRAIL, guardrail, skip=_guardrail_skip),
 )
