@@ -39,6 +39,7 @@ async def test_each_step_is_either_entered_or_skipped_in_order_with_a_reason(sql
     assert passed[names.RESET_CONVERSATION] == "NO_RESET_TRIGGER"
     assert passed[names.SCHEMA_EXTRACTION] == "NO_SCHEMA"
     assert passed[names.POST_RESPONSE_RULES] == "NO_POST_RESPONSE_RULES"
+    assert passed[names.POLICY_ENFORCEMENT] == "NO_POLICIES"  # a pack without ce_policy rows
     assert {names.INTENT_RESOLUTION, names.RULES, names.RESPONSE_RESOLUTION} <= set(ran)
 
 
@@ -85,6 +86,7 @@ async def test_a_disabled_policy_does_not_block(sqlite_db_url: str) -> None:
     async with engine_on(sqlite_db_url, pack(ce_policy=policies)) as engine:
         result = await engine.aprocess("hello forbidden")
         assert (result.status, result.intent) == ("RUNNING", "GREETING")
+        assert skipped(await turn_events(engine, result.conversation_id))[names.POLICY_ENFORCEMENT] == "NO_POLICIES"
 
 
 async def test_a_host_step_with_a_skip_rule_is_skipped_and_audited(db_url: str) -> None:
