@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from functools import partial
+from functools import cache, partial
 from typing import Any, Protocol
 
 import sqlalchemy as sa
@@ -244,8 +244,15 @@ def pin_of(conversation_id: str | sa.BindParameter[Any]) -> sa.ScalarSelect[int]
 
 def write_pin(conn: sa.Connection, *, conversation_id: str, number: int) -> None:
     """Pin a conversation to a version (in the transaction of the turn that runs on it)."""
-    insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
-    now = datetime.now(UTC)
-    statement = insert(PIN).values(conversation_id=conversation_id, version_no=number, updated_at=now)
-    conn.execute(statement.on_conflict_do_update(index_elements=[PIN.c.conversation_id],
-                                                 set_={"version_no": number, "updated_at": now}))
+    conn.execute(_pin_upsert(conn.dialect.name), {"cid": conversation_id, "n": number, "now": datetime.now(UTC)})
+
+
+@cache
+def _pin_upsert(dialect: str) -> sa.Insert:
+    """The pin's upsert, built once per dialect (building it per turn cost ~70 us more than running it)."""
+    insert = pg_insert if dialect == "postgresql" else sqlite_insert
+    statement = insert(PIN).values(conversation_id=sa.bindparam("cid"), version_no=sa.bindparam("n"),
+                                   updated_at=sa.bindparam("now"))
+    return statement.on_conflict_do_update(index_elements=[PIN.c.conversation_id],
+                                           set_={"version_no": statement.excluded.version_no,
+                                                 "updated_at": statement.excluded.updated_at})
