@@ -7,7 +7,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import sqlalchemy as sa
 from langchain_core.runnables import RunnableConfig
@@ -144,8 +144,9 @@ class TurnRunner:
                                                        "event": request.event}}
         async with resources.saver.bind(conn, latest):
             await memory_service.before_run(conn, admission, ctx)
-            final = cast(EngineState, await resources.graph.ainvoke(graph_input, config, context=ctx,
-                                                                    durability="exit"))
+            # version v2 streams only the state's values (v1 streams each step's updates beside them)
+            output = await resources.graph.ainvoke(graph_input, config, context=ctx, durability="exit", version="v2")
+            final: EngineState = output.value
             memory_rows = await memory_service.after_run(conn, request, dict(final), ctx, snapshot.settings,
                                                          admission.owner)
             await commit_turn(resources.store, conn, conversation_id=ctx.conversation_id, final=final,
