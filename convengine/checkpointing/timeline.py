@@ -18,6 +18,8 @@ copy of ``forward[-1]`` the same way. Pruning keeps every checkpoint these chain
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -201,27 +203,44 @@ async def apply(saver: BaseCheckpointSaver[str], move: Move, kind: str) -> dict[
     return dict(move.target.checkpoint.get("channel_values") or {})
 
 
-async def kept_checkpoints(saver: BaseCheckpointSaver[str], conversation_id: str, depth: int) -> set[str]:
-    """The checkpoints undo and redo can still reach from the head (at most ``depth`` back along
-    every chain), which pruning must keep."""
-    head = await saver.aget_tuple(config(conversation_id))
-    if head is None:
+def link(metadata: object, parent_id: str | None) -> Position:
+    """Where a stored checkpoint stands in the timeline, read from its metadata (a dict, or the JSON text
+    SQLite stores) and its parent's id alone, without loading its state. Stored bytes are untrusted.
+
+    Raises:
+        UnsafeCheckpointError: metadata that is not a JSON object, or undo metadata of the wrong shape.
+    """
+    if isinstance(metadata, (bytes, str)):
+        try:
+            metadata = json.loads(metadata)
+        except (ValueError, RecursionError):
+            raise _altered("metadata that is not JSON") from None
+    if not isinstance(metadata, dict):
+        raise _altered("metadata that is not an object")
+    info = metadata.get(UNDO_METADATA_KEY)
+    if info is None:
+        return Position(parent_id, (), 0)
+    if not _a_timeline(info):
+        raise _altered(f"undo metadata of {_shown(info)}")
+    return Position(info["before"], tuple(info["forward"]), int(info["depth"]))
+
+
+def kept_checkpoints(links: Mapping[str, Position], depth: int) -> set[str]:
+    """The checkpoints undo and redo can still reach from the head (the latest of ``links``, a
+    conversation's checkpoints by id, as :func:`link` reads them; at most ``depth`` back along every
+    chain), which pruning must keep."""
+    if not links:
         return set()
-    kept = {_id(head)}
-    starts = [head]
-    for forward_id in position(head).forward:
-        tup = await saver.aget_tuple(config(conversation_id, forward_id))
-        if tup is not None:
-            kept.add(forward_id)
-            starts.append(tup)
+    head = max(links)  # the savers' latest: the greatest id
+    starts = [head, *(f for f in links[head].forward if f in links)]
+    kept = set(starts)
     for start in starts:
-        current: CheckpointTuple | None = start
+        current = links.get(start)
         for _ in range(depth):
-            before = position(current).before if current is not None else None
-            if before is None:
+            if current is None or current.before is None:
                 break
-            kept.add(before)
-            current = await saver.aget_tuple(config(conversation_id, before))
+            kept.add(current.before)
+            current = links.get(current.before)
     return kept
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from convengine.checkpointing.timeline import kept_checkpoints
+from convengine.checkpointing.timeline import Position, kept_checkpoints, link
 
 
 async def prune_keeping_undo(saver: BaseCheckpointSaver[str], thread_id: str, depth: int) -> int:
@@ -20,14 +20,37 @@ async def prune_keeping_undo(saver: BaseCheckpointSaver[str], thread_id: str, de
 
     Runs on the shared saver's own connection (SQLite) or pool (PostgreSQL), never on the engine's
     turn pool: the turn that prunes still holds its connection of that pool."""
-    kept = await kept_checkpoints(saver, thread_id, depth)
+    sqlite = isinstance(saver, AsyncSqliteSaver)
+    links = await (_links_sqlite(saver, thread_id) if sqlite else _links_postgres(saver, thread_id))
+    kept = kept_checkpoints(links, depth)
     if not kept:
         return 0
-    if isinstance(saver, AsyncSqliteSaver):
+    if sqlite:
         await _prune_sqlite(saver, thread_id, sorted(kept))
     else:
         await _prune_postgres(saver, thread_id, sorted(kept))
     return len(kept)
+
+
+_LINKS = ("SELECT checkpoint_id, parent_checkpoint_id, metadata FROM checkpoints "
+          "WHERE thread_id = {mark} AND checkpoint_ns = ''")
+"""Each of a conversation's checkpoints with what places it on the timeline: one read of ids and
+metadata, not one full checkpoint (its state decoded) per step back."""
+
+
+async def _links_sqlite(saver: Any, thread_id: str) -> dict[str, Position]:
+    async with saver.lock, saver.conn.execute(_LINKS.format(mark="?"), (thread_id,)) as cursor:
+        rows = await cursor.fetchall()
+    return {row[0]: link(row[2], row[1]) for row in rows}
+
+
+async def _links_postgres(saver: Any, thread_id: str) -> dict[str, Position]:
+    from psycopg.rows import tuple_row  # the postgres extra
+
+    async with saver.conn.connection() as conn, conn.cursor(row_factory=tuple_row) as cursor:
+        await cursor.execute(_LINKS.format(mark="%(t)s"), {"t": thread_id})
+        rows = await cursor.fetchall()
+    return {row[0]: link(row[2], row[1]) for row in rows}
 
 
 async def _prune_sqlite(saver: Any, thread_id: str, kept: list[str]) -> None:
