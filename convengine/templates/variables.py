@@ -99,9 +99,14 @@ def _producers(turn: TemplateSession) -> dict[str, Callable[[], Any]]:
     }
 
 
-def _flattened(turn: TemplateSession, name: str) -> tuple[bool, Any]:
+def _flat_sources(turn: TemplateSession) -> tuple[Mapping[str, Any], ...]:
+    """Where a name that is no explicit variable is looked up, in order (ConvEngine's flattening)."""
     facts = turn.facts_input()
-    for source in (session_fields(facts), facts.params, facts.context, facts.schema_json):
+    return session_fields(facts), facts.params, facts.context, facts.schema_json
+
+
+def _flattened(sources: tuple[Mapping[str, Any], ...], name: str) -> tuple[bool, Any]:
+    for source in sources:
         if name in source:
             return True, source[name]
     return False, None
@@ -114,6 +119,7 @@ def template_variables(turn: TemplateSession, extra: Mapping[str, Any] | None = 
     producers = _producers(turn)
     wanted = list(names) if names is not None else [*_CANONICAL, *producers]
     out: dict[str, Any] = {}
+    sources: tuple[Mapping[str, Any], ...] | None = None  # built once, when a name needs them
     for name in wanted:
         if name in extra:
             out[name] = extra[name]
@@ -122,7 +128,9 @@ def template_variables(turn: TemplateSession, extra: Mapping[str, Any] | None = 
         if key in producers:
             out[name] = producers[key]()
             continue
-        found, value = _flattened(turn, name)
+        if sources is None:
+            sources = _flat_sources(turn)
+        found, value = _flattened(sources, name)
         if found:
             out[name] = value
     if names is None:
