@@ -70,7 +70,8 @@ class Prepared:
 
     def __init__(self, statement: sa.Select[Any], dialect: sa.Dialect) -> None:
         compiled = statement.compile(dialect=dialect)
-        converted = sorted(compiled._bind_processors)  # the one way to learn a parameter needs converting
+        converted = sorted(name for name, bind in compiled.binds.items()
+                           if bind.type.dialect_impl(dialect).bind_processor(dialect) is not None)
         if converted:
             raise ValueError(f"parameters of this statement need SQLAlchemy's processing: {converted}")
         self.sql = str(compiled)
