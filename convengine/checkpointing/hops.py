@@ -30,8 +30,8 @@ async def run_on_turn(conn: AsyncConnection, work: Callable[[sa.Connection], T])
     if conn.dialect.name != "sqlite":
         return await conn.run_sync(work)
     raw = await driver_connection(conn)
-    hop, sqlite_conn = getattr(raw, "_execute", None), getattr(raw, "_conn", None)
-    if hop is None or sqlite_conn is None:
+    hop, sqlite_conn = _sqlite_hop(raw)
+    if hop is None:
         return await conn.run_sync(work)
     engine = _ENGINES.get(raw)
     if engine is None:
@@ -43,6 +43,12 @@ async def run_on_turn(conn: AsyncConnection, work: Callable[[sa.Connection], T])
 
     result: T = await hop(block)
     return result
+
+
+def _sqlite_hop(raw: Any) -> tuple[Any, Any]:
+    """aiosqlite's way to its thread and the ``sqlite3`` connection there, or (None, None) without them."""
+    hop, sqlite_conn = getattr(raw, "_execute", None), getattr(raw, "_conn", None)
+    return (hop, sqlite_conn) if hop is not None and sqlite_conn is not None else (None, None)
 
 
 def _engine_over(sqlite_conn: Any) -> sa.Engine:
@@ -88,11 +94,11 @@ async def fetch_one(conn: AsyncConnection, prepared: Prepared, values: dict[str,
     connection (on SQLite in one hop of aiosqlite's thread), as the driver returns it."""
     raw = await driver_connection(conn)
     params = prepared.parameters(values)
+    hop: Any = None
+    sqlite_conn: Any = None
     if conn.dialect.name == "sqlite":
-        hop, sqlite_conn = getattr(raw, "_execute", None), getattr(raw, "_conn", None)
-        if hop is None or sqlite_conn is None:
-            cursor = await raw.execute(prepared.sql, params)
-            return cast(tuple[Any, ...] | None, await cursor.fetchone())
+        hop, sqlite_conn = _sqlite_hop(raw)
+    if hop is not None:
         return cast(tuple[Any, ...] | None, await hop(lambda: sqlite_conn.execute(prepared.sql, params).fetchone()))
-    cursor = await raw.execute(prepared.sql, params)
+    cursor = await raw.execute(prepared.sql, params)  # psycopg, or aiosqlite without its internals
     return cast(tuple[Any, ...] | None, await cursor.fetchone())

@@ -81,11 +81,8 @@ _MAX_ID_CHARS = 64
 
 
 def position(tup: CheckpointTuple) -> Position:
-    info = (checked(tup).metadata or {}).get(UNDO_METADATA_KEY)
-    if isinstance(info, dict):
-        return Position(info["before"], tuple(info["forward"]), int(info["depth"]))
     parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-    return Position(parent, (), 0)
+    return link(checked(tup).metadata or {}, parent)
 
 
 def checked(tup: CheckpointTuple) -> CheckpointTuple:
