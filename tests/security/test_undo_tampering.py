@@ -203,3 +203,44 @@ async def test_tampered_channel_values_are_refused(db_url: str, world: Any, name
         assert (await engine.aprocess("still here", bystander)).turn == 2
     finally:
         await engine.aclose()
+
+
+def count_checkpoints(url: str, cid: str) -> int:
+    engine = create_sync_engine(parse_database_url(url))
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(sa.text("SELECT count(*) FROM checkpoints WHERE thread_id = :t"), {"t": cid}).one()[0])
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("stored", ["{not json", "[" * 100_000 + "]" * 100_000, "42"])
+async def test_pruning_refuses_stored_metadata_that_is_no_json_object(sqlite_db_url: str, stored: str) -> None:
+    """Pruning reads each checkpoint's metadata text itself (SQLite stores it as text): text that is not
+    JSON, JSON nested past Python's recursion limit or no object stops the prune, which deletes nothing;
+    turns go on or are refused with a code, never a raw error."""
+    engine = await Engine.aopen(sqlite_db_url, pack=ECHO)
+    try:
+        bystander = await engine.aprocess(BYSTANDER_TEXT)
+        cid = (await engine.aprocess("one")).conversation_id
+        for text in ("two", "three", "four", "five", "six", "seven", "eight"):  # past undo_depth: prunes delete
+            await engine.aprocess(text, cid)
+        head_id, _ = head(sqlite_db_url, cid)
+        sync = create_sync_engine(parse_database_url(sqlite_db_url))
+        with sync.begin() as conn:
+            conn.execute(sa.text("UPDATE checkpoints SET metadata = :m WHERE thread_id = :t AND checkpoint_id = :c"),
+                         {"m": stored.encode(), "t": cid, "c": head_id})
+        sync.dispose()
+        kept = count_checkpoints(sqlite_db_url, cid)
+        outcomes = []
+        for text in ("nine", "ten"):  # each commit starts a prune (checkpoint_prune_every: 1); a turn waits for it
+            try:
+                outcomes.append((await engine.aprocess(text, cid)).turn)
+            except ConvEngineError as refused:
+                assert refused.code.value in SAFE_CODES, refused.message
+                outcomes.append(refused.code.value)
+        assert count_checkpoints(sqlite_db_url, cid) == kept + sum(isinstance(o, int) for o in outcomes), outcomes
+        after = await engine.aprocess("still here", bystander.conversation_id)
+        assert after.turn == 2 and after.text == "You said: still here"
+    finally:
+        await engine.aclose()
