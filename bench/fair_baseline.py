@@ -12,8 +12,9 @@ lock and writes its checkpoint and rows in one transaction. The fair baseline me
   size, as JSON), and each node writes one of its keys in turn, so the checkpoint is engine-sized;
 - each turn holds the conversation with the engine's :class:`~convengine.checkpointing.TurnLocks`,
   runs the graph under :meth:`~convengine.checkpointing.bound.TurnSaver.bind` in
-  ``durability="exit"``, invoked as the engine invokes it (``version="v2"``: only the state's values
-  are streamed, not each step's updates beside them), writes one ``ce_conversation_history`` row
+  ``durability="exit"``, invoked as the engine invokes an untraced turn (``version="v2"`` and no
+  output keys: no state is read and streamed after each step; the engine's last step records the
+  final state itself), writes one ``ce_conversation_history`` row
   (and the conversation's row on its first turn) on the same connection, and commits once, as the engine does.
 """
 
@@ -171,7 +172,7 @@ async def fair_turns(url: str, flow: Flow, prof: Profile) -> AsyncIterator[Calla
                 async with locks.hold(cid) as conn, saver.bind(conn):
                     assert conn is not None, "a turn lock yields the turn's connection"
                     await graph.ainvoke(_turn_input(prof, cid, text, fresh), config, durability="exit",
-                                        version="v2")
+                                        version="v2", output_keys=[])
                     await conn.run_sync(_history_row(cid, text, fresh))
                     await commit_turn_connection(conn)
 

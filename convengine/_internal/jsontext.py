@@ -8,6 +8,7 @@ anything that is not JSON (datetimes, objects) is written as ``str(value)``, as 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import orjson
 
@@ -20,3 +21,12 @@ def dumps(value: object) -> str:
         return orjson.dumps(value, default=str, option=_OPTIONS).decode()
     except (TypeError, orjson.JSONEncodeError):  # e.g. integers beyond 64 bits
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def roundtrip(value: object) -> Any:
+    """``value`` as a JSON column will hold it: written by :func:`dumps` and read back."""
+    text = dumps(value)
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:  # e.g. integers beyond 64 bits, which json.dumps wrote
+        return json.loads(text)

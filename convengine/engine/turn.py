@@ -7,10 +7,11 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import get_async_callback_manager_for_config
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from convengine._internal.turn_io import TurnRequest, database_detail, map_failure
@@ -23,6 +24,7 @@ from convengine.catalog.errors import (
     ConversationBusyError,
     ConversationNotFoundError,
     InvalidInputError,
+    StepError,
 )
 from convengine.catalog.state import EngineState
 from convengine.checkpointing import prune_checkpoints
@@ -35,7 +37,7 @@ from convengine.db import turn_connection
 from convengine.engine.commit import commit_turn
 from convengine.engine.config_follow import ConfigFollower
 from convengine.engine.reads import not_found
-from convengine.engine.resources import EngineResources
+from convengine.engine.resources import EngineResources, TurnGraph
 from convengine.engine.results import Payload, TurnResult
 from convengine.engine.turn_failure import all_writes, audit_failure
 from convengine.memory import service as memory_service
@@ -144,9 +146,8 @@ class TurnRunner:
                                                        "event": request.event}}
         async with resources.saver.bind(conn, latest):
             await memory_service.before_run(conn, admission, ctx)
-            # version v2 streams only the state's values (v1 streams each step's updates beside them)
-            output = await resources.graph.ainvoke(graph_input, config, context=ctx, durability="exit", version="v2")
-            final: EngineState = output.value
+            await _run_graph(resources.graph, graph_input, config, ctx)
+            final = _final_state(ctx)
             memory_rows = await memory_service.after_run(conn, request, dict(final), ctx, snapshot.settings,
                                                          admission.owner)
             await commit_turn(resources.store, conn, conversation_id=ctx.conversation_id, final=final,
@@ -238,6 +239,26 @@ async def _bound(conn: AsyncConnection | None) -> AsyncIterator[list[Write]]:
 
 class _StoreFirst(Exception):
     """The turn needs the long-term store, which is set up outside any transaction: start again."""
+
+
+_NO_OUTPUT: list[str] = []
+
+
+async def _run_graph(graph: TurnGraph, graph_input: EngineState, config: RunnableConfig, ctx: TurnContext) -> None:
+    """The turn's graph run. The node that hands over to the end records the final state on the turn's
+    context (``TurnContext.final_state``), so unless a callback handler watches the run, LangGraph
+    is asked for no output: it does not read and emit every channel after each step. A watched run
+    (a LangSmith trace, which shows the final state as the turn's output) streams the state as before."""
+    watched = get_async_callback_manager_for_config(config).handlers
+    await graph.ainvoke(graph_input, config, context=ctx, durability="exit", version="v2",
+                        output_keys=None if watched else _NO_OUTPUT)
+
+
+def _final_state(ctx: TurnContext) -> EngineState:
+    final = ctx.final_state
+    if final is None:  # every run of the turn graph ends through a step that routes to its end
+        raise StepError("the turn's graph finished without a step handing over to its end")
+    return cast(EngineState, final)
 
 
 def _result(conversation_id: str, final: EngineState, settings: EngineSettings) -> TurnResult:

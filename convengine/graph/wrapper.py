@@ -86,7 +86,10 @@ def make_node(step: Step, plan: StepPlan, provider: ContextProvider | None = Non
         if hooks:
             await _hooks(hooks, turn, "after")
         ctx.audit.leave_step()
-        return Command(update=turn.changes(), goto=plan.next_step(step.name, turn))
+        update, goto = turn.changes(), plan.next_step(step.name, turn)
+        if goto == plan.end:
+            ctx.final_state = {**state, **update}
+        return Command(update=update, goto=goto)
 
     node.__name__ = step.name
     return node

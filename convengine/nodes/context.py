@@ -77,6 +77,9 @@ class TurnContext:
     its audit batch and LLM call log are masked with them."""
     semantic: SemanticIndex | None = None
     """The SEMANTIC example embeddings of the version this turn runs on (None: the services' index)."""
+    final_state: dict[str, Any] | None = None
+    """The state the turn's graph ended with, recorded by the node that hands over to the graph's end
+    (the engine reads it here rather than have LangGraph stream the whole state after every step)."""
 
     @property
     def semantic_index(self) -> SemanticIndex | None:

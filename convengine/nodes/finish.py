@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from convengine._internal.jsontext import dumps
+from convengine._internal.jsontext import dumps, roundtrip
 from convengine.catalog import names, stages
 from convengine.catalog import params as pk
 from convengine.catalog import state as keys
@@ -58,7 +58,7 @@ def _memory_skip(turn: Turn) -> tuple[str, dict[str, Any]] | None:
 
 def json_safe(value: object) -> Any:
     """Round-trip through JSON (what the JSON columns will hold)."""
-    return json.loads(json.dumps(value, ensure_ascii=False, default=str))
+    return roundtrip(value)
 
 
 def stored_assistant(payload: dict[str, Any]) -> Any:

@@ -21,7 +21,7 @@ from convengine.nodes.context import TurnContext
 from convengine.rules.facts import FactsInput, build_facts, session_fields
 from convengine.rules.jsonpath import can_reach
 from convengine.settings import EngineSettings
-from convengine.templates.namespaces import producers as memory_namespaces
+from convengine.templates.namespaces import PRODUCERS as MEMORY_NAMESPACES
 
 
 class Turn:
@@ -166,9 +166,9 @@ class Turn:
         name keeps its place, except ``memory``, whose namespace holds the context's keys too.
         With ``path``, only the namespaces that path can reach are built (the rest are left out)."""
         doc = build_facts(self.facts_input())
-        for name, produce in memory_namespaces(self).items():
+        for name, produce in MEMORY_NAMESPACES.items():
             if (name == "memory" or name != "conversationLog" and name not in doc) and can_reach(path, name):
-                doc[name] = produce()
+                doc[name] = produce(self)
         return doc
 
     def session_dict(self) -> dict[str, Any]:

@@ -7,6 +7,7 @@ Each is produced lazily, only when a template refers to it.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -68,13 +69,21 @@ def conversation_log(turn: NamespaceSession) -> str:
     return "\n".join(lines)
 
 
+def _conversation_info(turn: NamespaceSession) -> dict[str, Any]:
+    return {"conversationId": turn.conversation_id, "intent": turn.intent, "state": turn.state,
+            "turn": turn.get(keys.TURN), "status": turn.get(keys.STATUS)}
+
+
+PRODUCERS: dict[str, Callable[[NamespaceSession], Any]] = {
+    "properties": properties,
+    "memory": memory,
+    "userInfo": lambda turn: {"userId": turn.ctx.user_id},
+    "conversationInfo": _conversation_info,
+    "conversationLog": conversation_log,
+}
+"""What each of :data:`NAMESPACES` is for a turn, computed when a template or rule refers to it."""
+
+
 def producers(turn: NamespaceSession) -> dict[str, Callable[[], Any]]:
-    """What each of :data:`NAMESPACES` is, computed when a template refers to it."""
-    return {
-        "properties": lambda: properties(turn),
-        "memory": lambda: memory(turn),
-        "userInfo": lambda: {"userId": turn.ctx.user_id},
-        "conversationInfo": lambda: {"conversationId": turn.conversation_id, "intent": turn.intent,
-                                     "state": turn.state, "turn": turn.get(keys.TURN), "status": turn.get(keys.STATUS)},
-        "conversationLog": lambda: conversation_log(turn),
-    }
+    """:data:`PRODUCERS` bound to ``turn``."""
+    return {name: functools.partial(produce, turn) for name, produce in PRODUCERS.items()}

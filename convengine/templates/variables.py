@@ -15,8 +15,8 @@ from typing import Any, Protocol
 
 from convengine.catalog import state as keys
 from convengine.rules.facts import FactsInput, session_fields
+from convengine.templates.namespaces import PRODUCERS as MEMORY_NAMESPACES
 from convengine.templates.namespaces import NamespaceSession
-from convengine.templates.namespaces import producers as memory_namespaces
 
 
 class TemplateSession(NamespaceSession, Protocol):
@@ -67,36 +67,50 @@ def _clarification(context: Mapping[str, Any]) -> str:
     return (pending.get("question") or "") if isinstance(pending, Mapping) else ""
 
 
-def _producers(turn: TemplateSession) -> dict[str, Callable[[], Any]]:
-    now: list[datetime] = []
+class _Clock:
+    """The turn's "now", read once per template (every time variable names the same instant)."""
 
-    def clock() -> datetime:
-        if not now:
-            now.append(datetime.now().astimezone())
-        return now[0]
+    __slots__ = ("_now",)
 
-    return {
-        **memory_namespaces(turn),
-        "session": lambda: {**session_fields(turn.facts_input()), "context": dict(turn.read_context()),
-                            "schemaJson": turn.schema_json()},
-        "input_params": lambda: dict(turn.read_params()),
-        "context": lambda: dict(turn.read_context()),
-        "schema_json": turn.schema_json,
-        "intent": lambda: turn.intent,
-        "state": lambda: turn.state,
-        "conversation_id": lambda: turn.conversation_id,
-        "user_input": lambda: turn.user_text,
-        "resolved_user_input": lambda: turn.resolved_input,
-        "standalone_query": lambda: turn.standalone_query or "",
-        "conversation_history": lambda: conversation_history(turn),
-        "context_json": lambda: json.dumps(dict(turn.read_context()), default=str),
-        "container_data": lambda: turn.read_context().get("container_data") or {},
-        "pending_clarification": lambda: _clarification(turn.read_context()),
-        "current_date": lambda: clock().date().isoformat(),
-        "current_datetime": lambda: clock().isoformat(timespec="seconds"),
-        "current_year": lambda: clock().year,
-        "current_timezone": lambda: str(clock().tzinfo),
-    }
+    def __init__(self) -> None:
+        self._now: datetime | None = None
+
+    def __call__(self) -> datetime:
+        if self._now is None:
+            self._now = datetime.now().astimezone()
+        return self._now
+
+
+def _session(turn: TemplateSession, _: _Clock) -> dict[str, Any]:
+    return {**session_fields(turn.facts_input()), "context": dict(turn.read_context()), "schemaJson": turn.schema_json()}
+
+
+def _namespace(produce: Callable[[NamespaceSession], Any]) -> Callable[[TemplateSession, _Clock], Any]:
+    return lambda turn, _: produce(turn)
+
+
+_PRODUCERS: dict[str, Callable[[TemplateSession, _Clock], Any]] = {
+    **{name: _namespace(produce) for name, produce in MEMORY_NAMESPACES.items()},
+    "session": _session,
+    "input_params": lambda turn, _: dict(turn.read_params()),
+    "context": lambda turn, _: dict(turn.read_context()),
+    "schema_json": lambda turn, _: turn.schema_json(),
+    "intent": lambda turn, _: turn.intent,
+    "state": lambda turn, _: turn.state,
+    "conversation_id": lambda turn, _: turn.conversation_id,
+    "user_input": lambda turn, _: turn.user_text,
+    "resolved_user_input": lambda turn, _: turn.resolved_input,
+    "standalone_query": lambda turn, _: turn.standalone_query or "",
+    "conversation_history": lambda turn, _: conversation_history(turn),
+    "context_json": lambda turn, _: json.dumps(dict(turn.read_context()), default=str),
+    "container_data": lambda turn, _: turn.read_context().get("container_data") or {},
+    "pending_clarification": lambda turn, _: _clarification(turn.read_context()),
+    "current_date": lambda _, clock: clock().date().isoformat(),
+    "current_datetime": lambda _, clock: clock().isoformat(timespec="seconds"),
+    "current_year": lambda _, clock: clock().year,
+    "current_timezone": lambda _, clock: str(clock().tzinfo),
+}
+"""Each explicit variable (by canonical name), computed for a turn only when a template names it."""
 
 
 def _flat_sources(turn: TemplateSession) -> tuple[Mapping[str, Any], ...]:
@@ -116,8 +130,8 @@ def template_variables(turn: TemplateSession, extra: Mapping[str, Any] | None = 
                        names: Iterable[str] | None = None) -> dict[str, Any]:
     """Variables for a template; with ``names``, only those (what the template refers to)."""
     extra = dict(extra or {})
-    producers = _producers(turn)
-    wanted = list(names) if names is not None else [*_CANONICAL, *producers]
+    clock = _Clock()
+    wanted = list(names) if names is not None else [*_CANONICAL, *_PRODUCERS]
     out: dict[str, Any] = {}
     sources: tuple[Mapping[str, Any], ...] | None = None  # built once, when a name needs them
     for name in wanted:
@@ -125,8 +139,9 @@ def template_variables(turn: TemplateSession, extra: Mapping[str, Any] | None = 
             out[name] = extra[name]
             continue
         key = _CANONICAL.get(name, name)
-        if key in producers:
-            out[name] = producers[key]()
+        produce = _PRODUCERS.get(key)
+        if produce is not None:
+            out[name] = produce(turn, clock)
             continue
         if sources is None:
             sources = _flat_sources(turn)
