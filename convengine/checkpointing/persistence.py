@@ -123,8 +123,9 @@ def insert_conversation(conn: sa.Connection, conversation_id: str, user_text: st
 
 def _packed(events: Sequence[AuditEvent]) -> list[tuple[datetime, bytes]]:
     """The turn's audit rows: its events packed, one row per :data:`packing.EVENTS_PER_ROW`."""
-    if isinstance(events, packing.PackableTrail):  # a turn's own trail packs what it recorded
-        return events.pack_rows(_dumps)
+    trail = packing.packable(events)
+    if trail is not None:  # a turn's own trail packs what it recorded
+        return trail.pack_rows(_dumps)
     return [packing.pack(chunk, _dumps) for chunk in packing.chunks(events)]
 
 
@@ -137,9 +138,10 @@ def insert_events(conn: sa.Connection, events: Sequence[AuditEvent]) -> None:
     """The audit batch in one statement: one ``ce_audit_turn`` row (per conversation, per
     :data:`packing.EVENTS_PER_ROW` events), where ``ce_audit`` took a row per event."""
     by_conversation: dict[str, Sequence[AuditEvent]] = {}
-    if isinstance(events, packing.PackableTrail):
+    trail = packing.packable(events)
+    if trail is not None:
         if events:
-            by_conversation[events.conversation_id] = events
+            by_conversation[trail.conversation_id] = events
     else:
         for event in events:
             by_conversation.setdefault(event.conversation_id, []).append(event)  # type: ignore[attr-defined]
