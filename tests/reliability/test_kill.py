@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import select
 import subprocess
 import sys
 import textwrap
@@ -33,6 +34,7 @@ from tests.helpers import engine_on, split_turns
 ROOT = Path(__file__).parents[2]
 KILLS = int(os.environ.get("CONVENGINE_KILLS", "30"))
 CONVERSATIONS = 5
+READY_TIMEOUT_S = 120.0
 T = TypeVar("T")
 
 CHILD = textwrap.dedent("""
@@ -71,6 +73,7 @@ CHILD = textwrap.dedent("""
     options = pack_options(Path("examples/support_desk.yaml"))
     options.pop("pack")  # the configuration is in the database already
     engine = Engine.open(url, **options, turn_lock_timeout_s=30)
+    print("ready", flush=True)  # the parent's kill timer starts now, not while the child starts up
     messages = ["hello", "I want to cancel my order", "it arrived damaged", "yes", "where is my order", "no",
                 "cancel my order", "blah blah"]
     while True:
@@ -89,20 +92,32 @@ class Conversation:
 
 
 def run_child(url: str, ids: list[str], seed: int, script: Path) -> str:
-    """Run the child until it is killed (by itself, or by us after a random delay)."""
+    """Run the child until it is killed (by itself, or by us a random delay after its engine opened:
+    on a loaded machine starting up takes seconds, and the turns are what this test kills)."""
     child = subprocess.Popen([sys.executable, str(script), url, str(seed), ",".join(ids)], cwd=ROOT,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        child.wait(timeout=random.Random(seed).uniform(1.5, 3.0))
+        _wait_ready(child, READY_TIMEOUT_S)
+        child.wait(timeout=random.Random(seed).uniform(0.8, 2.0))
         how = "self"
     except subprocess.TimeoutExpired:
         child.kill()
         child.wait(timeout=30)
         how = "timer"
     errors = child.stderr.read().decode() if child.stderr else ""
-    child.stderr and child.stderr.close()
+    for pipe in (child.stdout, child.stderr):
+        pipe and pipe.close()
     assert child.returncode == -9, f"child ended with {child.returncode}, not a kill: {errors[-2000:]}"
     return how
+
+
+def _wait_ready(child: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """Wait until the child says its engine is open (or it ends), at most ``timeout_s``."""
+    assert child.stdout is not None
+    ready, _, _ = select.select([child.stdout], [], [], timeout_s)
+    assert ready, f"the child did not open its engine within {timeout_s:g} s"
+    line = child.stdout.readline()
+    assert line.strip() == b"ready" or child.poll() is not None, f"unexpected child output {line!r}"
 
 
 async def inspect(url: str, ids: list[str]) -> dict[str, Conversation]:
