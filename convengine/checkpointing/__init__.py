@@ -10,8 +10,10 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiosqlite
+import psycopg
 import sqlalchemy as sa
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -21,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from convengine._internal.filelocks import FileLockTimeout, exclusive
 from convengine.catalog.errors import ConversationBusyError, PersistenceError
 from convengine.checkpointing.bound import driver_connection
+from convengine.checkpointing.hops import Prepared, fetch_one
 from convengine.checkpointing.postgres import postgres_saver
 from convengine.checkpointing.serde import StrictSerializer
 from convengine.checkpointing.sqlite import prune_sqlite
@@ -81,6 +84,18 @@ async def prune_checkpoints(saver: BaseCheckpointSaver[str], thread_id: str) -> 
 
 
 @dataclass
+class FirstRead:
+    """A statement a turn reads first, once it holds its conversation, in its transaction (the engine's
+    admission). On PostgreSQL it is sent with the lock, in one round trip: PostgreSQL runs the statements
+    of a pipeline in order, each READ COMMITTED statement with a snapshot of its own, so the read sees
+    every turn committed before the lock was granted. ``row`` is its first row once the lock is held."""
+
+    prepared: Prepared
+    values: dict[str, Any]
+    row: tuple[Any, ...] | None = None
+
+
+@dataclass
 class TurnLocks:
     """Serialises the turns of one conversation; different conversations run in parallel.
 
@@ -110,7 +125,7 @@ class TurnLocks:
     @asynccontextmanager
     async def hold(self, conversation_id: str,
                    working: Callable[[], AbstractAsyncContextManager[None]] | None = None,
-                   ) -> AsyncIterator[AsyncConnection | None]:
+                   first: FirstRead | None = None) -> AsyncIterator[AsyncConnection | None]:
         """Hold the conversation for a turn.
 
         Yields the connection the turn's checkpoint and rows are written on, committed once at
@@ -119,13 +134,16 @@ class TurnLocks:
         slot, see :mod:`convengine._internal.working`) is entered once this process's other turns of the
         conversation are done and before the database's lock and connection are taken: a turn waiting
         for a slot holds no connection, and a turn waiting behind its own conversation holds no slot.
+        ``first`` (see :class:`FirstRead`) is read once the conversation is held, before this yields.
         """
         async with self._local(conversation_id), (working or contextlib.nullcontext)():
             if self.url.is_postgres:
-                async with self._postgres(conversation_id) as conn:
+                async with self._postgres(conversation_id, first) as conn:
                     yield conn
             else:
                 async with self._sqlite(conversation_id), self._connection() as conn:
+                    if first is not None:
+                        first.row = await fetch_one(conn, first.prepared, first.values)
                     yield conn
 
     @asynccontextmanager
@@ -161,8 +179,8 @@ class TurnLocks:
                 self._locks.pop(conversation_id, None)
 
     @asynccontextmanager
-    async def _postgres(self, conversation_id: str) -> AsyncIterator[AsyncConnection]:
-        conn = await self._locked_connection(conversation_id)
+    async def _postgres(self, conversation_id: str, first: FirstRead | None) -> AsyncIterator[AsyncConnection]:
+        conn = await self._locked_connection(conversation_id, first)
         try:
             yield conn
         finally:
@@ -170,24 +188,24 @@ class TurnLocks:
                 await conn.rollback()
             await conn.close()
 
-    async def _locked_connection(self, conversation_id: str) -> AsyncConnection:
-        """A connection whose open transaction holds the conversation's advisory lock.
+    async def _locked_connection(self, conversation_id: str, first: FirstRead | None) -> AsyncConnection:
+        """A connection whose open transaction holds the conversation's advisory lock (and has read ``first``).
 
-        A connection dropped by a server restart fails its first statement; SQLAlchemy then
-        invalidates the pool and the lock is retried once on a fresh connection.
+        A connection dropped by a server restart fails its first statement; it is invalidated (with
+        the pool's other connections, which the restart dropped too) and the lock is retried once on a
+        fresh connection.
         """
         for attempt in (1, 2):
             conn = await self.engine.connect()
             try:
                 await conn.begin()
-                await conn.exec_driver_sql(f"SET LOCAL lock_timeout = {int(self.timeout_s * 1000)}; "
-                                           f"SELECT pg_advisory_xact_lock({_lock_key(conversation_id)})")
+                await self._lock(conn, conversation_id, first)
                 return conn
-            except sa.exc.DBAPIError as exc:
-                await _discard(conn)
-                if exc.connection_invalidated and attempt == 1:
+            except (sa.exc.DBAPIError, psycopg.Error) as exc:
+                dropped = await _dropped(conn, exc)
+                if dropped and attempt == 1:
                     continue
-                if "lock timeout" in str(exc).lower() or "LockNotAvailable" in type(exc.orig).__name__:
+                if _lock_timed_out(exc):
                     raise _busy(conversation_id, self.timeout_s) from None
                 logger.warning("could not lock conversation %s: %s", conversation_id, _first_line(exc))
                 raise PersistenceError(f"could not lock conversation {conversation_id}: the database is unavailable "
@@ -196,6 +214,18 @@ class TurnLocks:
                 await _discard(conn)
                 raise
         raise AssertionError("unreachable")
+
+    async def _lock(self, conn: AsyncConnection, conversation_id: str, first: FirstRead | None) -> None:
+        """BEGIN, the lock's timeout, the lock and ``first`` in one round trip (a psycopg pipeline: the
+        statements run in order, and the first to fail aborts the rest)."""
+        raw = await driver_connection(conn)
+        async with raw.pipeline():
+            await raw.execute("SELECT set_config('lock_timeout', %s, true)", (str(int(self.timeout_s * 1000)),))
+            await raw.execute("SELECT pg_advisory_xact_lock(%s::bigint)", (_lock_key(conversation_id),))
+            cursor = None if first is None else await raw.execute(first.prepared.sql,
+                                                                  first.prepared.parameters(first.values))
+        if first is not None and cursor is not None:
+            first.row = await cursor.fetchone()
 
     @asynccontextmanager
     async def _sqlite(self, conversation_id: str) -> AsyncIterator[None]:
@@ -206,6 +236,28 @@ class TurnLocks:
                 yield
         except FileLockTimeout:
             raise _busy(conversation_id, self.timeout_s) from None
+
+
+async def _dropped(conn: AsyncConnection, exc: BaseException) -> bool:
+    """Put away a connection whose lock failed; whether the server had dropped it. SQLAlchemy invalidates
+    a dropped connection it ran a statement on; one found dropped by the driver's own calls (the lock's
+    pipeline) is invalidated here, and the pool's other connections with it (the same restart dropped them)."""
+    if isinstance(exc, sa.exc.DBAPIError):
+        await _discard(conn)
+        return bool(exc.connection_invalidated)
+    raw = await driver_connection(conn)
+    if raw.broken or raw.closed:
+        await conn.invalidate()
+        await conn.close()
+        await conn.engine.dispose()  # as SQLAlchemy invalidates its pool on a disconnect it sees
+        return True
+    await _discard(conn)
+    return False
+
+
+def _lock_timed_out(exc: BaseException) -> bool:
+    orig = getattr(exc, "orig", exc)
+    return isinstance(orig, psycopg.errors.LockNotAvailable) or "lock timeout" in str(exc).lower()
 
 
 async def _discard(conn: AsyncConnection) -> None:

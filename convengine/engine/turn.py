@@ -27,9 +27,9 @@ from convengine.catalog.errors import (
     StepError,
 )
 from convengine.catalog.state import EngineState
-from convengine.checkpointing import prune_checkpoints
+from convengine.checkpointing import FirstRead, prune_checkpoints
 from convengine.checkpointing.bound import Latest, commit_turn_connection
-from convengine.checkpointing.hops import Prepared, fetch_one
+from convengine.checkpointing.hops import Prepared
 from convengine.checkpointing.persistence import Write
 from convengine.checkpointing.recent import latest_columns
 from convengine.config_loader import ConfigSnapshot
@@ -91,10 +91,12 @@ class TurnRunner:
         await self.pruned(request.conversation_id)
         ctx: TurnContext | None = None
         deferred: list[Write] = []
+        first = FirstRead(_admission(self.resources.locks.engine.dialect), {"cid": request.conversation_id})
         try:
-            async with (self.resources.locks.hold(request.conversation_id, self.resources.gate.work.working) as conn,
+            async with (self.resources.locks.hold(request.conversation_id, self.resources.gate.work.working,
+                                                  first) as conn,
                         _bound(conn) as deferred):
-                admission, choice, latest = await self._admit(conn, request, owner, pick)
+                admission, choice, latest = await self._admit(first.row, request, owner, pick)
                 refused = _refusal(request.conversation_id, owner, admission) or admission.refused
                 if refused is not None:
                     raise refused
@@ -119,14 +121,13 @@ class TurnRunner:
             raise error from exc
         return _result(request.conversation_id, final, ctx.snapshot.settings)
 
-    async def _admit(self, conn: AsyncConnection | None, request: TurnRequest, owner: str | None,
+    async def _admit(self, row: tuple[Any, ...] | None, request: TurnRequest, owner: str | None,
                      pick: Pick | None) -> tuple[Admission, Choice, Latest]:
-        """The conversation's admission and the version of this turn, read with its pin and the id of its
-        latest checkpoint in one statement."""
+        """The conversation's admission and the version of this turn, from the row the turn's lock read
+        (its admission, its version pin and the id of its latest checkpoint: one statement)."""
         versions = self.config.versions
-        assert versions is not None and conn is not None, "the engine serves its versions; a turn holds a connection"
+        assert versions is not None, "the engine serves its versions"
         cid = request.conversation_id
-        row = await fetch_one(conn, _admission(conn.dialect), {"cid": cid})
         assert row is not None, "the admission statement reads one row, whether or not the conversation exists"
         admission = memory_service.judge(row, request, owner)
         choice = await versions.choose_pinned(row[4], request.reset, pick)
