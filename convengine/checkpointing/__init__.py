@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import aiosqlite
-import psycopg
 import sqlalchemy as sa
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -195,6 +194,8 @@ class TurnLocks:
         the pool's other connections, which the restart dropped too) and the lock is retried once on a
         fresh connection.
         """
+        import psycopg  # PostgreSQL's driver is an optional dependency (the postgres extra)
+
         for attempt in (1, 2):
             conn = await self.engine.connect()
             try:
@@ -256,8 +257,9 @@ async def _dropped(conn: AsyncConnection, exc: BaseException) -> bool:
 
 
 def _lock_timed_out(exc: BaseException) -> bool:
-    orig = getattr(exc, "orig", exc)
-    return isinstance(orig, psycopg.errors.LockNotAvailable) or "lock timeout" in str(exc).lower()
+    from psycopg.errors import LockNotAvailable  # an optional dependency, PostgreSQL only
+
+    return isinstance(getattr(exc, "orig", exc), LockNotAvailable) or "lock timeout" in str(exc).lower()
 
 
 async def _discard(conn: AsyncConnection) -> None:
