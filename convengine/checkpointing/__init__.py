@@ -225,7 +225,7 @@ class TurnLocks:
             await raw.execute("SELECT pg_advisory_xact_lock(%s::bigint)", (_lock_key(conversation_id),))
             cursor = None if first is None else await raw.execute(first.prepared.sql,
                                                                   first.prepared.parameters(first.values))
-        if first is not None and cursor is not None:
+        if first is not None and cursor is not None:  # (cursor is None exactly when first is)
             first.row = await cursor.fetchone()
 
     @asynccontextmanager

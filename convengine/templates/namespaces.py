@@ -7,7 +7,6 @@ Each is produced lazily, only when a template refers to it.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -82,8 +81,3 @@ PRODUCERS: dict[str, Callable[[NamespaceSession], Any]] = {
     "conversationLog": conversation_log,
 }
 """What each of :data:`NAMESPACES` is for a turn, computed when a template or rule refers to it."""
-
-
-def producers(turn: NamespaceSession) -> dict[str, Callable[[], Any]]:
-    """:data:`PRODUCERS` bound to ``turn``."""
-    return {name: functools.partial(produce, turn) for name, produce in PRODUCERS.items()}
