@@ -100,7 +100,8 @@ class Trail(Sequence[AuditEvent]):
         return self._built
 
     def _build(self, entry: packing.Recorded) -> AuditEvent:
-        stage, payload, at, intent, state, step = entry
+        stage, payload, micros, intent, state, step = entry
+        at = packing.recorded_time(micros)
         meta = None
         if self.persist_meta:
             meta = {"stage": stage, "conversationId": self.conversation_id, "emittedAt": at.isoformat(),
@@ -162,18 +163,17 @@ class TurnAudit:
 
     def emit(self, stage: str, payload: Mapping[str, Any] | None = None, *, intent: str | None = None,
              state: str | None = None) -> None:
+        bus = self._bus  # asked once per event: a listener does not come or go within it
+        listening = bus is not None and bus.has_subscribers(self.conversation_id)
         try:
-            self._record(stage, payload, intent, state)
+            if self._filter.keep(stage, self.conversation_id, intent):
+                self.events.record((stage, dict(payload) if payload else {}, packing.now_micros(), intent, state,
+                                    self.current_step))
+                if listening:
+                    bus.publish(self.events.latest())  # type: ignore[union-attr]
         finally:
-            self._speak(stage, payload, intent, state)  # verbose messages do not depend on the audit filter
-
-    def _record(self, stage: str, payload: Mapping[str, Any] | None, intent: str | None, state: str | None) -> None:
-        if not self._filter.keep(stage, self.conversation_id, intent):
-            return
-        self.events.record((stage, dict(payload) if payload else {}, datetime.now(UTC), intent, state,
-                            self.current_step))
-        if self._bus is not None and self._bus.has_subscribers(self.conversation_id):
-            self._bus.publish(self.events.latest())
+            if listening and self.verbose is not None and self._step_names:
+                self._speak(stage, payload, intent, state)  # verbose messages do not depend on the audit filter
 
     def stamped(self, event: AuditEvent) -> AuditEvent:
         """``event``, made outside the trail (the failure of its turn), as one of the trail's own: its
@@ -190,9 +190,8 @@ class TurnAudit:
                 "intent": intent, "state": state, "step": step, "turnId": self.turn_id}
 
     def _speak(self, stage: str, payload: Mapping[str, Any] | None, intent: str | None, state: str | None) -> None:
-        """Stream the stage's verbose message, if a ce_verbose row has one (and anyone listens)."""
-        if self.verbose is None or self._bus is None or not self._step_names or not self._bus.has_subscribers(self.conversation_id):
-            return
+        """Stream the stage's verbose message, if a ce_verbose row has one (the caller checked that anyone listens)."""
+        assert self.verbose is not None and self._bus is not None
         try:
             body = self.verbose.resolve(stage, payload or {}, conversation_id=self.conversation_id, intent=intent,
                                         state=state, step_names=self._step_names, turn=self._turn)

@@ -7,10 +7,10 @@ state LangGraph handed it in place.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
+from convengine._internal.jsontext import copy_tree
 from convengine.catalog import params as pk
 from convengine.catalog import stages
 from convengine.catalog import state as keys
@@ -67,7 +67,11 @@ class Turn:
         return self._update
 
     def audit(self, stage: str, payload: Mapping[str, Any] | None = None) -> None:
-        self.ctx.audit.emit(stage, payload, intent=self.intent, state=self.state)
+        # self.intent and self.state, read inline: a turn audits some eighty events
+        update, state = self._update, self._state
+        intent = (update[keys.INTENT] if keys.INTENT in update else state.get(keys.INTENT)) or UNKNOWN
+        current = (update[keys.STATE] if keys.STATE in update else state.get(keys.STATE)) or UNKNOWN
+        self.ctx.audit.emit(stage, payload, intent=intent, state=current)
 
     # --- intent and state -------------------------------------------------------------
 
@@ -134,7 +138,7 @@ class Turn:
     @property
     def context(self) -> dict[str, Any]:
         if keys.CONTEXT not in self._update:
-            self._update[keys.CONTEXT] = copy.deepcopy(self._state.get(keys.CONTEXT) or {})
+            self._update[keys.CONTEXT] = copy_tree(self._state.get(keys.CONTEXT) or {})
         return self._update[keys.CONTEXT]
 
     def read_context(self) -> Mapping[str, Any]:
