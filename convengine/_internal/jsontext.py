@@ -7,6 +7,7 @@ anything that is not JSON (datetimes, objects) is written as ``str(value)``, as 
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -30,3 +31,20 @@ def roundtrip(value: object) -> Any:
         return orjson.loads(text)
     except orjson.JSONDecodeError:  # e.g. integers beyond 64 bits, which json.dumps wrote
         return json.loads(text)
+
+
+_SHARED = (str, int, float, bool, type(None))
+
+
+def copy_tree(value: Any) -> Any:
+    """A deep copy of JSON-shaped data (what a turn's context holds): plain dicts and lists are copied,
+    strings, numbers, booleans and None shared, anything else ``copy.deepcopy``-ed. Several times faster
+    than ``copy.deepcopy`` on such data, which it copies the same way."""
+    kind = type(value)
+    if kind is dict:
+        return {key: copy_tree(item) for key, item in value.items()}
+    if kind is list:
+        return [copy_tree(item) for item in value]
+    if kind in _SHARED:
+        return value
+    return copy.deepcopy(value)

@@ -3,9 +3,9 @@ stack until a node waits or the root flow ends, and return from subflows and dig
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
+from convengine._internal.jsontext import copy_tree
 from convengine.catalog import flows as vocab
 from convengine.catalog import stages
 from convengine.catalog import state as keys
@@ -18,7 +18,7 @@ from convengine.nodes.turn import Turn
 
 
 def new_walk(turn: Turn) -> Walk:
-    data = copy.deepcopy(turn.get(keys.FLOW) or {})
+    data = copy_tree(turn.get(keys.FLOW) or {})
     return Walk(turn, catalog_of(turn.snapshot), data, turn.settings.flows.max_steps_per_turn,
                 input=turn.user_text)
 

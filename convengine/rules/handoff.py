@@ -9,9 +9,9 @@ if any, at its question; otherwise the usual pipeline answers the resume event.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
+from convengine._internal.jsontext import copy_tree
 from convengine.catalog import flows as vocab
 from convengine.catalog import stages
 from convengine.catalog import state as keys
@@ -20,7 +20,7 @@ from convengine.rules.model import RuleSession
 
 def hand_off(session: RuleSession, rule_id: int, reason: str) -> dict[str, Any]:
     """Mark ``session`` (the turn) handed off by rule ``rule_id``; returns the rule audit payload."""
-    data = copy.deepcopy(session.get(keys.FLOW) or {})
+    data = copy_tree(session.get(keys.FLOW) or {})
     frame = (data.get("stack") or [None])[-1]
     data["handoff"] = {"rule": rule_id, **({"reason": reason} if reason else {}),
                        **({"flow": frame["flow"], "node": frame["node"]} if frame else {})}

@@ -4,8 +4,7 @@ intent, or the root workflow), and the walk over the call stack of workflows, on
 
 from __future__ import annotations
 
-import copy
-
+from convengine._internal.jsontext import copy_tree
 from convengine.catalog import stages
 from convengine.catalog import state as keys
 from convengine.config.flows import Flow, FlowCatalog, workflow_catalog_of
@@ -26,7 +25,7 @@ def catalog(turn: Turn) -> FlowCatalog:
 
 def new_walk(turn: Turn) -> Walk:
     """The walk of this turn over the conversation's workflow position (``EngineState['workflow']``)."""
-    data = copy.deepcopy(turn.get(keys.WORKFLOW) or {})
+    data = copy_tree(turn.get(keys.WORKFLOW) or {})
     return Walk(turn, catalog(turn), data, turn.settings.flows.max_steps_per_turn, input=turn.user_text,
                 handlers=HANDLERS, names=STAGES)
 
