@@ -26,6 +26,7 @@ class StepPlan:
         """Where the last step hands over: END, or a node that finishes the run (Studio's commit)."""
         self.index = {s.name: i for i, s in enumerate(self.steps)}
         self.by_name = {s.name: s for s in self.steps}
+        self._following = {s.name: self._next_in_order(s.name) for s in self.steps}
 
     @classmethod
     def build(cls, defaults: Sequence[Step], custom: Iterable[Step] = (), end: str = END) -> StepPlan:
@@ -44,6 +45,9 @@ class StepPlan:
 
     def following(self, name: str) -> str:
         """The next step in order that is not loop-only (``end`` after the last)."""
+        return self._following[name]
+
+    def _next_in_order(self, name: str) -> str:
         for step in self.steps[self.index[name] + 1:]:
             if not step.loop_only:
                 return step.name

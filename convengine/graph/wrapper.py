@@ -62,7 +62,7 @@ def make_node(step: Step, plan: StepPlan, provider: ContextProvider | None = Non
         before = dict(turn.read_params()) if step.before or step.after else None
         try:
             outcome = step.run(turn)
-            if inspect.isawaitable(outcome):
+            if outcome is not None and inspect.isawaitable(outcome):  # most steps are plain functions
                 await outcome
             if before is not None and (changed := changed_params(before, turn.read_params())):
                 turn.keep_params(changed)  # a host's custom step: its params persist like a rule's

@@ -15,7 +15,8 @@ def render_for(turn: PromptSession, source: str | None, *, template: str, extra:
     """Strict rendering of ``source`` with the variables it refers to (UNRESOLVED_PROMPT_VARIABLE otherwise)."""
     if not source:
         return ""
-    variables = template_variables(turn, extra, names=referenced_names(source))
+    names = referenced_names(source)
+    variables = template_variables(turn, extra, names=names) if names else {}  # plain text needs none
     return render_prompt(source, variables, template=template, limits=turn.settings)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from convengine._internal.jsontext import dumps, roundtrip
@@ -19,8 +18,6 @@ from convengine.nodes.schema_scope import settle_schema_scope
 from convengine.nodes.summary import assistant_text, memory_row, summarise
 from convengine.nodes.turn import Turn
 
-_SPACES = re.compile(r"\s+")
-
 
 def deterministic_summary(turn: Turn, recent: int, max_chars: int) -> str:
     """ConvEngine's summary string, built from the newest turns (not the oldest)."""
@@ -28,7 +25,7 @@ def deterministic_summary(turn: Turn, recent: int, max_chars: int) -> str:
     turns = ", ".join(f"{{u={t.get('user')}, a={_as_text(t.get('assistant'))}}}" for t in window)
     text = (f"intent={turn.intent}, state={turn.state}, user={turn.user_text}, recentTurns=[{turns}], "
             f"response={assistant_text(turn.get(keys.PAYLOAD))}")
-    return _SPACES.sub(" ", text).strip()[:max_chars]
+    return " ".join(text.split())[:max_chars]  # whitespace runs as one space, as ConvEngine's \s+ collapse
 
 
 def _as_text(value: object) -> str:

@@ -298,6 +298,9 @@ def render_prompt(source: str | None, variables: Mapping[str, Any], *, template:
     """
     if not source:
         return ""
+    static = _static_text(source, "prompt")
+    if static is not None and len(static) <= TemplateLimits.of(limits).max_chars:
+        return static  # plain text (most system prompts): nothing to resolve, rendered once
     _require(source, variables, template, nulls=False)
     try:
         return _render(source, "prompt", variables, limits)
