@@ -54,21 +54,13 @@ def side_effects(events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
 
 
 def _side_effects(staged: Sequence[Entry]) -> list[dict[str, Any]]:
-    found = []
-    for stage, step, payload in staged:
-        if stage in SIDE_EFFECT_STAGES:
-            what = (payload.get("taskBean") or payload.get("toolCode") or payload.get("tool_code")
-                    or payload.get("mcpToolCode") or payload.get("containerId"))
-            found.append({"stage": stage, "step": step, "what": what})
-    return found
+    return [_side_effect(stage, step, payload) for stage, step, payload in staged if stage in SIDE_EFFECT_STAGES]
 
 
-def _fallback(entries: Sequence[Entry], intent: object) -> bool:
-    """A fallback answered: a fallback stage, a flow ``fallback`` node, or nothing recognised the
-    message and the turn ended without an intent."""
-    return any(stage in FALLBACK_STAGES
-               or (stage == stages.FLOW_NODE and payload.get("type") == flow_vocab.FALLBACK)
-               or (stage == UNMATCHED_STAGE and intent == UNKNOWN) for stage, _, payload in entries)
+def _side_effect(stage: str, step: str | None, payload: dict[str, Any]) -> dict[str, Any]:
+    what = (payload.get("taskBean") or payload.get("toolCode") or payload.get("tool_code")
+            or payload.get("mcpToolCode") or payload.get("containerId"))
+    return {"stage": stage, "step": step, "what": what}
 
 
 def _tokens(usage: object, name: str) -> int:
@@ -76,36 +68,48 @@ def _tokens(usage: object, name: str) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
-def turn_stats(final: dict[str, Any], entries: Sequence[Entry], prices: LlmSpendSettings) -> dict[str, Any]:
-    """What analytics counts of a completed turn: where it ended, whether a fallback answered it or it
-    handed off, and its model calls (tokens and their price at ``prices``)."""
-    calls = [payload for stage, _, payload in entries if stage == LLM_CALL_STAGE]
-    usages = [{"input_tokens": _tokens(c.get("usage"), "input_tokens"),
-               "output_tokens": _tokens(c.get("usage"), "output_tokens")} for c in calls]
-    cost = sum(price(prices, c.get("model"), u) for c, u in zip(calls, usages, strict=True))
-    return {"intent_code": final.get(keys.INTENT), "state_code": final.get(keys.STATE),
-            "fallback": _fallback(entries, final.get(keys.INTENT)),
-            "handoff": any(stage == HANDOFF_STAGE for stage, _, _ in entries),
-            "llm_calls": len(calls), "input_tokens": sum(u["input_tokens"] for u in usages),
-            "output_tokens": sum(u["output_tokens"] for u in usages), "llm_cost": cost}
+def _call_stats(calls: Sequence[dict[str, Any]], prices: LlmSpendSettings) -> dict[str, Any]:
+    """A turn's model calls (their LLM_CALL payloads): how many, their tokens and their price at ``prices``."""
+    usages = [(_tokens(c.get("usage"), "input_tokens"), _tokens(c.get("usage"), "output_tokens")) for c in calls]
+    cost = sum(price(prices, c.get("model"), {"input_tokens": i, "output_tokens": o})
+               for c, (i, o) in zip(calls, usages, strict=True))
+    return {"llm_calls": len(calls), "input_tokens": sum(i for i, _ in usages),
+            "output_tokens": sum(o for _, o in usages), "llm_cost": cost}
 
 
 def step_row(conversation_id: str, turn_key: str, final: dict[str, Any],
              events: Sequence[Entry], prices: LlmSpendSettings | None = None) -> dict[str, Any]:
-    """The step row of a completed turn (its final state and its audit events as (stage, step, payload)),
-    with its :func:`turn_stats` priced at ``prices`` (``llm.spend``)."""
-    # each stage name once (_stage inlined: a call per event costs more than the partition)
-    staged = [(stage.partition(" ")[0], step, payload) for stage, step, payload in events]
-    actions = [{"ruleId": p.get("ruleId"), "action": p.get("action"),
-                "phase": p.get("phase")} for stage, _, p in staged if stage == ACTION_STAGE]
-    data = [{"stage": stage, "step": step, "payload": p} for stage, step, p in staged
-            if stage in DATA_STAGES or stage.endswith(DATA_STAGE_SUFFIX)]
+    """The step row of a completed turn (its final state and its audit events as (stage, step, payload)):
+    what analytics counts of it too (where it ended, whether a fallback answered it or it handed off,
+    its model calls, their tokens and their price at ``prices``, ``llm.spend``). One pass over the events."""
+    intent = final.get(keys.INTENT)
+    actions: list[dict[str, Any]] = []
+    data: list[dict[str, Any]] = []
+    effects: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+    fallback = handoff = False
+    for full_stage, step, p in events:
+        stage = full_stage.partition(" ")[0]
+        if stage == ACTION_STAGE:
+            actions.append({"ruleId": p.get("ruleId"), "action": p.get("action"), "phase": p.get("phase")})
+        if stage in DATA_STAGES or stage.endswith(DATA_STAGE_SUFFIX):
+            data.append({"stage": stage, "step": step, "payload": p})
+        if stage in SIDE_EFFECT_STAGES:
+            effects.append(_side_effect(stage, step, p))
+        if stage == LLM_CALL_STAGE:
+            calls.append(p)
+        # a fallback answered: a fallback stage, a flow fallback node, or nothing recognised the message
+        # and the turn ended without an intent
+        fallback = fallback or (stage in FALLBACK_STAGES or (stage == UNMATCHED_STAGE and intent == UNKNOWN)
+                                or (stage == stages.FLOW_NODE and p.get("type") == flow_vocab.FALLBACK))
+        handoff = handoff or stage == HANDOFF_STAGE
     payload = final.get(keys.PAYLOAD) or {}
     return {"conversation_id": conversation_id, "turn_key": turn_key, "turn": int(final.get(keys.TURN) or 0),
             "input_text": final.get(keys.USER_TEXT) or "", "actions_json": json_safe(actions),
             "data_json": json_safe(data), "output_json": json_safe(stored_assistant(payload)) if payload else None,
-            "side_effects_json": _side_effects(staged), "undone": False, "created_at": datetime.now(UTC),
-            **turn_stats(final, staged, prices or LlmSpendSettings())}
+            "side_effects_json": effects, "undone": False, "created_at": datetime.now(UTC),
+            "intent_code": intent, "state_code": final.get(keys.STATE), "fallback": fallback, "handoff": handoff,
+            **_call_stats(calls, prices or LlmSpendSettings())}
 
 
 _COLUMNS = ("conversation_id", "turn_key", "turn", "input_text", "actions_json", "data_json", "output_json",
