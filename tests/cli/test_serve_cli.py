@@ -68,6 +68,9 @@ async def test_reload_reimports_the_edited_pack_and_keeps_serving_a_bad_edit_out
         assert (await engine.aprocess("hello")).text == GREETING
         pack.write_text(SUPPORT.read_text().replace(GREETING, "Hi, edited."))
         assert await wait_for(engine, "Hi, edited.") == "Hi, edited."
+        deadline = time.monotonic() + 30  # the watcher reports once its reload returns, maybe after a turn saw it
+        while not told and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
         assert told and told[-1].startswith(f"reloaded {pack} (configuration ")
 
         pack.write_text(SUPPORT.read_text().replace("'^\\s*(hi|hello", "'^\\s*((hi|hello"))  # a regex that cannot compile
