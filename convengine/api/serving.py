@@ -67,7 +67,7 @@ async def _serve(url: str, options: dict[str, Any], *, host: str, port: int, log
     told: asyncio.Task[None] | None = None
     try:
         api = resolve_api(engine.settings, host=host, cors_origins=cors_origins)
-        app = create_app(engine=engine, host=host, cors_origins=cors_origins, close_engine=True)
+        app = create_app(engine=engine, host=host, cors_origins=cors_origins, close_engine=True, freeze_gc=True)
         if hooks.reload_pack is not None:
             watch = PackWatcher(engine, hooks.reload_pack, **({"report": hooks.announce} if hooks.announce else {}))
             watcher = asyncio.create_task(watch.run())

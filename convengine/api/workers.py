@@ -96,7 +96,8 @@ def app() -> Any:
     WorkerProtocol.head_timeout_s = spec.head_timeout_s
     WorkerProtocol.body_timeout_s = spec.body_timeout_s
     WorkerProtocol.max_connections_per_client = spec.max_connections_per_client
-    return create_app(spec.url, host=spec.host, cors_origins=spec.cors_origins, **spec.engine_options())
+    return create_app(spec.url, host=spec.host, cors_origins=spec.cors_origins, freeze_gc=True,
+                      **spec.engine_options())
 
 
 def require_postgres(is_postgres: bool, workers: int) -> None:
