@@ -1,4 +1,4 @@
-"""Every benchmark in one run (about 10 minutes on 2 quiet cores): prints each table, writes JSON, and a
+"""Every benchmark in one run (about 20 minutes on 2 quiet cores): prints each table, writes JSON, and a
 Markdown summary; ``--update-docs`` also puts the summary into docs/performance.md.
 
     python bench/run_all.py [--quick] [--update-docs [--max-load-per-cpu 0.25]] [--results DIR]
@@ -57,17 +57,19 @@ def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
 
 
 async def run(args: argparse.Namespace, pg_url: str | None, folder: Path) -> list[tuple[str, list[str], list[list[Any]]]]:
-    sizes = {"turns": 100, "growth": 300, "window": 50, "seconds": 2.0, "conversations": 5, "chunks": 2000,
-             "queries": 50, "bytes_turns": 12} if args.quick else \
-            {"turns": 300, "growth": 1000, "window": 100, "seconds": 5.0, "conversations": 20, "chunks": 100_000,
-             "queries": 200, "bytes_turns": 23}
+    # throughput_seconds: per level and mode, in 8 interleaved slices (the ratios between modes at one
+    # conversation moved by up to 0.1 from one 5-second run to the next)
+    sizes = {"turns": 100, "growth": 300, "window": 50, "seconds": 2.0, "throughput_seconds": 2.0, "conversations": 5,
+             "chunks": 2000, "queries": 50, "bytes_turns": 12} if args.quick else \
+            {"turns": 300, "growth": 1000, "window": 100, "seconds": 5.0, "throughput_seconds": 10.0, "conversations": 20,
+             "chunks": 100_000, "queries": 200, "bytes_turns": 23}
     tables = []
     steps: list[tuple[str, Any, list[str], str]] = [
         ("turn_overhead", lambda: turn_overhead.measure(sizes["turns"], pg_url, folder), turn_overhead.HEADER,
          turn_overhead.TITLE),
         ("growth", lambda: growth.measure(sizes["growth"], sizes["window"], pg_url, folder), growth.HEADER,
          growth.TITLE),
-        ("throughput", lambda: throughput.measure([1, 4, 16, 64], sizes["seconds"], pg_url, folder),
+        ("throughput", lambda: throughput.measure([1, 4, 16, 64], sizes["throughput_seconds"], pg_url, folder),
          throughput.HEADER, throughput.TITLE),
         ("llm_economy", lambda: llm_economy.measure(sizes["conversations"], folder), llm_economy.HEADER,
          llm_economy.TITLE),

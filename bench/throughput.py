@@ -18,7 +18,7 @@ its own conversation of the support-desk pack, in three ways:
 The three are interleaved: each level's time is cut into slices and the modes take turns slice by
 slice, so drift on a shared machine affects them alike.
 
-    python bench/throughput.py [--seconds 5] [--levels 1,4,16,64] [--results DIR]
+    python bench/throughput.py [--seconds 10] [--levels 1,4,16,64] [--results DIR]
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from convengine.engine import Engine
 
 TITLE = "Throughput on PostgreSQL (support desk; each worker its own conversation)"
 HEADER = ["mode", "concurrency", "turns/s", "p50 ms", "p99 ms", "turns", "vs bare turns/s"]
-ROUNDS = 4
+ROUNDS = 8
 CAPPED_TURNS_PER_CPU = 4
 """``python-capped``'s ``admission.max_turns`` per CPU."""
 Turn = Callable[[int, int], Awaitable[Any]]  # (worker, turn index) -> awaitable
@@ -230,7 +230,7 @@ async def measure(levels: list[int], seconds: float, pg_url: str | None,
 
 def main(argv: list[str] | None = None) -> Path:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--levels", default="1,4,16,64")
     parser.add_argument("--results", type=Path, default=RESULTS, help="folder of the JSON result")
     args = parser.parse_args(argv)
