@@ -52,7 +52,7 @@ PUBLIC_PATHS = ("/health", "/ready")
 def settle_startup_objects() -> None:
     """Collect, then freeze (:func:`gc.freeze`) what a started server holds: modules, the configuration,
     the compiled graph, about 300,000 objects. Python's full collections walk every tracked object; in
-    a busy server one ran every few seconds and took ~150 ms, about 4% of its CPU. Frozen objects are
+    a busy server one ran every few seconds and took ~150 ms, about 5% of its CPU. Frozen objects are
     not walked, and not collected: what the server drops later (a configuration replaced on reload) is
     still freed by reference counting, only a reference cycle among the frozen objects stays (100
     reloads grew a process by 2 MB with the freeze, by 4 MB without)."""

@@ -115,7 +115,7 @@ def next_version(current: str | int | None) -> str:
     each node last saw).
     """
     number = 0 if current is None else current if isinstance(current, int) else int(current.split(".", 1)[0])
-    return f"{number + 1:0{VERSION_DIGITS}d}.{random.getrandbits(VERSION_RANDOM_BITS):010x}"
+    return f"{number + 1:0{VERSION_DIGITS}d}.{random.getrandbits(VERSION_RANDOM_BITS):0{VERSION_RANDOM_BITS // 4}x}"
 
 
 class TurnSaver(BaseCheckpointSaver[str]):
