@@ -106,11 +106,27 @@ def checked(tup: CheckpointTuple) -> CheckpointTuple:
     info = metadata.get(UNDO_METADATA_KEY)
     if info is not None and not _a_timeline(info):
         raise _altered(f"undo metadata of {_shown(info)}")
+    if not _versions_ok(tup.checkpoint.get("channel_versions"), tup.checkpoint.get("versions_seen")):
+        raise _altered("channel versions LangGraph cannot count from")
     values = tup.checkpoint.get("channel_values")
     problem = stored_state_problem(values) if isinstance(values, dict) else "channel values that are not an object"
     if problem is not None:
         raise _altered(problem)
     return tup
+
+
+def _a_version(version: object) -> bool:
+    """A version LangGraph can take the next one from: a counter, or text starting with its digits."""
+    if isinstance(version, int):
+        return not isinstance(version, bool)
+    return isinstance(version, str) and version.split(".", 1)[0].isdigit() and version.isascii()
+
+
+def _versions_ok(versions: object, seen: object) -> bool:
+    if not isinstance(versions, dict) or not all(_a_version(v) for v in versions.values()):
+        return False
+    return isinstance(seen, dict) and all(isinstance(s, dict) and all(_a_version(v) for v in s.values())
+                                          for s in seen.values())
 
 
 def _a_timeline(info: object) -> bool:

@@ -244,3 +244,42 @@ async def test_pruning_refuses_stored_metadata_that_is_no_json_object(sqlite_db_
         assert after.turn == 2 and after.text == "You said: still here"
     finally:
         await engine.aclose()
+
+
+def rewrite_versions(url: str, cid: str) -> None:
+    """Replace every channel version of the conversation's checkpoints with text LangGraph cannot count from."""
+    engine = create_sync_engine(parse_database_url(url))
+    try:
+        with engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                assert conn.execute(sa.text(
+                    "UPDATE checkpoints SET checkpoint = jsonb_set(checkpoint, '{channel_versions}', (SELECT "
+                    "jsonb_object_agg(key, 'x.y') FROM jsonb_each(checkpoint->'channel_versions'))) "
+                    "WHERE thread_id = :t"), {"t": cid}).rowcount
+                return
+            rows = conn.execute(sa.text("SELECT checkpoint_id, checkpoint FROM checkpoints WHERE thread_id = :t"),
+                                {"t": cid}).all()
+            for checkpoint_id, blob in rows:
+                data = ormsgpack.unpackb(blob)
+                data["channel_versions"] = {k: "x.y" for k in data["channel_versions"]}
+                conn.execute(sa.text("UPDATE checkpoints SET checkpoint = :b WHERE thread_id = :t AND "
+                                     "checkpoint_id = :c"), {"b": ormsgpack.packb(data), "t": cid, "c": checkpoint_id})
+    finally:
+        engine.dispose()
+
+
+async def test_tampered_channel_versions_are_refused_not_an_internal_error(db_url: str, world: Any) -> None:
+    engine = await Engine.aopen(db_url, pack=ECHO)
+    try:
+        cid, bystander = await tampered_conversation(engine, db_url, lambda metadata, others: metadata)
+        rewrite_versions(db_url, cid)
+        before = world(attacker=cid)
+        for attempt in (lambda: engine.aprocess("four", cid), lambda: engine.aundo(cid)):
+            with pytest.raises(ConvEngineError) as refused:
+                await attempt()
+            assert refused.value.code.value == "CHECKPOINT_REJECTED", refused.value.message
+            assert "channel versions" in refused.value.message
+        assert_unchanged(before, world(attacker=cid))
+        assert (await engine.aprocess("still here", bystander)).turn == 2
+    finally:
+        await engine.aclose()
